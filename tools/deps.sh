@@ -1,0 +1,36 @@
+#!/bin/sh
+# Install the Debian packages gpusleep needs to build and test, if missing.
+# Does nothing when everything is present. Only Debian's archive is used.
+set -eu
+
+PKGS="build-essential make gcc pkg-config python3 \
+qemu-system-x86 linux-image-amd64 linux-headers-amd64 linux-source-6.1 \
+busybox-static kmod cpio xz-utils \
+libnl-3-dev libnl-genl-3-dev liburing-dev sparse \
+flex bison bc libelf-dev libssl-dev dwarves rsync"
+
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+
+[ -z "$missing" ] && exit 0
+
+echo "deps: installing:$missing" >&2
+if [ "$(id -u)" -eq 0 ]; then
+	SUDO=""
+elif command -v sudo >/dev/null 2>&1; then
+	SUDO="sudo"
+else
+	echo "deps: need root or sudo to install:$missing" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq || { echo "deps: apt-get update failed" >&2; exit 1; }
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null || {
+	echo "deps: apt-get install failed for:$missing" >&2
+	exit 1
+}

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * gpusleep: put an inference engine's GPU memory to sleep, tag by tag.
+ *
+ * The one header shared by the kernel module and userspace. Every struct is
+ * fixed-size, made of __u8..__u64 only, naturally aligned, a multiple of 8
+ * bytes, with explicit padding; reserved fields and padding must be zero on
+ * input (else -EINVAL) and are zero on output. See docs/uapi.md.
+ *
+ * Objects:
+ *   /dev/gpusleep        the device: handshake, create a domain, attach.
+ *   engine fd            returned by GPUSLEEP_IOC_CREATE_DOMAIN; the domain
+ *                        lives as long as this fd. Receives engine events
+ *                        through read()/poll(); may also control the domain.
+ *   agent fd             GPUSLEEP_IOC_ATTACH with GPUSLEEP_ROLE_AGENT; at most
+ *                        one per domain. Receives pause/resume-tag events.
+ *   controller fd        GPUSLEEP_IOC_ATTACH with GPUSLEEP_ROLE_CONTROLLER;
+ *                        release / resume / state / wait / eventfd.
+ */
+#ifndef _UAPI_LINUX_GPUSLEEP_H
+#define _UAPI_LINUX_GPUSLEEP_H
+
+#include <linux/types.h>
+#include <linux/ioctl.h>
+
+#define GPUSLEEP_DEVICE_NAME	"gpusleep"
+#define GPUSLEEP_API_VERSION	1
+
+/* Features reported by GPUSLEEP_IOC_API (all of them in version 1). */
+#define GPUSLEEP_FEAT_EVENTFD		(1ULL << 0)
+#define GPUSLEEP_FEAT_TIMEOUTS		(1ULL << 1)
+#define GPUSLEEP_FEAT_WAIT_BY_ID	(1ULL << 2)
+#define GPUSLEEP_FEAT_SYSFS		(1ULL << 3)
+#define GPUSLEEP_FEAT_NETLINK		(1ULL << 4)
+
+/* Tags: a bitmask. 0 in a request means "the default" (see RELEASE/RESUME). */
+#define GPUSLEEP_TAG_WEIGHTS	(1U << 0)
+#define GPUSLEEP_TAG_KV_CACHE	(1U << 1)
+#define GPUSLEEP_TAG_ALL	(GPUSLEEP_TAG_WEIGHTS | GPUSLEEP_TAG_KV_CACHE)
+#define GPUSLEEP_NR_TAGS	2	/* bit index order is the fixed order */
+#define GPUSLEEP_MAX_TAGS	8	/* room in the per-tag arrays */
+
+#define GPUSLEEP_NAME_LEN	32	/* including the terminating NUL */
+#define GPUSLEEP_GPU_LEN	64	/* including the terminating NUL */
+
+/* Roles of a domain fd. */
+#define GPUSLEEP_ROLE_ENGINE		1	/* only through CREATE_DOMAIN */
+#define GPUSLEEP_ROLE_AGENT		2
+#define GPUSLEEP_ROLE_CONTROLLER	3
+
+/* Engine capabilities declared at creation (struct gpusleep_create.caps). */
+#define GPUSLEEP_CAP_PREFIX_CACHING	(1U << 0)	/* prefix caching on */
+#define GPUSLEEP_CAP_PREFIX_CACHE_RESET	(1U << 1)	/* engine can reset it */
+#define GPUSLEEP_CAP_ALL		(GPUSLEEP_CAP_PREFIX_CACHING | \
+					 GPUSLEEP_CAP_PREFIX_CACHE_RESET)
+
+/*
+ * Reasons: why an operation was refused or failed. Each has one errno
+ * (docs/errors.md). GPUSLEEP_R_NONE with error 0 is success.
+ */
+enum gpusleep_reason {
+	GPUSLEEP_R_NONE = 0,
+	GPUSLEEP_R_NOT_ENABLED = 1,	/* ENOTCONN: no agent attached */
+	GPUSLEEP_R_INVALID = 2,		/* EINVAL: tags, flags, reserved */
+	GPUSLEEP_R_KV_NOT_ALLOWED = 3,	/* EPERM: prefix cache, no reset */
+	GPUSLEEP_R_ALREADY_RELEASED = 4,/* EALREADY: bad_tags names them */
+	GPUSLEEP_R_BUSY = 5,		/* EBUSY: pause/release in progress */
+	GPUSLEEP_R_NOT_RELEASED = 6,	/* ENOENT: resume of awake tags */
+	GPUSLEEP_R_CANCELLED = 7,	/* ECANCELED: resumed before drained */
+	GPUSLEEP_R_DRAIN_TIMEOUT = 8,	/* ETIMEDOUT: engine did not drain */
+	GPUSLEEP_R_AGENT_TIMEOUT = 9,	/* ETIMEDOUT: agent did not answer */
+	GPUSLEEP_R_ENGINE_FAILED = 10,	/* engine's errno: drain/reset/repair */
+	GPUSLEEP_R_AGENT_FAILED = 11,	/* agent's errno: pause/resume tag */
+	GPUSLEEP_R_AGENT_GONE = 12,	/* EPIPE: agent fd closed mid-op */
+	GPUSLEEP_R_ENGINE_GONE = 13,	/* EOWNERDEAD: engine fd closed */
+	GPUSLEEP_R_NO_MEMORY = 14,	/* ENOMEM: kernel allocation failed */
+	GPUSLEEP_R_QUEUE_FULL = 15,	/* ENOBUFS: event queue overflow */
+	GPUSLEEP_R_MAX
+};
+
+/* Domain states (struct gpusleep_state.state). */
+enum gpusleep_dstate {
+	GPUSLEEP_S_AWAKE = 0,		/* nothing released, no operation */
+	GPUSLEEP_S_DRAINING = 1,	/* release waits for the engine drain */
+	GPUSLEEP_S_RELEASING = 2,	/* cache reset / agent unmapping */
+	GPUSLEEP_S_RELEASED = 3,	/* some tag released, no operation */
+	GPUSLEEP_S_RESUMING = 4,	/* agent remapping / KV repair */
+	GPUSLEEP_S_DEAD = 5,		/* engine fd closed */
+	GPUSLEEP_S_MAX
+};
+
+/* ------------------------------------------------------------------ */
+/* /dev/gpusleep ioctls                                                */
+
+/*
+ * GPUSLEEP_IOC_API: handshake. In: api = GPUSLEEP_API_VERSION, features =
+ * the features the caller needs (0 is fine). Out: features = all features
+ * the module has, max_domains. -EINVAL if api differs or a needed feature
+ * is missing (features then holds what is available).
+ */
+struct gpusleep_api {
+	__u32 api;
+	__u32 max_domains;	/* out */
+	__u64 features;		/* in: needed; out: available */
+	__u64 reserved[2];
+};
+
+/*
+ * GPUSLEEP_IOC_CREATE_DOMAIN: create a domain; returns the engine fd
+ * (O_CLOEXEC). name and gpu are NUL-terminated printable ASCII; name must
+ * not be empty. Out: id. -ENOSPC past the max_domains module parameter.
+ */
+struct gpusleep_create {
+	char name[GPUSLEEP_NAME_LEN];
+	char gpu[GPUSLEEP_GPU_LEN];
+	__u32 caps;		/* GPUSLEEP_CAP_* */
+	__u32 flags;		/* must be 0 */
+	__u32 id;		/* out: domain id, >= 1 */
+	__u32 pad;
+	__u64 reserved[2];
+};
+
+/*
+ * GPUSLEEP_IOC_ATTACH: attach to domain id with a role (AGENT or
+ * CONTROLLER); returns an fd (O_CLOEXEC). -ENOENT: no such domain;
+ * -EPERM: caller is neither the owner (same euid) nor CAP_SYS_ADMIN;
+ * -EBUSY: an agent is already attached.
+ */
+struct gpusleep_attach {
+	__u32 id;
+	__u32 role;
+	__u32 flags;		/* must be 0 */
+	__u32 pad;
+	__u64 reserved[2];
+};
+
+/* ------------------------------------------------------------------ */
+/* Controller ioctls (controller fd or engine fd)                     */
+
+#define GPUSLEEP_OP_RELEASE	1
+#define GPUSLEEP_OP_RESUME	2
+
+/* Flags of struct gpusleep_op. */
+#define GPUSLEEP_OPF_ABORT_INFLIGHT	(1U << 0) /* release: abort, not wait */
+#define GPUSLEEP_OPF_NONBLOCK		(1U << 1) /* return once started */
+#define GPUSLEEP_OPF_RELEASE_MASK	(GPUSLEEP_OPF_ABORT_INFLIGHT | \
+					 GPUSLEEP_OPF_NONBLOCK)
+#define GPUSLEEP_OPF_RESUME_MASK	(GPUSLEEP_OPF_NONBLOCK)
+
+/*
+ * GPUSLEEP_IOC_RELEASE / GPUSLEEP_IOC_RESUME.
+ * In: tags (0 = default: release all tags / resume what is released),
+ * flags, timeout_ms (per step; 0 = the module parameters).
+ * Out, on success and on failure alike: reason, bad_tags (the tags a
+ * refusal names), op_id (0 when refused before an operation started).
+ * A refusal returns its errno and changes nothing. A started operation
+ * without GPUSLEEP_OPF_NONBLOCK is waited for: the ioctl returns the
+ * operation's result; a signal returns -EINTR and leaves it running
+ * (GPUSLEEP_IOC_WAIT with op_id picks it up).
+ */
+struct gpusleep_op {
+	__u32 tags;
+	__u32 flags;
+	__u32 timeout_ms;
+	__u32 reason;		/* out: enum gpusleep_reason */
+	__u64 op_id;		/* out */
+	__u32 bad_tags;		/* out */
+	__u32 pad;
+	__u64 reserved[2];
+};
+
+/* The result of a finished operation. */
+struct gpusleep_result {
+	__u64 op_id;
+	__u32 kind;		/* GPUSLEEP_OP_* */
+	__u32 tags;		/* the tags the operation resolved to */
+	__s32 error;		/* 0 or -errno */
+	__u32 reason;		/* enum gpusleep_reason */
+	__u32 done_tags;	/* tags the agent confirmed in this op */
+	__u32 pad;
+	__u64 duration_ns;
+	__u64 bytes[GPUSLEEP_MAX_TAGS];	/* per tag bit, from the agent */
+};
+
+/*
+ * GPUSLEEP_IOC_WAIT: wait for operation op_id (0 = the newest one) to
+ * finish, at most timeout_ms (0 = forever), interruptibly. Returns 0 and
+ * fills result (whatever the operation's own outcome, in result.error);
+ * -ENOENT for an id never issued or too old to be remembered; -ETIMEDOUT;
+ * -ERESTARTSYS/-EINTR on a signal; -EOWNERDEAD if the domain died first
+ * (result still filled).
+ */
+struct gpusleep_wait {
+	__u64 op_id;
+	__u32 timeout_ms;
+	__u32 pad;
+	__u64 reserved[2];
+	struct gpusleep_result result;	/* out */
+};
+
+/* Flags of struct gpusleep_state.flags. */
+#define GPUSLEEP_SF_DRAIN_PENDING	(1U << 0)
+#define GPUSLEEP_SF_OP_IN_FLIGHT	(1U << 1)
+#define GPUSLEEP_SF_AGENT_ATTACHED	(1U << 2)
+#define GPUSLEEP_SF_KV_RELEASE_ALLOWED	(1U << 3)
+#define GPUSLEEP_SF_SCHED_PAUSED	(1U << 4)
+#define GPUSLEEP_SF_DEAD		(1U << 5)
+
+/* GPUSLEEP_IOC_GET_STATE: the domain's state (is_sleeping = released != 0). */
+struct gpusleep_state {
+	__u32 id;
+	__u32 state;		/* enum gpusleep_dstate */
+	__u32 released;		/* released tags */
+	__u32 flags;		/* GPUSLEEP_SF_* */
+	__u32 caps;
+	__u32 pad;
+	__u64 op_in_flight;	/* id, or 0 */
+	__u64 last_op_id;	/* newest operation issued, or 0 */
+	__u64 bytes_released[GPUSLEEP_MAX_TAGS];
+	__u64 reserved[4];
+	struct gpusleep_result last;	/* newest finished operation */
+};
+
+/* Events of struct gpusleep_eventfd.events. */
+#define GPUSLEEP_EFD_DRAINED	(1U << 0)	/* engine reported drained */
+#define GPUSLEEP_EFD_OP_DONE	(1U << 1)	/* an operation finished */
+#define GPUSLEEP_EFD_ALL	(GPUSLEEP_EFD_DRAINED | GPUSLEEP_EFD_OP_DONE)
+
+/*
+ * GPUSLEEP_IOC_EVENTFD: fd >= 0 with events != 0 registers (or updates)
+ * that eventfd for this file; fd >= 0 with events == 0 removes it; fd == -1
+ * (events 0) removes every registration of this file. Registrations end
+ * with the file. -EBADF: not an open fd; -EINVAL: not an eventfd, bad
+ * events; -ENOSPC: the domain's max_eventfds is reached; -ENOENT: removing
+ * an eventfd that is not registered. When the domain dies every registered
+ * eventfd is signalled.
+ */
+struct gpusleep_eventfd {
+	__s32 fd;
+	__u32 events;
+	__u64 reserved;
+};
+
+/* ------------------------------------------------------------------ */
+/* Engine and agent: events read() from the fd, answered by COMPLETE   */
+
+enum gpusleep_event_type {
+	GPUSLEEP_EV_NONE = 0,
+	/* to the engine */
+	GPUSLEEP_EV_DRAIN = 1,		/* pause scheduling, drain; answer */
+	GPUSLEEP_EV_DRAIN_CANCELLED = 2,/* stop draining; no answer */
+	GPUSLEEP_EV_RESET_CACHES = 3,	/* reset prefix cache; answer */
+	GPUSLEEP_EV_REPAIR_KV = 4,	/* KV is back: repair it; answer */
+	GPUSLEEP_EV_RESUME_SCHED = 5,	/* resume scheduling; no answer */
+	/* to the agent */
+	GPUSLEEP_EV_PAUSE_TAG = 6,	/* unmap tag; answer with bytes */
+	GPUSLEEP_EV_RESUME_TAG = 7,	/* remap tag; answer with bytes */
+	GPUSLEEP_EV_MAX
+};
+
+/* Flags of struct gpusleep_event.flags. */
+#define GPUSLEEP_EVF_ABORT_INFLIGHT	(1U << 0)	/* DRAIN: abort requests */
+
+/*
+ * One record per read(); read() needs a buffer of at least this size and
+ * returns whole records only. -EAGAIN under O_NONBLOCK; poll() reports
+ * EPOLLIN when a record is queued and EPOLLHUP once the domain is dead.
+ */
+struct gpusleep_event {
+	__u64 op_id;
+	__u32 type;		/* enum gpusleep_event_type */
+	__u32 tags;		/* DRAIN: the release's tags; *_TAG: one tag */
+	__u32 flags;		/* GPUSLEEP_EVF_* */
+	__u32 step;		/* echo in struct gpusleep_complete */
+	__u64 reserved[2];
+};
+
+/*
+ * GPUSLEEP_IOC_COMPLETE (engine or agent fd): answer the step (op_id, step)
+ * of an event that needs an answer. status 0 or -errno (a failure fails the
+ * operation with that errno); bytes for *_TAG. -ESTALE if that step is not
+ * the one awaited (already timed out, cancelled, or never sent), except
+ * that a late answer to a timed-out agent step still updates the released
+ * tags, so the state follows what the agent really did.
+ */
+struct gpusleep_complete {
+	__u64 op_id;
+	__u32 step;
+	__u32 type;		/* the event type answered */
+	__s32 status;
+	__u32 pad;
+	__u64 bytes;
+	__u64 reserved[2];
+};
+
+#define GPUSLEEP_IOC_MAGIC	0xB5
+
+/* /dev/gpusleep */
+#define GPUSLEEP_IOC_API		_IOWR(GPUSLEEP_IOC_MAGIC, 0x00, struct gpusleep_api)
+#define GPUSLEEP_IOC_CREATE_DOMAIN	_IOWR(GPUSLEEP_IOC_MAGIC, 0x01, struct gpusleep_create)
+#define GPUSLEEP_IOC_ATTACH		_IOW(GPUSLEEP_IOC_MAGIC, 0x02, struct gpusleep_attach)
+/* controller or engine fd */
+#define GPUSLEEP_IOC_RELEASE		_IOWR(GPUSLEEP_IOC_MAGIC, 0x10, struct gpusleep_op)
+#define GPUSLEEP_IOC_RESUME		_IOWR(GPUSLEEP_IOC_MAGIC, 0x11, struct gpusleep_op)
+#define GPUSLEEP_IOC_IS_SLEEPING	_IO(GPUSLEEP_IOC_MAGIC, 0x12)	/* returns 0/1 */
+#define GPUSLEEP_IOC_GET_STATE		_IOR(GPUSLEEP_IOC_MAGIC, 0x13, struct gpusleep_state)
+#define GPUSLEEP_IOC_WAIT		_IOWR(GPUSLEEP_IOC_MAGIC, 0x14, struct gpusleep_wait)
+#define GPUSLEEP_IOC_EVENTFD		_IOW(GPUSLEEP_IOC_MAGIC, 0x15, struct gpusleep_eventfd)
+/* engine or agent fd */
+#define GPUSLEEP_IOC_COMPLETE		_IOW(GPUSLEEP_IOC_MAGIC, 0x20, struct gpusleep_complete)
+
+#endif /* _UAPI_LINUX_GPUSLEEP_H */
