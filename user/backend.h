@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * user/backend.h: one memory backend (host mmap, or CUDA VMM).
+ *
+ * A backend hands out virtual ranges that stay reserved while their backing
+ * memory is dropped and created again, so pointers into them stay valid
+ * across sleep. Internal to libgpusleep (not installed).
+ */
+#ifndef GPUSLEEP_USER_BACKEND_H
+#define GPUSLEEP_USER_BACKEND_H
+
+#include <stddef.h>
+
+struct gs_backend {
+	const char *name;
+	void *ctx;
+	/* allocation granularity in bytes (power of two) */
+	size_t (*granularity)(struct gs_backend *b);
+	/* reserve/unreserve a virtual range that stays valid across unmap */
+	int (*reserve)(struct gs_backend *b, size_t size, void **va);
+	void (*unreserve)(struct gs_backend *b, void *va, size_t size);
+	/* back [va, va+size) with fresh memory, accessible: create+map+access */
+	int (*map)(struct gs_backend *b, void *va, size_t size, void **handle);
+	/* drop the backing memory of [va, va+size); the range stays reserved */
+	int (*unmap)(struct gs_backend *b, void *va, size_t size, void *handle);
+	/* staging memory for backup (pinned on CUDA), allocated once, reused */
+	int (*host_alloc)(struct gs_backend *b, size_t size, void **host);
+	void (*host_free)(struct gs_backend *b, void *host, size_t size);
+	/* copy device range -> host, host -> device (may be async + sync) */
+	int (*backup)(struct gs_backend *b, void *host, const void *va, size_t size);
+	int (*restore)(struct gs_backend *b, void *va, const void *host, size_t size);
+	int (*sync)(struct gs_backend *b);
+	void (*destroy)(struct gs_backend *b);
+};
+
+/* every int-returning op returns 0 or -errno */
+struct gs_backend *gs_backend_host_new(void);
+/*
+ * CUDA Driver API backend (user/backend_cuda.c), loaded with dlopen at run
+ * time; libpath NULL = "libcuda.so.1". Returns NULL and sets *err (-errno);
+ * -ENOSYS when libgpusleep was built without CUDA headers.
+ */
+struct gs_backend *gs_backend_cuda_new(int device, const char *libpath, int *err);
+
+#endif /* GPUSLEEP_USER_BACKEND_H */
