@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * libgpusleep: userspace side of /dev/gpusleep.
+ *
+ * Four layers, each usable alone (docs/libgpusleep.md):
+ *   gs_*          thin wrappers over the uAPI (uapi/linux/gpusleep.h)
+ *   gs_engine_*   the engine's side: callbacks for drain, cache reset,
+ *                 KV repair, scheduling; a pollable fd and a dispatch call
+ *   gs_mm_*       memory manager: tagged allocations on reserved virtual
+ *                 ranges, so pointers stay valid across release/resume
+ *   gs_agent_*    the agent: serves PAUSE_TAG/RESUME_TAG with a gs_mm, on
+ *                 its own io_uring thread or from the caller's loop
+ *
+ * Conventions: functions returning int return 0 (or a count, or an fd) on
+ * success and -errno on failure; errno is not relied upon. Functions
+ * returning a pointer return NULL and set errno. Tags are the uAPI bits
+ * (GPUSLEEP_TAG_WEIGHTS, GPUSLEEP_TAG_KV_CACHE).
+ */
+#ifndef LIBGPUSLEEP_H
+#define LIBGPUSLEEP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <linux/gpusleep.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GS_DEVICE_PATH	"/dev/gpusleep"
+
+/* ------------------------------------------------------------------ */
+/* uAPI wrappers                                                       */
+
+/*
+ * Open the device (path NULL = GS_DEVICE_PATH) O_RDWR|O_CLOEXEC and do the
+ * API handshake asking for the features in need. api (may be NULL)
+ * receives the handshake's answer. Returns the device fd or -errno
+ * (-EINVAL: API version or a needed feature missing).
+ */
+int gs_open(const char *path, uint64_t need, struct gpusleep_api *api);
+
+/* Create a domain; returns the engine fd, *id (may be NULL) its id. */
+int gs_create_domain(int devfd, const char *name, const char *gpu,
+		     uint32_t caps, uint32_t *id);
+
+/* Attach to domain id as GPUSLEEP_ROLE_AGENT or _CONTROLLER; returns an fd. */
+int gs_attach(int devfd, uint32_t id, uint32_t role);
+
+/*
+ * Release / resume. tags 0 = the default (release all / resume what is
+ * released); flags GPUSLEEP_OPF_*; timeout_ms 0 = module defaults. out
+ * (may be NULL) receives reason, bad_tags and op_id on success and on
+ * failure alike. Returns 0 or -errno (the operation's or the refusal's).
+ */
+int gs_release(int fd, uint32_t tags, uint32_t flags, uint32_t timeout_ms,
+	       struct gpusleep_op *out);
+int gs_resume(int fd, uint32_t tags, uint32_t flags, uint32_t timeout_ms,
+	      struct gpusleep_op *out);
+
+/* 1 if some tag is released, 0 if not, -errno. */
+int gs_is_sleeping(int fd);
+int gs_get_state(int fd, struct gpusleep_state *st);
+
+/*
+ * Wait for operation op_id (0 = newest), timeout_ms 0 = forever. Returns 0
+ * with *res filled (the operation's own outcome is res->error), or -errno
+ * (-ETIMEDOUT, -ENOENT, -EINTR, -EOWNERDEAD with *res filled).
+ */
+int gs_wait(int fd, uint64_t op_id, uint32_t timeout_ms,
+	    struct gpusleep_result *res);
+
+/* Register (events != 0), update or remove (events 0) an eventfd; efd -1
+ * removes all of this fd's registrations. */
+int gs_eventfd(int fd, int efd, uint32_t events);
+
+/* Read one record: 1 = read, 0 = end of file (domain dead), -errno
+ * (-EAGAIN on a non-blocking fd with nothing queued). */
+int gs_read_event(int fd, struct gpusleep_event *ev);
+
+/* Answer the step of ev with status (0 or -errno) and bytes. */
+int gs_complete(int fd, const struct gpusleep_event *ev, int status,
+		uint64_t bytes);
+
+/* ------------------------------------------------------------------ */
+/* Names and strings                                                   */
+
+/* "no agent attached (memory saver not enabled)"...; never NULL. */
+const char *gs_reason_str(uint32_t reason);
+/* "NOT_ENABLED"...; never NULL ("UNKNOWN" past the table). */
+const char *gs_reason_name(uint32_t reason);
+/* The errno a reason stands for (ENOTCONN...), 0 for NONE and for the two
+ * reasons whose errno comes from the engine or agent; -1 if unknown. */
+int gs_reason_errno(uint32_t reason);
+const char *gs_state_name(uint32_t state);	/* "awake", "draining"... */
+const char *gs_event_name(uint32_t type);	/* "drain", "pause_tag"... */
+const char *gs_tag_name(uint32_t tag);		/* one bit: "weights"; else NULL */
+
+/*
+ * Parse "weights,kv_cache" (names separated by commas, spaces allowed
+ * around them; "all" = every tag; "" = 0) into tag bits. -EINVAL on an
+ * unknown or empty name (a doubled comma).
+ */
+int gs_tags_parse(const char *s, uint32_t *tags);
+/* Write tag names joined by ',' (unknown bits as 0x..); "" for 0. Returns
+ * the length written, or -ENOSPC (buf then holds a truncated string). */
+int gs_tags_format(uint32_t tags, char *buf, size_t len);
+
+/* ------------------------------------------------------------------ */
+/* Engine helper                                                       */
+
+struct gs_engine;
+
+/* A callback's return value meaning "I will answer with gs_engine_complete". */
+#define GS_PENDING	1
+
+/*
+ * Engine callbacks; each may be NULL (answered with 0 / ignored). drain,
+ * reset_caches and repair_kv return 0, -errno, or GS_PENDING; at most one
+ * step is outstanding at a time, so a pending answer is simply the next
+ * gs_engine_complete(). drain_cancelled means the release was cancelled by a
+ * resume: stop draining (a pending drain is dropped, the library answers
+ * nothing). resume_sched: start scheduling again.
+ */
+struct gs_engine_ops {
+	int (*drain)(struct gs_engine *e, void *arg, uint32_t tags,
+		     bool abort_inflight);
+	void (*drain_cancelled)(struct gs_engine *e, void *arg);
+	int (*reset_caches)(struct gs_engine *e, void *arg);
+	int (*repair_kv)(struct gs_engine *e, void *arg);
+	void (*resume_sched)(struct gs_engine *e, void *arg);
+};
+
+struct gs_engine_config {
+	const char *dev_path;	/* NULL = GS_DEVICE_PATH */
+	const char *name;	/* domain name, not empty */
+	const char *gpu;	/* NULL = "" */
+	uint32_t caps;		/* GPUSLEEP_CAP_* */
+};
+
+/* Open the device, create the domain; the engine fd is non-blocking. */
+int gs_engine_create(const struct gs_engine_config *cfg,
+		     const struct gs_engine_ops *ops, void *arg,
+		     struct gs_engine **out);
+/* Wrap an existing engine fd (owned from now on; made non-blocking). */
+int gs_engine_from_fd(int fd, uint32_t id, const struct gs_engine_ops *ops,
+		      void *arg, struct gs_engine **out);
+/* Closes the engine fd: the domain dies. */
+void gs_engine_destroy(struct gs_engine *e);
+
+int gs_engine_fd(const struct gs_engine *e);	/* poll for POLLIN */
+uint32_t gs_engine_id(const struct gs_engine *e);
+/* True between DRAIN and RESUME_SCHED / DRAIN_CANCELLED. */
+bool gs_engine_sched_paused(const struct gs_engine *e);
+/* True while a callback answered GS_PENDING and is not yet completed. */
+bool gs_engine_pending(const struct gs_engine *e);
+
+/*
+ * Read every queued record and run its callback, answering COMPLETE where
+ * the step needs one. Returns the number of records handled (0: none
+ * queued), -EPIPE once the domain is dead (end of file), or -errno.
+ */
+int gs_engine_dispatch(struct gs_engine *e);
+/* Answer the pending step. -ESTALE if none is pending (or it was
+ * cancelled); else the COMPLETE ioctl's result. */
+int gs_engine_complete(struct gs_engine *e, int status);
+
+/* ------------------------------------------------------------------ */
+/* Memory manager                                                      */
+
+struct gs_backend;	/* user/backend.h */
+struct gs_mm;
+
+/* Backends (owned by the gs_mm they are given to). */
+struct gs_backend *gs_backend_host_new(void);
+struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
+				       int *err);
+
+enum gs_mm_policy {
+	GS_MM_DISCARD = 0,	/* resumed memory reads as zeros */
+	GS_MM_BACKUP = 1,	/* copied to host staging on pause, back on resume */
+};
+
+/* Takes ownership of b (destroyed with the mm, or here on failure). */
+int gs_mm_new(struct gs_backend *b, struct gs_mm **out);
+/* Frees every allocation, chunk and staging buffer, then the backend. */
+void gs_mm_destroy(struct gs_mm *mm);
+
+/*
+ * Per tag: policy (default GS_MM_DISCARD) and chunk_size, the size of the
+ * tag's first chunk of virtual memory (0 = 16 MiB); each later chunk doubles
+ * the previous one up to 1 GiB, an allocation larger than that gets a chunk
+ * of its own size, so a big tag lives in a few large chunks. -EBUSY while
+ * the tag is paused.
+ */
+int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
+		     size_t chunk_size);
+
+/* Allocate size bytes (aligned to GS_MM_ALIGN) in tag; NULL + errno
+ * (EINVAL, ENOMEM, EBUSY while the tag is paused, or the backend's). */
+#define GS_MM_ALIGN	512
+void *gs_mm_alloc(struct gs_mm *mm, uint32_t tag, size_t size);
+/* Free ptr (also allowed while its tag is paused). -EINVAL if unknown. */
+int gs_mm_free(struct gs_mm *mm, void *ptr);
+/* The tag of an allocation's pointer, 0 if not ours. */
+uint32_t gs_mm_tag_of(struct gs_mm *mm, const void *ptr);
+
+/*
+ * Pause: back up the tag if its policy says so, then unmap every chunk;
+ * *bytes = the bytes unmapped. Resume: map every chunk again at the same
+ * addresses, restore a backup; *bytes = the bytes mapped. On failure all
+ * that was done is undone and -errno returned; the tag's state (see
+ * gs_mm_tag_info) says where it is. -EALREADY: already paused / awake
+ * (*bytes is then the tag's size).
+ */
+int gs_mm_pause(struct gs_mm *mm, uint32_t tag, uint64_t *bytes);
+int gs_mm_resume(struct gs_mm *mm, uint32_t tag, uint64_t *bytes);
+
+struct gs_mm_tag_info {
+	uint32_t policy;	/* enum gs_mm_policy */
+	uint32_t paused;	/* 1 if some chunk is unmapped */
+	uint32_t nr_chunks;
+	uint32_t nr_allocs;
+	uint64_t chunk_bytes;	/* virtual memory reserved by the chunks */
+	uint64_t mapped_bytes;	/* of which backed by memory now */
+	uint64_t used_bytes;	/* handed out by gs_mm_alloc */
+	void *staging;		/* backup staging buffer, NULL if none */
+	uint64_t staging_bytes;
+	uint64_t pauses;	/* successful pauses */
+	uint64_t resumes;	/* successful resumes */
+	uint32_t lost;		/* 1 if a failed pause lost DISCARD contents */
+	uint32_t pad;
+};
+int gs_mm_tag_info(struct gs_mm *mm, uint32_t tag, struct gs_mm_tag_info *info);
+
+/* ------------------------------------------------------------------ */
+/* Agent                                                               */
+
+struct gs_agent;
+
+/* Attach to domain id as agent (dev_path NULL = GS_DEVICE_PATH). The agent
+ * uses mm but does not own it. */
+int gs_agent_attach(const char *dev_path, uint32_t id, struct gs_mm *mm,
+		    struct gs_agent **out);
+/* Wrap an existing agent fd (owned from now on; made non-blocking). */
+int gs_agent_from_fd(int fd, struct gs_mm *mm, struct gs_agent **out);
+/* Stops the thread if running, closes the agent fd. */
+void gs_agent_destroy(struct gs_agent *a);
+
+/* Step it from the caller's loop: poll gs_agent_fd() for POLLIN, then
+ * gs_agent_dispatch(): records handled, 0 if none, -EPIPE at end of file. */
+int gs_agent_fd(const struct gs_agent *a);
+int gs_agent_dispatch(struct gs_agent *a);
+
+/*
+ * Or run it on its own thread, an io_uring loop with a multishot poll on
+ * the agent fd and on a stop eventfd. gs_agent_stop() wakes and joins it;
+ * returns 0 if it ran until stopped or until the domain died, else the
+ * -errno that ended it.
+ */
+int gs_agent_start(struct gs_agent *a);
+int gs_agent_stop(struct gs_agent *a);
+
+struct gs_agent_stats {
+	uint64_t events;	/* records read */
+	uint64_t pauses, resumes;	/* answered with status 0 */
+	uint64_t failures;	/* answered with a negative status */
+	uint64_t complete_errors;	/* COMPLETE ioctl refused (-ESTALE...) */
+};
+void gs_agent_get_stats(struct gs_agent *a, struct gs_agent_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LIBGPUSLEEP_H */
