@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Host memory backend: the gs_backend contract on anonymous memory, so the
+ * whole system runs (and its memory is measured) without a GPU.
+ *
+ *   reserve   mmap PROT_NONE, MAP_NORESERVE: address space only
+ *   map       mprotect READ|WRITE: the range reads as fresh zero pages
+ *   unmap     madvise(MADV_DONTNEED) then mprotect PROT_NONE: the pages go
+ *             back to the kernel (RSS falls), the addresses stay reserved
+ *   backup    memcpy to a staging buffer (mmap'd, so freeing it returns it)
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backend.h"
+
+static size_t host_granularity(struct gs_backend *b)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+
+	(void)b;
+	return pg > 0 ? (size_t)pg : 4096;
+}
+
+static int host_reserve(struct gs_backend *b, size_t size, void **va)
+{
+	void *p;
+
+	(void)b;
+	p = mmap(NULL, size, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	*va = p;
+	return 0;
+}
+
+static void host_unreserve(struct gs_backend *b, void *va, size_t size)
+{
+	(void)b;
+	munmap(va, size);
+}
+
+static int host_map(struct gs_backend *b, void *va, size_t size, void **handle)
+{
+	(void)b;
+	if (mprotect(va, size, PROT_READ | PROT_WRITE))
+		return -errno;
+	*handle = va;
+	return 0;
+}
+
+static int host_unmap(struct gs_backend *b, void *va, size_t size, void *handle)
+{
+	(void)b;
+	(void)handle;
+	if (madvise(va, size, MADV_DONTNEED))
+		return -errno;
+	if (mprotect(va, size, PROT_NONE))
+		return -errno;
+	return 0;
+}
+
+static int host_host_alloc(struct gs_backend *b, size_t size, void **host)
+{
+	void *p;
+
+	(void)b;
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	*host = p;
+	return 0;
+}
+
+static void host_host_free(struct gs_backend *b, void *host, size_t size)
+{
+	(void)b;
+	munmap(host, size);
+}
+
+static int host_backup(struct gs_backend *b, void *host, const void *va,
+		       size_t size)
+{
+	(void)b;
+	memcpy(host, va, size);
+	return 0;
+}
+
+static int host_restore(struct gs_backend *b, void *va, const void *host,
+			size_t size)
+{
+	(void)b;
+	memcpy(va, host, size);
+	return 0;
+}
+
+static int host_sync(struct gs_backend *b)
+{
+	(void)b;
+	return 0;
+}
+
+static void host_destroy(struct gs_backend *b)
+{
+	free(b);
+}
+
+struct gs_backend *gs_backend_host_new(void)
+{
+	struct gs_backend *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return NULL;
+	b->name = "host";
+	b->granularity = host_granularity;
+	b->reserve = host_reserve;
+	b->unreserve = host_unreserve;
+	b->map = host_map;
+	b->unmap = host_unmap;
+	b->host_alloc = host_host_alloc;
+	b->host_free = host_host_free;
+	b->backup = host_backup;
+	b->restore = host_restore;
+	b->sync = host_sync;
+	b->destroy = host_destroy;
+	return b;
+}
+
+#ifndef HAVE_CUDA
+/* Built without CUDA headers: user/backend_cuda.c is not compiled in. */
+struct gs_backend *gs_backend_cuda_new(int device, const char *libpath, int *err)
+{
+	(void)device;
+	(void)libpath;
+	if (err)
+		*err = -ENOSYS;
+	errno = ENOSYS;
+	return NULL;
+}
+#endif
