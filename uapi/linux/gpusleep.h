@@ -75,6 +75,7 @@ enum gpusleep_reason {
 	GPUSLEEP_R_ENGINE_GONE = 13,	/* EOWNERDEAD: engine fd closed */
 	GPUSLEEP_R_NO_MEMORY = 14,	/* ENOMEM: kernel allocation failed */
 	GPUSLEEP_R_QUEUE_FULL = 15,	/* ENOBUFS: event queue overflow */
+	GPUSLEEP_R_ENGINE_TIMEOUT = 16,	/* ETIMEDOUT: no reset/repair answer */
 	GPUSLEEP_R_MAX
 };
 
@@ -185,10 +186,10 @@ struct gpusleep_result {
 /*
  * GPUSLEEP_IOC_WAIT: wait for operation op_id (0 = the newest one) to
  * finish, at most timeout_ms (0 = forever), interruptibly. Returns 0 and
- * fills result (whatever the operation's own outcome, in result.error);
- * -ENOENT for an id never issued or too old to be remembered; -ETIMEDOUT;
- * -ERESTARTSYS/-EINTR on a signal; -EOWNERDEAD if the domain died first
- * (result still filled).
+ * fills result (whatever the operation's own outcome, in result.error; an
+ * operation cut short by the engine's death has -EOWNERDEAD there);
+ * -ENOENT for an id never issued or too old to be remembered (the last 16
+ * are); -ETIMEDOUT; -EINTR on a signal (the operation goes on).
  */
 struct gpusleep_wait {
 	__u64 op_id;

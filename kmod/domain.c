@@ -1,0 +1,416 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * gpusleep: domains and their fds.
+ *
+ * A domain is created with its engine fd; agents and controllers attach and
+ * get fds of their own (anon inodes, after KVM's VM fds). Every fd holds a
+ * kref on the domain. Closing the engine fd kills the domain: it leaves the
+ * id table and its sysfs directory, and every waiter wakes. The domain's
+ * memory goes with the last fd.
+ */
+#include <linux/anon_inodes.h>
+#include <linux/capability.h>
+#include <linux/cred.h>
+#include <linux/errno.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/poll.h>
+#include <linux/sched.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "gpusleep.h"
+
+static const struct file_operations gs_domain_fops;
+
+u32 gs_tag_index(u32 tag)
+{
+	return tag ? __ffs(tag) : 0;
+}
+
+static void gs_domain_free(struct kref *kref)
+{
+	struct gs_domain *d = container_of(kref, struct gs_domain, kref);
+
+	/* No fd is left: nobody can arm the timer any more. */
+	cancel_delayed_work_sync(&d->timeout_work);
+	WARN_ON(!list_empty(&d->efds));
+	mutex_destroy(&d->lock);
+	kfree(d);
+}
+
+void gs_domain_put(struct gs_domain *d)
+{
+	kref_put(&d->kref, gs_domain_free);
+}
+
+struct gs_domain *gs_domain_create(const struct gpusleep_create *req)
+{
+	struct gs_domain *d;
+
+	d = kzalloc(sizeof(*d), GFP_KERNEL_ACCOUNT);
+	if (!d)
+		return NULL;
+	kref_init(&d->kref);
+	memcpy(d->name, req->name, sizeof(d->name));
+	memcpy(d->gpu, req->gpu, sizeof(d->gpu));
+	d->caps = req->caps;
+	d->owner = current_euid();
+	d->owner_pid = task_tgid_vnr(current);
+	mutex_init(&d->lock);
+	d->state = GPUSLEEP_S_AWAKE;
+	d->next_op_id = 1;
+	gs_evq_init(&d->engine_q);
+	gs_evq_init(&d->agent_q);
+	INIT_LIST_HEAD(&d->efds);
+	init_waitqueue_head(&d->op_wq);
+	INIT_DELAYED_WORK(&d->timeout_work, gs_op_timeout_work);
+	return d;
+}
+
+static bool gs_may_attach(const struct gs_domain *d)
+{
+	return uid_eq(current_euid(), d->owner) || capable(CAP_SYS_ADMIN);
+}
+
+static const char *gs_role_name(u32 role)
+{
+	switch (role) {
+	case GPUSLEEP_ROLE_ENGINE:
+		return "[gpusleep-engine]";
+	case GPUSLEEP_ROLE_AGENT:
+		return "[gpusleep-agent]";
+	default:
+		return "[gpusleep-controller]";
+	}
+}
+
+/*
+ * Make an fd of the given role for d. The reference the caller holds on d
+ * passes to the new file on success. For the agent role the slot is taken
+ * under the lock before the fd is installed.
+ */
+int gs_domain_open_fd(struct gs_domain *d, u32 role)
+{
+	struct gs_file *gf;
+	struct file *file;
+	int fd, ret;
+
+	if (role == GPUSLEEP_ROLE_AGENT || role == GPUSLEEP_ROLE_CONTROLLER) {
+		if (!gs_may_attach(d))
+			return -EPERM;
+	}
+
+	gf = kzalloc(sizeof(*gf), GFP_KERNEL_ACCOUNT);
+	if (!gf)
+		return -ENOMEM;
+	gf->d = d;
+	gf->role = role;
+
+	fd = get_unused_fd_flags(O_CLOEXEC);
+	if (fd < 0) {
+		ret = fd;
+		goto err_free;
+	}
+	file = anon_inode_getfile(gs_role_name(role), &gs_domain_fops, gf,
+				  O_RDWR);
+	if (IS_ERR(file)) {
+		ret = PTR_ERR(file);
+		goto err_put_fd;
+	}
+
+	if (role == GPUSLEEP_ROLE_AGENT) {
+		mutex_lock(&d->lock);
+		if (d->dead)
+			ret = -ENOENT;
+		else if (d->agent)
+			ret = -EBUSY;
+		else
+			ret = 0;
+		if (!ret) {
+			d->agent = gf;
+			gs_sysfs_changed(d);
+		}
+		mutex_unlock(&d->lock);
+		if (ret) {
+			/* The file owns gf and the reference now; fput ends both. */
+			kref_get(&d->kref);
+			fput(file);
+			put_unused_fd(fd);
+			return ret;
+		}
+	}
+	fd_install(fd, file);
+	return fd;
+
+err_put_fd:
+	put_unused_fd(fd);
+err_free:
+	kfree(gf);
+	return ret;
+}
+
+static int gs_domain_release(struct inode *inode, struct file *file)
+{
+	struct gs_file *gf = file->private_data;
+	struct gs_domain *d = gf->d;
+
+	if (gf->role == GPUSLEEP_ROLE_ENGINE) {
+		/* Lock order: the id table first, then the domain. */
+		gs_ids_remove(d);
+		gs_sysfs_remove(d);
+	}
+	mutex_lock(&d->lock);
+	gs_efd_drop_owner(d, gf);
+	if (gf->role == GPUSLEEP_ROLE_AGENT && d->agent == gf)
+		gs_op_agent_gone(d);
+	else if (gf->role == GPUSLEEP_ROLE_ENGINE)
+		gs_op_engine_gone(d);
+	mutex_unlock(&d->lock);
+	if (gf->role == GPUSLEEP_ROLE_ENGINE)
+		cancel_delayed_work_sync(&d->timeout_work);
+	kfree(gf);
+	gs_domain_put(d);
+	return 0;
+}
+
+static struct gs_evq *gs_file_queue(struct gs_file *gf)
+{
+	switch (gf->role) {
+	case GPUSLEEP_ROLE_ENGINE:
+		return &gf->d->engine_q;
+	case GPUSLEEP_ROLE_AGENT:
+		return &gf->d->agent_q;
+	default:
+		return NULL;
+	}
+}
+
+static ssize_t gs_domain_read(struct file *file, char __user *buf,
+			      size_t count, loff_t *ppos)
+{
+	struct gs_file *gf = file->private_data;
+	struct gs_domain *d = gf->d;
+	struct gs_evq *q = gs_file_queue(gf);
+	struct gpusleep_event ev;
+	bool got, dead;
+	int ret;
+
+	if (!q || count < sizeof(ev))
+		return -EINVAL;
+	for (;;) {
+		mutex_lock(&d->lock);
+		got = gs_evq_pop(q, &ev);
+		dead = d->dead || (gf->role == GPUSLEEP_ROLE_AGENT &&
+				   d->agent != gf);
+		mutex_unlock(&d->lock);
+		if (got)
+			break;
+		if (dead)
+			return 0;
+		if (file->f_flags & O_NONBLOCK)
+			return -EAGAIN;
+		ret = wait_event_interruptible(q->wq, READ_ONCE(q->count) ||
+					       READ_ONCE(d->dead));
+		if (ret)
+			return ret;
+	}
+	if (copy_to_user(buf, &ev, sizeof(ev))) {
+		mutex_lock(&d->lock);
+		gs_evq_unpop(q, &ev);
+		mutex_unlock(&d->lock);
+		return -EFAULT;
+	}
+	return sizeof(ev);
+}
+
+static __poll_t gs_domain_poll(struct file *file, poll_table *wait)
+{
+	struct gs_file *gf = file->private_data;
+	struct gs_domain *d = gf->d;
+	struct gs_evq *q = gs_file_queue(gf);
+	__poll_t mask = 0;
+
+	if (q)
+		poll_wait(file, &q->wq, wait);
+	else
+		poll_wait(file, &d->op_wq, wait);
+	if (q && READ_ONCE(q->count))
+		mask |= EPOLLIN | EPOLLRDNORM;
+	if (READ_ONCE(d->dead))
+		mask |= EPOLLHUP;
+	return mask;
+}
+
+static bool gs_zero(const void *p, size_t n)
+{
+	return !memchr_inv(p, 0, n);
+}
+
+static long gs_ioc_op(struct gs_file *gf, unsigned int cmd, void __user *argp)
+{
+	struct gs_domain *d = gf->d;
+	struct gpusleep_op req;
+	struct gpusleep_result res;
+	u64 id;
+	long ret;
+
+	if (gf->role == GPUSLEEP_ROLE_AGENT)
+		return -EPERM;
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+
+	mutex_lock(&d->lock);
+	if (d->dead)
+		ret = -ENODEV;
+	else if (cmd == GPUSLEEP_IOC_RELEASE)
+		ret = gs_op_release(d, &req);
+	else
+		ret = gs_op_resume(d, &req);
+	mutex_unlock(&d->lock);
+	if (ret == -ENODEV)
+		return ret;
+
+	/* Tell the caller the id (or why it was refused) before waiting. */
+	if (copy_to_user(argp, &req, sizeof(req)))
+		return -EFAULT;
+	if (ret || (req.flags & GPUSLEEP_OPF_NONBLOCK))
+		return ret;
+
+	id = req.op_id;
+	if (wait_event_interruptible(d->op_wq,
+				     READ_ONCE(d->last_done_id) >= id))
+		return -EINTR;	/* never restart: the op is running */
+
+	mutex_lock(&d->lock);
+	ret = gs_op_result(d, id, &res);
+	mutex_unlock(&d->lock);
+	if (ret)
+		return ret;
+	req.reason = res.reason;
+	if (copy_to_user(argp, &req, sizeof(req)))
+		return -EFAULT;
+	return res.error;
+}
+
+static long gs_ioc_wait(struct gs_file *gf, void __user *argp)
+{
+	struct gs_domain *d = gf->d;
+	struct gpusleep_wait w;
+	long ret, left;
+	u64 id;
+
+	if (copy_from_user(&w, argp, sizeof(w)))
+		return -EFAULT;
+	if (w.pad || !gs_zero(w.reserved, sizeof(w.reserved)) ||
+	    !gs_zero(&w.result, sizeof(w.result)))
+		return -EINVAL;
+
+	mutex_lock(&d->lock);
+	id = w.op_id ? w.op_id : d->next_op_id - 1;
+	ret = (!id || id >= d->next_op_id) ? -ENOENT : 0;
+	mutex_unlock(&d->lock);
+	if (ret)
+		return ret;
+
+	if (w.timeout_ms) {
+		left = wait_event_interruptible_timeout(d->op_wq,
+				READ_ONCE(d->last_done_id) >= id,
+				msecs_to_jiffies(w.timeout_ms));
+		if (left < 0)
+			return left;
+		if (!left)
+			return -ETIMEDOUT;
+	} else {
+		ret = wait_event_interruptible(d->op_wq,
+				READ_ONCE(d->last_done_id) >= id);
+		if (ret)
+			return ret;
+	}
+
+	mutex_lock(&d->lock);
+	ret = gs_op_result(d, id, &w.result);
+	mutex_unlock(&d->lock);
+	if (ret)
+		return ret;
+	w.op_id = id;
+	if (copy_to_user(argp, &w, sizeof(w)))
+		return -EFAULT;
+	return 0;
+}
+
+static long gs_ioc_complete(struct gs_file *gf, void __user *argp)
+{
+	struct gs_domain *d = gf->d;
+	struct gpusleep_complete c;
+	long ret;
+
+	if (gf->role == GPUSLEEP_ROLE_CONTROLLER)
+		return -EPERM;
+	if (copy_from_user(&c, argp, sizeof(c)))
+		return -EFAULT;
+	if (c.pad || !gs_zero(c.reserved, sizeof(c.reserved)))
+		return -EINVAL;
+
+	mutex_lock(&d->lock);
+	if (d->dead)
+		ret = -ENODEV;
+	else if (gf->role == GPUSLEEP_ROLE_AGENT && d->agent != gf)
+		ret = -ENOTCONN;
+	else
+		ret = gs_op_complete(d, gf, &c);
+	mutex_unlock(&d->lock);
+	return ret;
+}
+
+static long gs_domain_ioctl(struct file *file, unsigned int cmd,
+			    unsigned long arg)
+{
+	struct gs_file *gf = file->private_data;
+	struct gs_domain *d = gf->d;
+	void __user *argp = (void __user *)arg;
+	struct gpusleep_state st;
+	struct gpusleep_eventfd efd;
+	long ret;
+
+	switch (cmd) {
+	case GPUSLEEP_IOC_RELEASE:
+	case GPUSLEEP_IOC_RESUME:
+		return gs_ioc_op(gf, cmd, argp);
+	case GPUSLEEP_IOC_IS_SLEEPING:
+		if (arg)
+			return -EINVAL;
+		return READ_ONCE(d->released) ? 1 : 0;
+	case GPUSLEEP_IOC_GET_STATE:
+		mutex_lock(&d->lock);
+		gs_fill_state(d, &st);
+		mutex_unlock(&d->lock);
+		if (copy_to_user(argp, &st, sizeof(st)))
+			return -EFAULT;
+		return 0;
+	case GPUSLEEP_IOC_WAIT:
+		return gs_ioc_wait(gf, argp);
+	case GPUSLEEP_IOC_EVENTFD:
+		if (copy_from_user(&efd, argp, sizeof(efd)))
+			return -EFAULT;
+		if (READ_ONCE(d->dead))
+			return -ENODEV;
+		ret = gs_efd_set(d, gf, &efd);
+		return ret;
+	case GPUSLEEP_IOC_COMPLETE:
+		return gs_ioc_complete(gf, argp);
+	default:
+		return -ENOTTY;
+	}
+}
+
+static const struct file_operations gs_domain_fops = {
+	.owner		= THIS_MODULE,
+	.release	= gs_domain_release,
+	.read		= gs_domain_read,
+	.poll		= gs_domain_poll,
+	.unlocked_ioctl	= gs_domain_ioctl,
+	.compat_ioctl	= compat_ptr_ioctl,
+	.llseek		= noop_llseek,
+};

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * gpusleep: the bounded queues of event records read by the engine and the
+ * agent. A ring of fixed-size records; the caller holds domain->lock.
+ */
+#include <linux/errno.h>
+#include <linux/string.h>
+#include <linux/poll.h>
+#include <linux/sched.h>
+#include <linux/wait.h>
+
+#include "gpusleep.h"
+
+void gs_evq_init(struct gs_evq *q)
+{
+	memset(q, 0, sizeof(*q));
+	init_waitqueue_head(&q->wq);
+}
+
+int gs_evq_push(struct gs_evq *q, const struct gpusleep_event *ev)
+{
+	if (q->count == GS_EVQ_LEN) {
+		q->dropped++;
+		return -ENOBUFS;
+	}
+	q->rec[(q->head + q->count) % GS_EVQ_LEN] = *ev;
+	q->count++;
+	wake_up_interruptible_poll(&q->wq, EPOLLIN | EPOLLRDNORM);
+	return 0;
+}
+
+bool gs_evq_pop(struct gs_evq *q, struct gpusleep_event *ev)
+{
+	if (!q->count)
+		return false;
+	*ev = q->rec[q->head];
+	q->head = (q->head + 1) % GS_EVQ_LEN;
+	q->count--;
+	return true;
+}
+
+/* Put back a record that could not be copied to the reader. */
+void gs_evq_unpop(struct gs_evq *q, const struct gpusleep_event *ev)
+{
+	if (q->count == GS_EVQ_LEN) {
+		q->dropped++;
+		return;
+	}
+	q->head = (q->head + GS_EVQ_LEN - 1) % GS_EVQ_LEN;
+	q->rec[q->head] = *ev;
+	q->count++;
+}
+
+void gs_evq_clear(struct gs_evq *q)
+{
+	q->head = 0;
+	q->count = 0;
+}

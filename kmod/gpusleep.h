@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * gpusleep: internal definitions shared by the module's files.
+ *
+ * Files, one concern each:
+ *   main.c    module init/exit, parameters, /dev/gpusleep (API, create, attach)
+ *   domain.c  domain lifetime, id table, the domain fds (ioctl, read, poll)
+ *   op.c      the release/resume state machine, step timeouts, death
+ *   evq.c     the bounded event queues read by the engine and the agent
+ *   efd.c     eventfd registrations and their signalling
+ *   sysfs.c   /sys/class/gpusleep/ state for node tooling
+ *   genl.c    the "gpusleep" generic netlink family
+ *   fault.c   fault injection for the reliability tests
+ *
+ * Lock order (outer first):
+ *   gs_domains_lock  (main.c: the id table, the domain count)
+ *     domain->lock   (everything mutable in a domain)
+ * No copy_to_user()/copy_from_user() runs under domain->lock: records and
+ * results are copied to the stack under the lock and to the user after it.
+ *
+ * Lifetimes: each domain fd (engine, agent, controller) holds one kref on
+ * its domain. The id table holds none: it is emptied of a domain when the
+ * engine fd closes, and the engine fd's reference covers the time before.
+ * The sysfs device of a domain lives from creation to the engine fd's close.
+ */
+#ifndef _GPUSLEEP_INTERNAL_H
+#define _GPUSLEEP_INTERNAL_H
+
+#include <linux/types.h>
+#include <linux/kref.h>
+#include <linux/mutex.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+#include <linux/list.h>
+#include <linux/uidgid.h>
+#include <linux/ktime.h>
+
+#include <linux/gpusleep.h>
+
+#define GS_EVQ_LEN	64	/* records queued per reader, at most */
+#define GS_HIST_LEN	16	/* finished operations remembered */
+
+/* Module parameters (main.c). */
+extern unsigned int gs_max_domains;
+extern unsigned int gs_max_eventfds;
+extern unsigned int gs_drain_timeout_ms;
+extern unsigned int gs_step_timeout_ms;
+
+struct gs_evq {
+	struct gpusleep_event rec[GS_EVQ_LEN];
+	unsigned int head;
+	unsigned int count;
+	u64 dropped;		/* notifications lost to a full queue */
+	wait_queue_head_t wq;
+};
+
+/* The operation in flight; valid while domain->op_active. */
+struct gs_op {
+	u64 id;
+	u32 kind;		/* GPUSLEEP_OP_* */
+	u32 tags;		/* resolved tags */
+	u32 flags;		/* GPUSLEEP_OPF_* */
+	u32 timeout_ms;		/* per step; 0 = module parameters */
+	u32 step;		/* number of the newest step sent */
+	u32 await;		/* event type awaited, or GPUSLEEP_EV_NONE */
+	u32 await_tag;		/* the tag of an awaited agent step */
+	u32 todo;		/* tags still to pause/resume */
+	u32 done_tags;		/* tags the agent confirmed */
+	bool repair_sent;	/* resume: REPAIR_KV queued */
+	u64 bytes[GPUSLEEP_MAX_TAGS];
+	ktime_t start;
+};
+
+/* An agent step that timed out; its late answer still updates the state. */
+struct gs_late {
+	bool valid;
+	u64 op_id;
+	u32 step;
+	u32 type;
+	u32 tag;
+};
+
+struct gs_counters {
+	u64 releases;		/* release operations that succeeded */
+	u64 resumes;		/* resume operations that succeeded */
+	u64 failures;		/* operations that failed (any reason) */
+	u64 cancels;		/* releases cancelled by a resume */
+	u64 timeouts;		/* operations failed by a timeout */
+};
+
+struct gs_domain {
+	struct kref kref;
+	u32 id;
+	char name[GPUSLEEP_NAME_LEN];
+	char gpu[GPUSLEEP_GPU_LEN];
+	u32 caps;
+	kuid_t owner;
+	pid_t owner_pid;
+
+	struct mutex lock;
+	/* Everything below is protected by lock. */
+	u32 state;		/* enum gpusleep_dstate */
+	u32 released;		/* tags the agent confirmed unmapped */
+	bool sched_paused;	/* engine told to pause, not yet to resume */
+	bool dead;		/* engine fd closed */
+	void *agent;		/* the agent's struct gs_file, or NULL */
+	bool op_active;
+	struct gs_op op;
+	struct gs_late late;
+	u64 next_op_id;
+	u64 last_done_id;	/* newest finished operation (READ_ONCE ok) */
+	struct gpusleep_result hist[GS_HIST_LEN];
+	u64 bytes_released[GPUSLEEP_MAX_TAGS];
+	struct gs_counters cnt;
+	u32 last_reason;	/* reason of the newest failed operation */
+	u64 last_release_ns;
+	u64 last_resume_ns;
+	struct gs_evq engine_q;
+	struct gs_evq agent_q;
+	struct list_head efds;
+	unsigned int nr_efds;
+
+	wait_queue_head_t op_wq;	/* operation finished, domain died */
+	struct delayed_work timeout_work;
+	u64 timer_op;		/* the step the timer is armed for */
+	u32 timer_step;
+
+	struct device *dev;	/* sysfs; NULL when sysfs is unavailable */
+};
+
+/* private_data of every domain fd. */
+struct gs_file {
+	struct gs_domain *d;
+	u32 role;		/* GPUSLEEP_ROLE_* */
+};
+
+/* domain.c */
+struct gs_domain *gs_domain_create(const struct gpusleep_create *req);
+void gs_domain_put(struct gs_domain *d);
+struct gs_domain *gs_domain_get_by_id(u32 id);
+int gs_domain_open_fd(struct gs_domain *d, u32 role);
+u32 gs_tag_index(u32 tag);
+
+/* main.c: the id table */
+int gs_ids_add(struct gs_domain *d);
+void gs_ids_remove(struct gs_domain *d);
+struct gs_domain *gs_ids_get(u32 id);
+unsigned int gs_ids_count(void);
+
+/* op.c; all with domain->lock held unless noted */
+int gs_op_release(struct gs_domain *d, struct gpusleep_op *req);
+int gs_op_resume(struct gs_domain *d, struct gpusleep_op *req);
+int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
+		   const struct gpusleep_complete *c);
+int gs_op_result(struct gs_domain *d, u64 id, struct gpusleep_result *res);
+void gs_op_agent_gone(struct gs_domain *d);
+void gs_op_engine_gone(struct gs_domain *d);
+void gs_op_timeout_work(struct work_struct *work);	/* takes the lock */
+void gs_fill_state(struct gs_domain *d, struct gpusleep_state *st);
+const char *gs_reason_name(u32 reason);
+const char *gs_state_name(u32 state);
+
+/* evq.c */
+void gs_evq_init(struct gs_evq *q);
+int gs_evq_push(struct gs_evq *q, const struct gpusleep_event *ev);
+bool gs_evq_pop(struct gs_evq *q, struct gpusleep_event *ev);
+void gs_evq_unpop(struct gs_evq *q, const struct gpusleep_event *ev);
+void gs_evq_clear(struct gs_evq *q);
+
+/* efd.c */
+int gs_efd_set(struct gs_domain *d, struct gs_file *owner,
+	       const struct gpusleep_eventfd *req);
+void gs_efd_signal(struct gs_domain *d, u32 events);
+void gs_efd_drop_owner(struct gs_domain *d, struct gs_file *owner);
+
+/* sysfs.c */
+int gs_sysfs_init(void);
+void gs_sysfs_exit(void);
+int gs_sysfs_add(struct gs_domain *d);
+void gs_sysfs_remove(struct gs_domain *d);
+void gs_sysfs_changed(struct gs_domain *d);
+
+/* genl.c */
+int gs_genl_init(void);
+void gs_genl_exit(void);
+void gs_genl_notify(struct gs_domain *d, u32 from, u32 to, u64 op_id,
+		    const struct gpusleep_result *res);
+
+/* Called under domain->lock on every state transition. */
+void gs_transition(struct gs_domain *d, u32 to);
+
+#endif /* _GPUSLEEP_INTERNAL_H */

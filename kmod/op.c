@@ -1,0 +1,570 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * gpusleep: the release/resume state machine of a domain.
+ *
+ * One operation at a time. Each step is an event record queued to the
+ * engine or the agent; a step that needs an answer is "awaited" (op.await)
+ * under a deadline kept by timeout_work. An answer, a timeout, a resume that
+ * cancels a pending drain, or the death of a peer moves the machine on.
+ * docs/design.md has the sequences and the state diagram.
+ *
+ * Everything here runs with domain->lock held, except gs_op_timeout_work(),
+ * which takes it.
+ */
+#include <linux/errno.h>
+#include <linux/jiffies.h>
+#include <linux/lockdep.h>
+#include <linux/string.h>
+#include <linux/bitops.h>
+#include <linux/sched.h>
+
+#include "gpusleep.h"
+
+static const char * const gs_reason_names[GPUSLEEP_R_MAX] = {
+	[GPUSLEEP_R_NONE]		= "none",
+	[GPUSLEEP_R_NOT_ENABLED]	= "not_enabled",
+	[GPUSLEEP_R_INVALID]		= "invalid",
+	[GPUSLEEP_R_KV_NOT_ALLOWED]	= "kv_not_allowed",
+	[GPUSLEEP_R_ALREADY_RELEASED]	= "already_released",
+	[GPUSLEEP_R_BUSY]		= "busy",
+	[GPUSLEEP_R_NOT_RELEASED]	= "not_released",
+	[GPUSLEEP_R_CANCELLED]		= "cancelled",
+	[GPUSLEEP_R_DRAIN_TIMEOUT]	= "drain_timeout",
+	[GPUSLEEP_R_AGENT_TIMEOUT]	= "agent_timeout",
+	[GPUSLEEP_R_ENGINE_FAILED]	= "engine_failed",
+	[GPUSLEEP_R_AGENT_FAILED]	= "agent_failed",
+	[GPUSLEEP_R_AGENT_GONE]		= "agent_gone",
+	[GPUSLEEP_R_ENGINE_GONE]	= "engine_gone",
+	[GPUSLEEP_R_NO_MEMORY]		= "no_memory",
+	[GPUSLEEP_R_QUEUE_FULL]		= "queue_full",
+	[GPUSLEEP_R_ENGINE_TIMEOUT]	= "engine_timeout",
+};
+
+static const char * const gs_state_names[GPUSLEEP_S_MAX] = {
+	[GPUSLEEP_S_AWAKE]	= "awake",
+	[GPUSLEEP_S_DRAINING]	= "draining",
+	[GPUSLEEP_S_RELEASING]	= "releasing",
+	[GPUSLEEP_S_RELEASED]	= "released",
+	[GPUSLEEP_S_RESUMING]	= "resuming",
+	[GPUSLEEP_S_DEAD]	= "dead",
+};
+
+const char *gs_reason_name(u32 reason)
+{
+	return reason < GPUSLEEP_R_MAX ? gs_reason_names[reason] : "unknown";
+}
+
+const char *gs_state_name(u32 state)
+{
+	return state < GPUSLEEP_S_MAX ? gs_state_names[state] : "unknown";
+}
+
+static bool gs_kv_release_allowed(const struct gs_domain *d)
+{
+	return !(d->caps & GPUSLEEP_CAP_PREFIX_CACHING) ||
+		(d->caps & GPUSLEEP_CAP_PREFIX_CACHE_RESET);
+}
+
+static bool gs_reserved_zero(const u64 *r, unsigned int n)
+{
+	while (n--)
+		if (r[n])
+			return false;
+	return true;
+}
+
+static bool gs_engine_step(u32 type)
+{
+	return type == GPUSLEEP_EV_DRAIN || type == GPUSLEEP_EV_RESET_CACHES ||
+	       type == GPUSLEEP_EV_REPAIR_KV;
+}
+
+static void gs_timer_cancel(struct gs_domain *d)
+{
+	d->timer_op = 0;
+	d->timer_step = 0;
+	cancel_delayed_work(&d->timeout_work);
+}
+
+static void gs_timer_arm(struct gs_domain *d)
+{
+	unsigned int ms = d->op.timeout_ms;
+
+	if (!ms)
+		ms = d->op.await == GPUSLEEP_EV_DRAIN ? gs_drain_timeout_ms :
+							 gs_step_timeout_ms;
+	d->timer_op = d->op.id;
+	d->timer_step = d->op.step;
+	mod_delayed_work(system_wq, &d->timeout_work, msecs_to_jiffies(ms));
+}
+
+/* Queue a notification (no answer expected). Never fails the operation. */
+static void gs_notify_engine(struct gs_domain *d, u32 type)
+{
+	struct gpusleep_event ev = {
+		.op_id = d->op_active ? d->op.id : 0,
+		.type = type,
+	};
+
+	if (gs_evq_push(&d->engine_q, &ev))
+		pr_warn_ratelimited("gpusleep: domain %u: engine queue full, %s dropped\n",
+				    d->id, type == GPUSLEEP_EV_RESUME_SCHED ?
+				    "resume_sched" : "drain_cancelled");
+}
+
+/* Resume scheduling once nothing is released and the engine is paused. */
+static void gs_maybe_resume_sched(struct gs_domain *d)
+{
+	if (d->released || !d->sched_paused || d->dead)
+		return;
+	d->sched_paused = false;
+	gs_notify_engine(d, GPUSLEEP_EV_RESUME_SCHED);
+}
+
+void gs_transition(struct gs_domain *d, u32 to)
+{
+	u32 from = d->state;
+
+	lockdep_assert_held(&d->lock);
+	d->state = to;
+	if (from != to) {
+		gs_sysfs_changed(d);
+		gs_genl_notify(d, from, to, d->op_active ? d->op.id : 0, NULL);
+	}
+}
+
+static u32 gs_rest_state(const struct gs_domain *d)
+{
+	if (d->dead)
+		return GPUSLEEP_S_DEAD;
+	return d->released ? GPUSLEEP_S_RELEASED : GPUSLEEP_S_AWAKE;
+}
+
+/* End the operation in flight with err (0 or -errno) and reason. */
+static void gs_op_finish(struct gs_domain *d, int err, u32 reason)
+{
+	struct gs_op *op = &d->op;
+	struct gpusleep_result *res = &d->hist[op->id % GS_HIST_LEN];
+	u32 from = d->state;
+	u64 ns;
+
+	lockdep_assert_held(&d->lock);
+	gs_timer_cancel(d);
+	ns = ktime_to_ns(ktime_sub(ktime_get(), op->start));
+
+	memset(res, 0, sizeof(*res));
+	res->op_id = op->id;
+	res->kind = op->kind;
+	res->tags = op->tags;
+	res->error = err;
+	res->reason = reason;
+	res->done_tags = op->done_tags;
+	res->duration_ns = ns;
+	memcpy(res->bytes, op->bytes, sizeof(res->bytes));
+
+	if (err) {
+		d->cnt.failures++;
+		d->last_reason = reason;
+		if (err == -ETIMEDOUT)
+			d->cnt.timeouts++;
+		if (reason == GPUSLEEP_R_CANCELLED)
+			d->cnt.cancels++;
+	} else if (op->kind == GPUSLEEP_OP_RELEASE) {
+		d->cnt.releases++;
+	} else {
+		d->cnt.resumes++;
+	}
+	if (op->kind == GPUSLEEP_OP_RELEASE)
+		d->last_release_ns = ns;
+	else
+		d->last_resume_ns = ns;
+
+	/* A drain the engine was asked for and never finished is called off. */
+	if (from == GPUSLEEP_S_DRAINING && err && !d->dead)
+		gs_notify_engine(d, GPUSLEEP_EV_DRAIN_CANCELLED);
+	gs_maybe_resume_sched(d);
+
+	d->op_active = false;
+	WRITE_ONCE(d->last_done_id, op->id);
+	d->state = gs_rest_state(d);
+	gs_sysfs_changed(d);
+	gs_genl_notify(d, from, d->state, op->id, res);
+	gs_efd_signal(d, GPUSLEEP_EFD_OP_DONE);
+	wake_up_all(&d->op_wq);
+}
+
+/* Send an awaited step; on a full queue the operation fails. */
+static bool gs_send_step(struct gs_domain *d, u32 type, u32 tags, u32 flags)
+{
+	struct gs_op *op = &d->op;
+	struct gpusleep_event ev = {
+		.op_id = op->id,
+		.type = type,
+		.tags = tags,
+		.flags = flags,
+		.step = op->step + 1,
+	};
+	struct gs_evq *q = gs_engine_step(type) ? &d->engine_q : &d->agent_q;
+
+	if (gs_evq_push(q, &ev)) {
+		gs_op_finish(d, -ENOBUFS, GPUSLEEP_R_QUEUE_FULL);
+		return false;
+	}
+	op->step++;
+	op->await = type;
+	op->await_tag = gs_engine_step(type) ? 0 : tags;
+	gs_timer_arm(d);
+	return true;
+}
+
+static void gs_release_next(struct gs_domain *d)
+{
+	struct gs_op *op = &d->op;
+	u32 tag;
+
+	op->await = GPUSLEEP_EV_NONE;
+	if (!op->todo) {
+		gs_op_finish(d, 0, GPUSLEEP_R_NONE);
+		return;
+	}
+	if (!d->agent) {
+		gs_op_finish(d, -EPIPE, GPUSLEEP_R_AGENT_GONE);
+		return;
+	}
+	tag = op->todo & -op->todo;	/* lowest bit: the fixed order */
+	gs_send_step(d, GPUSLEEP_EV_PAUSE_TAG, tag, 0);
+}
+
+static void gs_resume_next(struct gs_domain *d)
+{
+	struct gs_op *op = &d->op;
+	u32 tag;
+
+	op->await = GPUSLEEP_EV_NONE;
+	if (op->todo) {
+		if (!d->agent) {
+			gs_op_finish(d, -EPIPE, GPUSLEEP_R_AGENT_GONE);
+			return;
+		}
+		tag = op->todo & -op->todo;
+		gs_send_step(d, GPUSLEEP_EV_RESUME_TAG, tag, 0);
+		return;
+	}
+	if ((op->tags & GPUSLEEP_TAG_KV_CACHE) && !op->repair_sent) {
+		/* KV is back with new pages: the engine repairs it, once. */
+		op->repair_sent = true;
+		gs_send_step(d, GPUSLEEP_EV_REPAIR_KV, GPUSLEEP_TAG_KV_CACHE, 0);
+		return;
+	}
+	gs_op_finish(d, 0, GPUSLEEP_R_NONE);
+}
+
+static void gs_op_begin(struct gs_domain *d, u32 kind, u32 tags,
+			const struct gpusleep_op *req)
+{
+	struct gs_op *op = &d->op;
+
+	memset(op, 0, sizeof(*op));
+	op->id = d->next_op_id++;
+	op->kind = kind;
+	op->tags = tags;
+	op->todo = tags;
+	op->flags = req->flags;
+	op->timeout_ms = req->timeout_ms;
+	op->start = ktime_get();
+	d->op_active = true;
+}
+
+static int gs_refuse(struct gpusleep_op *req, int err, u32 reason, u32 bad)
+{
+	req->reason = reason;
+	req->bad_tags = bad;
+	req->op_id = 0;
+	return err;
+}
+
+static bool gs_op_req_valid(const struct gpusleep_op *req, u32 flag_mask)
+{
+	return !(req->tags & ~GPUSLEEP_TAG_ALL) && !(req->flags & ~flag_mask) &&
+	       !req->pad && !req->reason && !req->op_id && !req->bad_tags &&
+	       gs_reserved_zero(req->reserved, ARRAY_SIZE(req->reserved));
+}
+
+int gs_op_release(struct gs_domain *d, struct gpusleep_op *req)
+{
+	u32 tags = req->tags ? req->tags : GPUSLEEP_TAG_ALL;
+	u32 already;
+
+	lockdep_assert_held(&d->lock);
+	/* The seed's order: enabled, valid, kv allowed, released, busy. */
+	if (!d->agent)
+		return gs_refuse(req, -ENOTCONN, GPUSLEEP_R_NOT_ENABLED, 0);
+	if (!gs_op_req_valid(req, GPUSLEEP_OPF_RELEASE_MASK))
+		return gs_refuse(req, -EINVAL, GPUSLEEP_R_INVALID, 0);
+	if ((tags & GPUSLEEP_TAG_KV_CACHE) && !gs_kv_release_allowed(d))
+		return gs_refuse(req, -EPERM, GPUSLEEP_R_KV_NOT_ALLOWED,
+				 GPUSLEEP_TAG_KV_CACHE);
+	already = tags & d->released;
+	if (already)
+		return gs_refuse(req, -EALREADY, GPUSLEEP_R_ALREADY_RELEASED,
+				 already);
+	if (d->op_active || d->late.valid)
+		return gs_refuse(req, -EBUSY, GPUSLEEP_R_BUSY, 0);
+
+	gs_op_begin(d, GPUSLEEP_OP_RELEASE, tags, req);
+	req->reason = GPUSLEEP_R_NONE;
+	req->bad_tags = 0;
+	req->op_id = d->op.id;
+	d->sched_paused = true;
+	gs_transition(d, GPUSLEEP_S_DRAINING);
+	gs_send_step(d, GPUSLEEP_EV_DRAIN, tags,
+		     req->flags & GPUSLEEP_OPF_ABORT_INFLIGHT ?
+		     GPUSLEEP_EVF_ABORT_INFLIGHT : 0);
+	return 0;
+}
+
+int gs_op_resume(struct gs_domain *d, struct gpusleep_op *req)
+{
+	u32 tags, missing;
+	bool cancel;
+
+	lockdep_assert_held(&d->lock);
+	if (!gs_op_req_valid(req, GPUSLEEP_OPF_RESUME_MASK))
+		return gs_refuse(req, -EINVAL, GPUSLEEP_R_INVALID, 0);
+	cancel = d->op_active && d->state == GPUSLEEP_S_DRAINING;
+	if ((d->op_active && !cancel) || d->late.valid)
+		return gs_refuse(req, -EBUSY, GPUSLEEP_R_BUSY, 0);
+	if (req->tags) {
+		missing = req->tags & ~d->released;
+		if (missing)
+			return gs_refuse(req, -ENOENT, GPUSLEEP_R_NOT_RELEASED,
+					 missing);
+		tags = req->tags;
+	} else {
+		tags = d->released;
+	}
+	if (tags && !d->agent)
+		return gs_refuse(req, -ENOTCONN, GPUSLEEP_R_NOT_ENABLED, 0);
+
+	if (cancel)
+		gs_op_finish(d, -ECANCELED, GPUSLEEP_R_CANCELLED);
+
+	gs_op_begin(d, GPUSLEEP_OP_RESUME, tags, req);
+	req->reason = GPUSLEEP_R_NONE;
+	req->bad_tags = 0;
+	req->op_id = d->op.id;
+	if (tags)
+		gs_transition(d, GPUSLEEP_S_RESUMING);
+	gs_resume_next(d);
+	return 0;
+}
+
+static u32 gs_step_fail_reason(u32 type)
+{
+	return gs_engine_step(type) ? GPUSLEEP_R_ENGINE_FAILED :
+				      GPUSLEEP_R_AGENT_FAILED;
+}
+
+/* A late answer to a timed-out agent step: make the state follow it. */
+static int gs_op_complete_late(struct gs_domain *d,
+			       const struct gpusleep_complete *c)
+{
+	u32 tag = d->late.tag;
+	u32 idx = gs_tag_index(tag);
+
+	d->late.valid = false;
+	if (c->status)
+		return 0;
+	if (d->late.type == GPUSLEEP_EV_PAUSE_TAG) {
+		d->released |= tag;
+		d->bytes_released[idx] = c->bytes;
+	} else {
+		d->released &= ~tag;
+		d->bytes_released[idx] = 0;
+		gs_maybe_resume_sched(d);
+	}
+	gs_transition(d, gs_rest_state(d));
+	gs_sysfs_changed(d);
+	return 0;
+}
+
+int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
+		   const struct gpusleep_complete *c)
+{
+	struct gs_op *op = &d->op;
+	bool engine = gf->role == GPUSLEEP_ROLE_ENGINE;
+	u32 idx;
+
+	lockdep_assert_held(&d->lock);
+	switch (c->type) {
+	case GPUSLEEP_EV_DRAIN:
+	case GPUSLEEP_EV_RESET_CACHES:
+	case GPUSLEEP_EV_REPAIR_KV:
+	case GPUSLEEP_EV_PAUSE_TAG:
+	case GPUSLEEP_EV_RESUME_TAG:
+		break;
+	default:
+		return -EINVAL;	/* not an event that takes an answer */
+	}
+	if (c->status > 0 || c->status < -MAX_ERRNO)
+		return -EINVAL;
+	if (!engine && d->late.valid && d->late.op_id == c->op_id &&
+	    d->late.step == c->step && d->late.type == c->type)
+		return gs_op_complete_late(d, c);
+	if (!d->op_active || op->id != c->op_id || op->step != c->step ||
+	    op->await != c->type || engine != gs_engine_step(c->type))
+		return -ESTALE;
+
+	if (c->status) {
+		gs_op_finish(d, c->status, gs_step_fail_reason(c->type));
+		return 0;
+	}
+
+	switch (c->type) {
+	case GPUSLEEP_EV_DRAIN:
+		gs_efd_signal(d, GPUSLEEP_EFD_DRAINED);
+		gs_transition(d, GPUSLEEP_S_RELEASING);
+		if (op->tags & GPUSLEEP_TAG_KV_CACHE) {
+			/* Stale prefix-cache entries go before KV does. */
+			gs_send_step(d, GPUSLEEP_EV_RESET_CACHES,
+				     GPUSLEEP_TAG_KV_CACHE, 0);
+			break;
+		}
+		gs_release_next(d);
+		break;
+	case GPUSLEEP_EV_RESET_CACHES:
+		gs_release_next(d);
+		break;
+	case GPUSLEEP_EV_PAUSE_TAG:
+		idx = gs_tag_index(op->await_tag);
+		d->released |= op->await_tag;
+		d->bytes_released[idx] = c->bytes;
+		op->bytes[idx] = c->bytes;
+		op->done_tags |= op->await_tag;
+		op->todo &= ~op->await_tag;
+		gs_sysfs_changed(d);
+		gs_release_next(d);
+		break;
+	case GPUSLEEP_EV_RESUME_TAG:
+		idx = gs_tag_index(op->await_tag);
+		d->released &= ~op->await_tag;
+		d->bytes_released[idx] = 0;
+		op->bytes[idx] = c->bytes;
+		op->done_tags |= op->await_tag;
+		op->todo &= ~op->await_tag;
+		gs_sysfs_changed(d);
+		gs_resume_next(d);
+		break;
+	case GPUSLEEP_EV_REPAIR_KV:
+		gs_resume_next(d);
+		break;
+	default:
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int gs_op_result(struct gs_domain *d, u64 id, struct gpusleep_result *res)
+{
+	const struct gpusleep_result *h;
+
+	lockdep_assert_held(&d->lock);
+	if (!id || id > d->last_done_id)
+		return -ENOENT;
+	h = &d->hist[id % GS_HIST_LEN];
+	if (h->op_id != id)
+		return -ENOENT;
+	*res = *h;
+	return 0;
+}
+
+void gs_op_agent_gone(struct gs_domain *d)
+{
+	lockdep_assert_held(&d->lock);
+	d->agent = NULL;
+	d->late.valid = false;
+	gs_evq_clear(&d->agent_q);
+	if (d->op_active && d->op.await != GPUSLEEP_EV_NONE &&
+	    !gs_engine_step(d->op.await))
+		gs_op_finish(d, -EPIPE, GPUSLEEP_R_AGENT_GONE);
+	gs_sysfs_changed(d);
+}
+
+void gs_op_engine_gone(struct gs_domain *d)
+{
+	lockdep_assert_held(&d->lock);
+	d->dead = true;
+	d->late.valid = false;
+	gs_evq_clear(&d->engine_q);
+	if (d->op_active)
+		gs_op_finish(d, -EOWNERDEAD, GPUSLEEP_R_ENGINE_GONE);
+	gs_timer_cancel(d);
+	gs_transition(d, GPUSLEEP_S_DEAD);
+	gs_efd_signal(d, GPUSLEEP_EFD_ALL);
+	wake_up_all(&d->op_wq);
+	wake_up_all(&d->engine_q.wq);
+	wake_up_all(&d->agent_q.wq);
+}
+
+void gs_op_timeout_work(struct work_struct *work)
+{
+	struct gs_domain *d = container_of(to_delayed_work(work),
+					   struct gs_domain, timeout_work);
+	struct gs_op *op = &d->op;
+	u32 reason;
+
+	mutex_lock(&d->lock);
+	if (!d->op_active || op->await == GPUSLEEP_EV_NONE ||
+	    d->timer_op != op->id || d->timer_step != op->step)
+		goto out;
+	switch (op->await) {
+	case GPUSLEEP_EV_DRAIN:
+		reason = GPUSLEEP_R_DRAIN_TIMEOUT;
+		break;
+	case GPUSLEEP_EV_PAUSE_TAG:
+	case GPUSLEEP_EV_RESUME_TAG:
+		reason = GPUSLEEP_R_AGENT_TIMEOUT;
+		d->late.valid = true;
+		d->late.op_id = op->id;
+		d->late.step = op->step;
+		d->late.type = op->await;
+		d->late.tag = op->await_tag;
+		break;
+	default:
+		reason = GPUSLEEP_R_ENGINE_TIMEOUT;
+		break;
+	}
+	gs_op_finish(d, -ETIMEDOUT, reason);
+out:
+	mutex_unlock(&d->lock);
+}
+
+void gs_fill_state(struct gs_domain *d, struct gpusleep_state *st)
+{
+	u64 last = d->last_done_id;
+
+	lockdep_assert_held(&d->lock);
+	memset(st, 0, sizeof(*st));
+	st->id = d->id;
+	st->state = d->state;
+	st->released = d->released;
+	st->caps = d->caps;
+	if (d->state == GPUSLEEP_S_DRAINING)
+		st->flags |= GPUSLEEP_SF_DRAIN_PENDING;
+	if (d->op_active)
+		st->flags |= GPUSLEEP_SF_OP_IN_FLIGHT;
+	if (d->agent)
+		st->flags |= GPUSLEEP_SF_AGENT_ATTACHED;
+	if (gs_kv_release_allowed(d))
+		st->flags |= GPUSLEEP_SF_KV_RELEASE_ALLOWED;
+	if (d->sched_paused)
+		st->flags |= GPUSLEEP_SF_SCHED_PAUSED;
+	if (d->dead)
+		st->flags |= GPUSLEEP_SF_DEAD;
+	st->op_in_flight = d->op_active ? d->op.id : 0;
+	st->last_op_id = d->next_op_id - 1;
+	memcpy(st->bytes_released, d->bytes_released,
+	       sizeof(st->bytes_released));
+	if (last)
+		st->last = d->hist[last % GS_HIST_LEN];
+}
