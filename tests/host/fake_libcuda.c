@@ -1,0 +1,1053 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tests/host/fake_libcuda.c: a stand-in libcuda.so.1 over host memory.
+ *
+ * It implements the CUDA Driver API entry points that user/backend_cuda.c
+ * uses, so the backend's call order, error paths and bookkeeping can be
+ * tested on machines without a GPU:
+ *
+ *   cuMemAddressReserve   mmap(PROT_NONE) of an aligned range
+ *   cuMemCreate           a memfd of the requested size ("physical memory")
+ *   cuMemMap              mmap(MAP_FIXED | MAP_SHARED) of the memfd, PROT_NONE
+ *   cuMemSetAccess        mprotect(PROT_READ | PROT_WRITE)
+ *   cuMemUnmap            mmap(PROT_NONE, MAP_FIXED) anonymous over the range
+ *   cuMemHostAlloc        mmap of anonymous memory ("pinned")
+ *   cuMemcpy*Async        queued on the stream, run by cuStreamSynchronize
+ *
+ * Like the driver it checks arguments and order (cuInit first, a current
+ * context, sizes and addresses aligned to the granularity, mappings only
+ * inside a reservation and never over another mapping, access only on mapped
+ * ranges, copies only from accessible ranges) and answers
+ * CUDA_ERROR_INVALID_VALUE (or the driver's code) when misused; each misuse
+ * is also printed and counted. It is stricter than the driver in two places,
+ * to hold gpusleep to its own order: cuMemRelease of a handle that is still
+ * mapped is refused (the driver defers the free), and so is cuMemUnmap,
+ * cuMemFreeHost or cuStreamDestroy while a queued copy still uses the memory
+ * (the caller must cuStreamSynchronize first).
+ *
+ * Fault injection and counters: see tests/host/fake_libcuda.h and
+ * docs/cuda-backend.md. Environment, read when the library is loaded:
+ *   FAKECUDA_FAIL=fn:nth[:times[:code]][,...]  as fakecuda_fail()
+ *   FAKECUDA_DEVICES=n                         device count (default 1)
+ *   FAKECUDA_POISON=1                          new physical memory reads 0xa5
+ *                                              (the driver leaves it undefined)
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "fake_libcuda.h"
+
+/* the names cuda.h maps to versioned symbols are defined by hand below */
+#undef cuGetProcAddress
+#undef cuMemcpyDtoHAsync
+#undef cuMemcpyHtoDAsync
+#undef cuStreamDestroy
+#undef cuDevicePrimaryCtxRelease
+
+#define EXPORT __attribute__((visibility("default")))
+#define GRAN FAKECUDA_GRANULARITY
+#define MAX_DEVICES 8
+#define MAX_OBJS 4096
+#define MAX_FAULTS 32
+
+#define ENTRY_POINTS(X)					\
+	X(cuGetProcAddress) X(cuGetErrorName) X(cuInit)	\
+	X(cuDeviceGet) X(cuDevicePrimaryCtxRetain)		\
+	X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)	\
+	X(cuCtxGetCurrent) X(cuMemGetAllocationGranularity)	\
+	X(cuMemAddressReserve) X(cuMemAddressFree)		\
+	X(cuMemCreate) X(cuMemRelease) X(cuMemMap)		\
+	X(cuMemSetAccess) X(cuMemUnmap) X(cuMemHostAlloc)	\
+	X(cuMemFreeHost) X(cuMemcpyDtoHAsync)			\
+	X(cuMemcpyHtoDAsync) X(cuMemsetD32Async)		\
+	X(cuStreamCreate)					\
+	X(cuStreamSynchronize) X(cuStreamDestroy)
+
+#define AS_ENUM(n) E_##n,
+enum entry { ENTRY_POINTS(AS_ENUM) E_COUNT };
+#define AS_NAME(n) #n,
+static const char *const entry_names[E_COUNT] = { ENTRY_POINTS(AS_NAME) };
+
+struct CUctx_st {
+	int device;
+	long refs;
+};
+
+struct copy_op {
+	bool memset;		/* cuMemsetD32Async of value */
+	unsigned int value;
+	bool to_host;
+	void *host;
+	uintptr_t dev;
+	size_t size;
+	bool pinned;
+};
+
+struct CUstream_st {
+	bool live;
+	bool failed;		/* a queued copy hit unmapped memory */
+	struct copy_op *ops;
+	size_t nops, cap;
+};
+
+struct phys {
+	int fd;
+	size_t size;
+	int device;
+	long maps;
+};
+
+struct reservation { uintptr_t base; size_t size; };
+struct mapping { uintptr_t va; size_t size; struct phys *p; bool access; };
+struct host_buf { void *p; size_t size; };
+
+struct fault {
+	enum entry e;
+	long first, last;	/* call numbers; last 0 = no end */
+	CUresult code;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread struct CUctx_st *current;
+static bool initialized;
+static int ndevices = 1;
+static bool poison;
+static struct CUctx_st contexts[MAX_DEVICES];
+static long calls[E_COUNT];
+static struct fault faults[MAX_FAULTS];
+static int nfaults;
+static struct reservation res[MAX_OBJS];
+static int nres;
+static struct phys *phys[MAX_OBJS];
+static int nphys;
+static struct mapping maps[MAX_OBJS];
+static int nmaps;
+static struct host_buf hosts[MAX_OBJS];
+static int nhosts;
+static struct CUstream_st *streams[MAX_OBJS];
+static int nstreams;
+static long misuse, pageable_copies;
+
+static CUresult bad(const char *fn, const char *why)
+{
+	misuse++;
+	fprintf(stderr, "fakecuda: %s: %s\n", fn, why);
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+/*
+ * Count the call of e; return the armed fault's code, or CUDA_SUCCESS.
+ * Called with the lock held.
+ */
+static CUresult enter(enum entry e)
+{
+	long n = ++calls[e];
+
+	for (int i = 0; i < nfaults; i++) {
+		struct fault *f = &faults[i];
+
+		if (f->e == e && n >= f->first && (!f->last || n <= f->last))
+			return f->code;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* the checks every call after cuInit makes; lock held */
+static CUresult need_ctx(const char *fn)
+{
+	if (!initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!current) {
+		bad(fn, "no current context on this thread");
+		return CUDA_ERROR_INVALID_CONTEXT;
+	}
+	if (current->refs <= 0) {
+		bad(fn, "the current context was released");
+		return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+	}
+	return CUDA_SUCCESS;
+}
+
+#define BEGIN(e) \
+	CUresult rc_; \
+	pthread_mutex_lock(&lock); \
+	rc_ = enter(e); \
+	if (rc_ != CUDA_SUCCESS) \
+		goto out
+#define BEGIN_CTX(e, fn) \
+	BEGIN(e); \
+	rc_ = need_ctx(fn); \
+	if (rc_ != CUDA_SUCCESS) \
+		goto out
+#define END \
+out: \
+	pthread_mutex_unlock(&lock); \
+	return rc_
+
+static bool aligned(uintptr_t v)
+{
+	return (v & (GRAN - 1)) == 0;
+}
+
+static int find_entry(const char *name)
+{
+	for (int i = 0; i < E_COUNT; i++)
+		if (!strcmp(entry_names[i], name))
+			return i;
+	return -1;
+}
+
+/* ---- control interface for the tests ---- */
+
+EXPORT int fakecuda_fail(const char *fn, unsigned int nth, unsigned int times,
+			 int code)
+{
+	int e = find_entry(fn);
+	int ret = -1;
+
+	pthread_mutex_lock(&lock);
+	if (e >= 0 && nth > 0 && nfaults < MAX_FAULTS) {
+		struct fault *f = &faults[nfaults++];
+
+		f->e = e;
+		f->first = calls[e] + nth;
+		f->last = times ? f->first + times - 1 : 0;
+		f->code = (CUresult)code;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+EXPORT void fakecuda_clear_faults(void)
+{
+	pthread_mutex_lock(&lock);
+	nfaults = 0;
+	pthread_mutex_unlock(&lock);
+}
+
+EXPORT long fakecuda_calls(const char *fn)
+{
+	int e = find_entry(fn);
+	long n;
+
+	pthread_mutex_lock(&lock);
+	n = e >= 0 ? calls[e] : -1;
+	pthread_mutex_unlock(&lock);
+	return n;
+}
+
+EXPORT void fakecuda_stats(struct fakecuda_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&lock);
+	st->reservations = nres;
+	st->handles = nphys;
+	st->mappings = nmaps;
+	for (int i = 0; i < nmaps; i++)
+		st->accessible += maps[i].access;
+	st->host_allocs = nhosts;
+	st->streams = nstreams;
+	for (int i = 0; i < MAX_DEVICES; i++)
+		st->ctx_refs += contexts[i].refs;
+	for (int i = 0; i < nstreams; i++)
+		st->pending += streams[i]->nops;
+	st->misuse = misuse;
+	st->pageable_copies = pageable_copies;
+	pthread_mutex_unlock(&lock);
+}
+
+__attribute__((constructor)) static void fakecuda_load(void)
+{
+	const char *s = getenv("FAKECUDA_DEVICES");
+	char *spec, *tok, *save;
+
+	if (s)
+		ndevices = atoi(s) < 0 ? 0 : atoi(s) > MAX_DEVICES ?
+			   MAX_DEVICES : atoi(s);
+	s = getenv("FAKECUDA_POISON");
+	poison = s && *s && strcmp(s, "0");
+	s = getenv("FAKECUDA_FAIL");
+	if (!s || !(spec = strdup(s)))
+		return;
+	for (tok = strtok_r(spec, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char name[64];
+		unsigned int nth = 0, times = 1;
+		int code = CUDA_ERROR_UNKNOWN;
+
+		if (sscanf(tok, "%63[^:]:%u:%u:%d", name, &nth, &times,
+			   &code) < 2 || fakecuda_fail(name, nth, times, code))
+			fprintf(stderr, "fakecuda: FAKECUDA_FAIL: bad entry '%s'\n",
+				tok);
+	}
+	free(spec);
+}
+
+/* ---- lookup helpers; lock held ---- */
+
+static int find_res(uintptr_t va, size_t size)
+{
+	for (int i = 0; i < nres; i++)
+		if (va >= res[i].base && size <= res[i].size &&
+		    va - res[i].base <= res[i].size - size)
+			return i;
+	return -1;
+}
+
+static int find_phys(CUmemGenericAllocationHandle h)
+{
+	for (int i = 0; i < nphys; i++)
+		if ((uintptr_t)phys[i] == h)
+			return i;
+	return -1;
+}
+
+static bool overlaps(uintptr_t a, size_t an, uintptr_t b, size_t bn)
+{
+	return a < b + bn && b < a + an;
+}
+
+/*
+ * Is [va, va+size) covered, without holes, by whole mappings (and, when
+ * need_access, accessible ones)? Partially covered mappings make it false.
+ */
+static bool covered(uintptr_t va, size_t size, bool whole, bool need_access)
+{
+	uintptr_t pos = va, end = va + size;
+
+	while (pos < end) {
+		int i;
+
+		for (i = 0; i < nmaps; i++)
+			if (pos >= maps[i].va && pos < maps[i].va + maps[i].size)
+				break;
+		if (i == nmaps || (need_access && !maps[i].access))
+			return false;
+		if (whole && (maps[i].va != pos ||
+			      maps[i].va + maps[i].size > end))
+			return false;
+		pos = maps[i].va + maps[i].size;
+	}
+	return true;
+}
+
+static int find_host(const void *p, size_t size)
+{
+	uintptr_t a = (uintptr_t)p;
+
+	for (int i = 0; i < nhosts; i++) {
+		uintptr_t b = (uintptr_t)hosts[i].p;
+
+		if (a >= b && size <= hosts[i].size &&
+		    a - b <= hosts[i].size - size)
+			return i;
+	}
+	return -1;
+}
+
+/* does a queued copy still use device range or host buffer? */
+static bool pending_on(uintptr_t dev, size_t dsize, const void *host,
+		       size_t hsize)
+{
+	for (int s = 0; s < nstreams; s++)
+		for (size_t i = 0; i < streams[s]->nops; i++) {
+			struct copy_op *op = &streams[s]->ops[i];
+
+			if (dsize && overlaps(op->dev, op->size, dev, dsize))
+				return true;
+			if (hsize && !op->memset && overlaps((uintptr_t)op->host, op->size,
+					      (uintptr_t)host, hsize))
+				return true;
+		}
+	return false;
+}
+
+static int find_stream(CUstream s)
+{
+	for (int i = 0; i < nstreams; i++)
+		if (streams[i] == s)
+			return i;
+	return -1;
+}
+
+/* run the queued copies of s; false if one hit memory that is gone */
+static bool run_stream(struct CUstream_st *s)
+{
+	for (size_t i = 0; i < s->nops; i++) {
+		struct copy_op *op = &s->ops[i];
+
+		if (!covered(op->dev, op->size, false, true) ||
+		    (op->pinned && find_host(op->host, op->size) < 0)) {
+			misuse++;
+			fprintf(stderr, "fakecuda: stream: queued copy of %zu bytes at %#lx: memory no longer mapped\n",
+				op->size, (unsigned long)op->dev);
+			s->failed = true;
+			continue;
+		}
+		if (op->memset)
+			for (size_t j = 0; j < op->size / 4; j++)
+				((unsigned int *)op->dev)[j] = op->value;
+		else if (op->to_host)
+			memcpy(op->host, (void *)op->dev, op->size);
+		else
+			memcpy((void *)op->dev, op->host, op->size);
+	}
+	s->nops = 0;
+	return !s->failed;
+}
+
+/* ---- the driver API ---- */
+
+EXPORT CUresult cuGetErrorName(CUresult error, const char **str)
+{
+	static const struct { CUresult c; const char *n; } names[] = {
+#define N(c) { c, #c }
+		N(CUDA_SUCCESS), N(CUDA_ERROR_INVALID_VALUE),
+		N(CUDA_ERROR_OUT_OF_MEMORY), N(CUDA_ERROR_NOT_INITIALIZED),
+		N(CUDA_ERROR_DEINITIALIZED), N(CUDA_ERROR_NO_DEVICE),
+		N(CUDA_ERROR_INVALID_DEVICE), N(CUDA_ERROR_INVALID_CONTEXT),
+		N(CUDA_ERROR_CONTEXT_IS_DESTROYED), N(CUDA_ERROR_NOT_FOUND),
+		N(CUDA_ERROR_ILLEGAL_ADDRESS), N(CUDA_ERROR_INVALID_HANDLE),
+		N(CUDA_ERROR_NOT_PERMITTED), N(CUDA_ERROR_NOT_SUPPORTED),
+		N(CUDA_ERROR_UNKNOWN),
+#undef N
+	};
+	CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+	pthread_mutex_lock(&lock);
+	if (enter(E_cuGetErrorName) == CUDA_SUCCESS && str) {
+		*str = NULL;
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			if (names[i].c == error) {
+				*str = names[i].n;
+				rc = CUDA_SUCCESS;
+			}
+	}
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+EXPORT CUresult cuInit(unsigned int flags)
+{
+	BEGIN(E_cuInit);
+	if (flags)
+		rc_ = bad("cuInit", "flags must be 0");
+	else if (!ndevices)
+		rc_ = CUDA_ERROR_NO_DEVICE;
+	else
+		initialized = true;
+	END;
+}
+
+EXPORT CUresult cuDeviceGet(CUdevice *dev, int ordinal)
+{
+	BEGIN(E_cuDeviceGet);
+	if (!initialized)
+		rc_ = CUDA_ERROR_NOT_INITIALIZED;
+	else if (!dev)
+		rc_ = bad("cuDeviceGet", "NULL device");
+	else if (ordinal < 0 || ordinal >= ndevices)
+		rc_ = CUDA_ERROR_INVALID_DEVICE;
+	else
+		*dev = ordinal;
+	END;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
+{
+	BEGIN(E_cuDevicePrimaryCtxRetain);
+	if (!initialized)
+		rc_ = CUDA_ERROR_NOT_INITIALIZED;
+	else if (!ctx)
+		rc_ = bad("cuDevicePrimaryCtxRetain", "NULL context");
+	else if (dev < 0 || dev >= ndevices)
+		rc_ = CUDA_ERROR_INVALID_DEVICE;
+	else {
+		contexts[dev].device = dev;
+		contexts[dev].refs++;
+		*ctx = &contexts[dev];
+	}
+	END;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+	BEGIN(E_cuDevicePrimaryCtxRelease);
+	if (!initialized)
+		rc_ = CUDA_ERROR_NOT_INITIALIZED;
+	else if (dev < 0 || dev >= ndevices)
+		rc_ = CUDA_ERROR_INVALID_DEVICE;
+	else if (contexts[dev].refs <= 0)
+		rc_ = bad("cuDevicePrimaryCtxRelease", "context not retained");
+	else
+		contexts[dev].refs--;
+	END;
+}
+
+EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+	BEGIN(E_cuCtxSetCurrent);
+	if (!initialized)
+		rc_ = CUDA_ERROR_NOT_INITIALIZED;
+	else if (ctx && (ctx < &contexts[0] || ctx >= &contexts[MAX_DEVICES]))
+		rc_ = bad("cuCtxSetCurrent", "unknown context");
+	else
+		current = ctx;
+	END;
+}
+
+EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx)
+{
+	BEGIN(E_cuCtxGetCurrent);
+	if (!initialized)
+		rc_ = CUDA_ERROR_NOT_INITIALIZED;
+	else if (!ctx)
+		rc_ = bad("cuCtxGetCurrent", "NULL context");
+	else
+		*ctx = current;
+	END;
+}
+
+static CUresult check_prop(const char *fn, const CUmemAllocationProp *prop)
+{
+	if (!prop)
+		return bad(fn, "NULL prop");
+	if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
+		return bad(fn, "prop.type is not CU_MEM_ALLOCATION_TYPE_PINNED");
+	if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+		return bad(fn, "prop.location.type is not a device");
+	if (prop->location.id < 0 || prop->location.id >= ndevices)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE)
+		return bad(fn, "shareable handle types are not modelled");
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemGetAllocationGranularity(size_t *gran,
+		const CUmemAllocationProp *prop,
+		CUmemAllocationGranularity_flags option)
+{
+	BEGIN(E_cuMemGetAllocationGranularity);
+	if (!initialized) {
+		rc_ = CUDA_ERROR_NOT_INITIALIZED;
+		goto out;
+	}
+	rc_ = check_prop("cuMemGetAllocationGranularity", prop);
+	if (rc_ != CUDA_SUCCESS)
+		goto out;
+	if (!gran || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+		      option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+		rc_ = bad("cuMemGetAllocationGranularity", "bad argument");
+	else
+		*gran = GRAN;
+	END;
+}
+
+EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size,
+				    size_t alignment, CUdeviceptr addr,
+				    unsigned long long flags)
+{
+	uintptr_t base, start;
+	size_t align, span;
+	void *m;
+
+	(void)addr;	/* only a hint, as for the driver */
+	BEGIN_CTX(E_cuMemAddressReserve, "cuMemAddressReserve");
+	if (!ptr || !size || flags || !aligned(size) ||
+	    (alignment & (alignment - 1))) {
+		rc_ = bad("cuMemAddressReserve",
+			  "NULL ptr, size 0 or not a multiple of the granularity, bad alignment or flags");
+		goto out;
+	}
+	if (nres == MAX_OBJS) {
+		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	align = alignment > GRAN ? alignment : GRAN;
+	span = size + align;
+	m = mmap(NULL, span, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED) {
+		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	base = (uintptr_t)m;
+	start = (base + align - 1) & ~(uintptr_t)(align - 1);
+	if (start > base)
+		munmap(m, start - base);
+	if (base + span > start + size)
+		munmap((void *)(start + size), base + span - start - size);
+	res[nres++] = (struct reservation){ start, size };
+	*ptr = start;
+	END;
+}
+
+EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+	int i;
+
+	BEGIN_CTX(E_cuMemAddressFree, "cuMemAddressFree");
+	for (i = 0; i < nres; i++)
+		if (res[i].base == ptr && res[i].size == size)
+			break;
+	if (i == nres) {
+		rc_ = bad("cuMemAddressFree", "not a reservation (base and size must match)");
+		goto out;
+	}
+	for (int j = 0; j < nmaps; j++)
+		if (overlaps(maps[j].va, maps[j].size, ptr, size)) {
+			rc_ = bad("cuMemAddressFree", "range still mapped");
+			goto out;
+		}
+	munmap((void *)ptr, size);
+	res[i] = res[--nres];
+	END;
+}
+
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+			    const CUmemAllocationProp *prop,
+			    unsigned long long flags)
+{
+	struct phys *p;
+
+	BEGIN_CTX(E_cuMemCreate, "cuMemCreate");
+	rc_ = check_prop("cuMemCreate", prop);
+	if (rc_ != CUDA_SUCCESS)
+		goto out;
+	if (!handle || !size || !aligned(size) || flags) {
+		rc_ = bad("cuMemCreate", "NULL handle, size 0 or not a multiple of the granularity, or flags");
+		goto out;
+	}
+	if (nphys == MAX_OBJS || !(p = calloc(1, sizeof(*p)))) {
+		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	p->fd = memfd_create("fakecuda-phys", MFD_CLOEXEC);
+	if (p->fd < 0 || ftruncate(p->fd, size)) {
+		if (p->fd >= 0)
+			close(p->fd);
+		free(p);
+		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	if (poison) {
+		void *m = mmap(NULL, size, PROT_WRITE, MAP_SHARED, p->fd, 0);
+
+		if (m != MAP_FAILED) {
+			memset(m, 0xa5, size);
+			munmap(m, size);
+		}
+	}
+	p->size = size;
+	p->device = prop->location.id;
+	phys[nphys++] = p;
+	*handle = (uintptr_t)p;
+	END;
+}
+
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+	int i;
+
+	BEGIN_CTX(E_cuMemRelease, "cuMemRelease");
+	i = find_phys(handle);
+	if (i < 0) {
+		rc_ = bad("cuMemRelease", "unknown or already released handle");
+	} else if (phys[i]->maps) {
+		rc_ = bad("cuMemRelease", "handle still mapped (gpusleep unmaps first)");
+	} else {
+		close(phys[i]->fd);
+		free(phys[i]);
+		phys[i] = phys[--nphys];
+	}
+	END;
+}
+
+EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+			 CUmemGenericAllocationHandle handle,
+			 unsigned long long flags)
+{
+	struct phys *p;
+	int i;
+
+	BEGIN_CTX(E_cuMemMap, "cuMemMap");
+	i = find_phys(handle);
+	if (i < 0) {
+		rc_ = bad("cuMemMap", "unknown or released handle");
+		goto out;
+	}
+	p = phys[i];
+	if (!size || !aligned(ptr) || !aligned(size) || offset || flags) {
+		rc_ = bad("cuMemMap", "address or size not a multiple of the granularity, or offset/flags not 0");
+		goto out;
+	}
+	if (size > p->size) {
+		rc_ = bad("cuMemMap", "size larger than the allocation");
+		goto out;
+	}
+	if (find_res(ptr, size) < 0) {
+		rc_ = bad("cuMemMap", "range not inside one reservation");
+		goto out;
+	}
+	for (int j = 0; j < nmaps; j++)
+		if (overlaps(maps[j].va, maps[j].size, ptr, size)) {
+			rc_ = bad("cuMemMap", "range already mapped");
+			goto out;
+		}
+	if (nmaps == MAX_OBJS ||
+	    mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, p->fd,
+		 0) == MAP_FAILED) {
+		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	p->maps++;
+	maps[nmaps++] = (struct mapping){ ptr, size, p, false };
+	END;
+}
+
+EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
+			       const CUmemAccessDesc *desc, size_t count)
+{
+	int prot;
+
+	BEGIN_CTX(E_cuMemSetAccess, "cuMemSetAccess");
+	if (!desc || count != 1 ||
+	    desc->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+	    desc->location.id < 0 || desc->location.id >= ndevices) {
+		rc_ = bad("cuMemSetAccess", "expects one descriptor for a device");
+		goto out;
+	}
+	if (!size || !aligned(ptr) || !aligned(size) ||
+	    !covered(ptr, size, true, false)) {
+		rc_ = bad("cuMemSetAccess", "range not exactly covered by mappings");
+		goto out;
+	}
+	switch (desc->flags) {
+	case CU_MEM_ACCESS_FLAGS_PROT_NONE:
+		prot = PROT_NONE;
+		break;
+	case CU_MEM_ACCESS_FLAGS_PROT_READ:
+		prot = PROT_READ;
+		break;
+	case CU_MEM_ACCESS_FLAGS_PROT_READWRITE:
+		prot = PROT_READ | PROT_WRITE;
+		break;
+	default:
+		rc_ = bad("cuMemSetAccess", "bad access flags");
+		goto out;
+	}
+	if (mprotect((void *)ptr, size, prot)) {
+		rc_ = CUDA_ERROR_UNKNOWN;
+		goto out;
+	}
+	for (int j = 0; j < nmaps; j++)
+		if (overlaps(maps[j].va, maps[j].size, ptr, size))
+			maps[j].access = prot != PROT_NONE;
+	END;
+}
+
+EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	BEGIN_CTX(E_cuMemUnmap, "cuMemUnmap");
+	if (!size || !aligned(ptr) || !aligned(size) ||
+	    !covered(ptr, size, true, false)) {
+		rc_ = bad("cuMemUnmap", "range not exactly covered by whole mappings");
+		goto out;
+	}
+	if (pending_on(ptr, size, NULL, 0)) {
+		rc_ = bad("cuMemUnmap", "a queued copy still uses the range (synchronize first)");
+		goto out;
+	}
+	if (mmap((void *)ptr, size, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+		 -1, 0) == MAP_FAILED) {
+		rc_ = CUDA_ERROR_UNKNOWN;
+		goto out;
+	}
+	for (int j = 0; j < nmaps; )
+		if (overlaps(maps[j].va, maps[j].size, ptr, size)) {
+			maps[j].p->maps--;
+			maps[j] = maps[--nmaps];
+		} else {
+			j++;
+		}
+	END;
+}
+
+EXPORT CUresult cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
+{
+	void *m;
+
+	BEGIN_CTX(E_cuMemHostAlloc, "cuMemHostAlloc");
+	if (!pp || !size || (flags & ~0xfu)) {
+		rc_ = bad("cuMemHostAlloc", "NULL pointer, size 0 or bad flags");
+		goto out;
+	}
+	m = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (nhosts == MAX_OBJS || m == MAP_FAILED) {
+		if (m != MAP_FAILED)
+			munmap(m, size);
+		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	hosts[nhosts++] = (struct host_buf){ m, size };
+	*pp = m;
+	END;
+}
+
+EXPORT CUresult cuMemFreeHost(void *p)
+{
+	int i;
+
+	BEGIN_CTX(E_cuMemFreeHost, "cuMemFreeHost");
+	for (i = 0; i < nhosts; i++)
+		if (hosts[i].p == p)
+			break;
+	if (i == nhosts) {
+		rc_ = bad("cuMemFreeHost", "not a cuMemHostAlloc pointer");
+	} else if (pending_on(0, 0, p, hosts[i].size)) {
+		rc_ = bad("cuMemFreeHost", "a queued copy still uses the buffer (synchronize first)");
+	} else {
+		munmap(p, hosts[i].size);
+		hosts[i] = hosts[--nhosts];
+	}
+	END;
+}
+
+static CUresult queue_op(struct CUstream_st *s, struct copy_op *op)
+{
+	if (s->nops == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 16;
+		struct copy_op *ops = realloc(s->ops, cap * sizeof(*ops));
+
+		if (!ops)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		s->ops = ops;
+		s->cap = cap;
+	}
+	s->ops[s->nops++] = *op;
+	return CUDA_SUCCESS;
+}
+
+static CUresult queue_copy(const char *fn, bool to_host, void *host,
+			   CUdeviceptr dev, size_t size, CUstream hs)
+{
+	struct CUstream_st *s = hs;
+	struct copy_op op = { .to_host = to_host, .host = host, .dev = dev,
+			      .size = size };
+
+	if (!host || !size)
+		return bad(fn, "NULL host pointer or size 0");
+	if (!covered(dev, size, false, true))
+		return bad(fn, "device range not mapped and accessible");
+	if (s && find_stream(s) < 0)
+		return bad(fn, "unknown stream");
+	op.pinned = find_host(host, size) >= 0;
+	if (!op.pinned || !s) {
+		/* pageable memory or the NULL stream: done before returning */
+		pageable_copies += !op.pinned;
+		if (to_host)
+			memcpy(host, (void *)dev, size);
+		else
+			memcpy((void *)dev, host, size);
+		return CUDA_SUCCESS;
+	}
+	return queue_op(s, &op);
+}
+
+EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value,
+				 size_t count, CUstream hs)
+{
+	struct CUstream_st *s = hs;
+	struct copy_op op = { .memset = true, .value = value, .dev = dst,
+			      .size = count * 4 };
+
+	BEGIN_CTX(E_cuMemsetD32Async, "cuMemsetD32Async");
+	if (!count || (dst & 3) || count > SIZE_MAX / 4 ||
+	    !covered(dst, op.size, false, true)) {
+		rc_ = bad("cuMemsetD32Async", "range not mapped and accessible, or misaligned");
+		goto out;
+	}
+	if (s && find_stream(s) < 0) {
+		rc_ = bad("cuMemsetD32Async", "unknown stream");
+		goto out;
+	}
+	if (!s)
+		for (size_t j = 0; j < count; j++)
+			((unsigned int *)dst)[j] = value;
+	else
+		rc_ = queue_op(s, &op);
+	END;
+}
+
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t size,
+				     CUstream s)
+{
+	BEGIN_CTX(E_cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync");
+	rc_ = queue_copy("cuMemcpyDtoHAsync", true, dst, src, size, s);
+	END;
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src,
+				     size_t size, CUstream s)
+{
+	BEGIN_CTX(E_cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync");
+	rc_ = queue_copy("cuMemcpyHtoDAsync", false, (void *)src, dst, size, s);
+	END;
+}
+
+/* the pre-3.2 entry points with 32-bit sizes: a caller that ends up here
+ * looked up the wrong (unversioned) symbol */
+EXPORT CUresult cuMemcpyDtoHAsync(void *dst, unsigned int src,
+				  unsigned int size, CUstream s)
+{
+	(void)dst, (void)src, (void)size, (void)s;
+	pthread_mutex_lock(&lock);
+	bad("cuMemcpyDtoHAsync", "v1 ABI (32-bit) entry point called; use cuMemcpyDtoHAsync_v2");
+	pthread_mutex_unlock(&lock);
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync(unsigned int dst, const void *src,
+				  unsigned int size, CUstream s)
+{
+	(void)dst, (void)src, (void)size, (void)s;
+	pthread_mutex_lock(&lock);
+	bad("cuMemcpyHtoDAsync", "v1 ABI (32-bit) entry point called; use cuMemcpyHtoDAsync_v2");
+	pthread_mutex_unlock(&lock);
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned int flags)
+{
+	struct CUstream_st *s;
+
+	BEGIN_CTX(E_cuStreamCreate, "cuStreamCreate");
+	if (!ps || (flags & ~(unsigned int)CU_STREAM_NON_BLOCKING)) {
+		rc_ = bad("cuStreamCreate", "NULL stream or bad flags");
+		goto out;
+	}
+	if (nstreams == MAX_OBJS || !(s = calloc(1, sizeof(*s)))) {
+		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	s->live = true;
+	streams[nstreams++] = s;
+	*ps = s;
+	END;
+}
+
+EXPORT CUresult cuStreamSynchronize(CUstream hs)
+{
+	int i;
+
+	BEGIN_CTX(E_cuStreamSynchronize, "cuStreamSynchronize");
+	if (!hs)
+		goto out;	/* the NULL stream never has queued copies */
+	i = find_stream(hs);
+	if (i < 0)
+		rc_ = bad("cuStreamSynchronize", "unknown stream");
+	else if (!run_stream(streams[i]))
+		rc_ = CUDA_ERROR_ILLEGAL_ADDRESS;
+	END;
+}
+
+EXPORT CUresult cuStreamDestroy_v2(CUstream hs)
+{
+	int i;
+
+	BEGIN_CTX(E_cuStreamDestroy, "cuStreamDestroy");
+	i = find_stream(hs);
+	if (i < 0) {
+		rc_ = bad("cuStreamDestroy", "unknown stream");
+		goto out;
+	}
+	/* the driver lets queued work finish; run it now */
+	run_stream(streams[i]);
+	free(streams[i]->ops);
+	free(streams[i]);
+	streams[i] = streams[--nstreams];
+	END;
+}
+
+/* ---- cuGetProcAddress ---- */
+
+static const struct { const char *name; void *fn; } procs[] = {
+	{ "cuGetProcAddress", (void *)cuGetProcAddress_v2 },
+	{ "cuGetErrorName", (void *)cuGetErrorName },
+	{ "cuInit", (void *)cuInit },
+	{ "cuDeviceGet", (void *)cuDeviceGet },
+	{ "cuDevicePrimaryCtxRetain", (void *)cuDevicePrimaryCtxRetain },
+	{ "cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease_v2 },
+	{ "cuCtxSetCurrent", (void *)cuCtxSetCurrent },
+	{ "cuCtxGetCurrent", (void *)cuCtxGetCurrent },
+	{ "cuMemGetAllocationGranularity", (void *)cuMemGetAllocationGranularity },
+	{ "cuMemAddressReserve", (void *)cuMemAddressReserve },
+	{ "cuMemAddressFree", (void *)cuMemAddressFree },
+	{ "cuMemCreate", (void *)cuMemCreate },
+	{ "cuMemRelease", (void *)cuMemRelease },
+	{ "cuMemMap", (void *)cuMemMap },
+	{ "cuMemSetAccess", (void *)cuMemSetAccess },
+	{ "cuMemUnmap", (void *)cuMemUnmap },
+	{ "cuMemHostAlloc", (void *)cuMemHostAlloc },
+	{ "cuMemFreeHost", (void *)cuMemFreeHost },
+	{ "cuMemcpyDtoHAsync", (void *)cuMemcpyDtoHAsync_v2 },
+	{ "cuMemcpyHtoDAsync", (void *)cuMemcpyHtoDAsync_v2 },
+	{ "cuMemsetD32Async", (void *)cuMemsetD32Async },
+	{ "cuStreamCreate", (void *)cuStreamCreate },
+	{ "cuStreamSynchronize", (void *)cuStreamSynchronize },
+	{ "cuStreamDestroy", (void *)cuStreamDestroy_v2 },
+};
+
+/*
+ * Like the driver: symbol is a base name (no _v2 suffix); the version
+ * returned is the newest whose ABI matches cudaVersion. The stand-in only
+ * models the ABI of CUDA 11.0 and later (where every name above resolves
+ * to the same function), and answers VERSION_NOT_SUFFICIENT below that.
+ */
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn,
+				    int cudaVersion, cuuint64_t flags,
+				    CUdriverProcAddressQueryResult *status)
+{
+	CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+
+	BEGIN(E_cuGetProcAddress);
+	if (!symbol || !pfn || flags > 2) {
+		rc_ = bad("cuGetProcAddress", "NULL symbol or pfn, or bad flags");
+		goto out;
+	}
+	*pfn = NULL;
+	rc_ = CUDA_ERROR_NOT_FOUND;
+	for (size_t i = 0; i < sizeof(procs) / sizeof(procs[0]); i++) {
+		if (strcmp(procs[i].name, symbol))
+			continue;
+		if (cudaVersion < 11000) {
+			st = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+			break;
+		}
+		*pfn = procs[i].fn;
+		st = CU_GET_PROC_ADDRESS_SUCCESS;
+		rc_ = CUDA_SUCCESS;
+	}
+	if (status)
+		*status = st;
+	END;
+}
+
+/* the CUDA 11.3 - 11.8 prototype, still exported by the driver */
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn,
+				 int cudaVersion, cuuint64_t flags)
+{
+	return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+}

@@ -1,0 +1,672 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * user/backend_cuda.c: the CUDA Driver API memory backend.
+ *
+ * The driver is loaded at run time with dlopen("libcuda.so.1"), so
+ * libgpusleep builds and runs where there is no GPU; only cuda.h is needed
+ * at build time (for types and constants, never for linking).
+ *
+ * Entry points: cuGetProcAddress_v2 (exported by drivers of CUDA 12.0 and
+ * later, five arguments) is looked up with dlsym, falling back to the
+ * four-argument cuGetProcAddress of CUDA 11.3 - 11.8. Every other entry
+ * point is asked for by its base name with cudaVersion 12000, which yields
+ * the ABI our prototypes below describe (64-bit sizes: cuMemcpyDtoHAsync_v2
+ * and so on). When that lookup fails, the exported versioned name is
+ * taken with dlsym instead (see syms[]).
+ *
+ * One backend = one device: cuInit(0), cuDeviceGet, the primary context
+ * retained (and made current on whichever thread calls an op), one
+ * non-blocking stream for the backup and restore copies. See
+ * docs/cuda-backend.md for the operations, the errno table and the stand-in
+ * driver used by the tests.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend.h"
+
+#if !__has_include(<cuda.h>)
+
+/* built without cuda.h: the backend exists, but says why it cannot work */
+struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
+				       int *err)
+{
+	(void)device;
+	(void)libpath;
+	fprintf(stderr, "gpusleep: cuda backend: libgpusleep was built without cuda.h (set CUDA_HOME)\n");
+	if (err)
+		*err = -ENOSYS;
+	return NULL;
+}
+
+#else
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#define CUDA_LIB_DEFAULT "libcuda.so.1"
+/* the ABI the prototypes below follow */
+#define CUDA_ABI_VERSION 12000
+
+#if CUDA_VERSION >= 12000
+typedef CUdriverProcAddressQueryResult gs_query_result;
+#else
+typedef int gs_query_result;
+#endif
+
+typedef CUresult (*getproc_v2_fn)(const char *symbol, void **pfn,
+				  int cudaVersion, cuuint64_t flags,
+				  gs_query_result *status);
+typedef CUresult (*getproc_v1_fn)(const char *symbol, void **pfn,
+				  int cudaVersion, cuuint64_t flags);
+
+/* the driver entry points this backend calls, with the 12.0 ABI */
+struct cuda_api {
+	CUresult (*GetErrorName)(CUresult error, const char **str);
+	CUresult (*Init)(unsigned int flags);
+	CUresult (*DeviceGet)(CUdevice *dev, int ordinal);
+	CUresult (*PrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
+	CUresult (*PrimaryCtxRelease)(CUdevice dev);
+	CUresult (*CtxSetCurrent)(CUcontext ctx);
+	CUresult (*CtxGetCurrent)(CUcontext *ctx);
+	CUresult (*MemGetAllocationGranularity)(size_t *gran,
+			const CUmemAllocationProp *prop,
+			CUmemAllocationGranularity_flags option);
+	CUresult (*MemAddressReserve)(CUdeviceptr *ptr, size_t size,
+			size_t alignment, CUdeviceptr addr,
+			unsigned long long flags);
+	CUresult (*MemAddressFree)(CUdeviceptr ptr, size_t size);
+	CUresult (*MemCreate)(CUmemGenericAllocationHandle *handle, size_t size,
+			const CUmemAllocationProp *prop,
+			unsigned long long flags);
+	CUresult (*MemRelease)(CUmemGenericAllocationHandle handle);
+	CUresult (*MemMap)(CUdeviceptr ptr, size_t size, size_t offset,
+			CUmemGenericAllocationHandle handle,
+			unsigned long long flags);
+	CUresult (*MemSetAccess)(CUdeviceptr ptr, size_t size,
+			const CUmemAccessDesc *desc, size_t count);
+	CUresult (*MemUnmap)(CUdeviceptr ptr, size_t size);
+	CUresult (*MemHostAlloc)(void **pp, size_t size, unsigned int flags);
+	CUresult (*MemFreeHost)(void *p);
+	CUresult (*MemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t size,
+			CUstream stream);
+	CUresult (*MemcpyHtoDAsync)(CUdeviceptr dst, const void *src,
+			size_t size, CUstream stream);
+	CUresult (*MemsetD32Async)(CUdeviceptr dst, unsigned int value,
+			size_t count, CUstream stream);
+	CUresult (*StreamCreate)(CUstream *stream, unsigned int flags);
+	CUresult (*StreamSynchronize)(CUstream stream);
+	CUresult (*StreamDestroy)(CUstream stream);
+};
+
+/* base name for cuGetProcAddress, exported name for dlsym */
+static const struct {
+	const char *base;
+	const char *exported;
+	size_t off;
+	bool optional;
+} syms[] = {
+#define SYM(field, base, exported, opt) \
+	{ base, exported, offsetof(struct cuda_api, field), opt }
+	SYM(GetErrorName, "cuGetErrorName", "cuGetErrorName", true),
+	SYM(Init, "cuInit", "cuInit", false),
+	SYM(DeviceGet, "cuDeviceGet", "cuDeviceGet", false),
+	SYM(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain",
+	    "cuDevicePrimaryCtxRetain", false),
+	SYM(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease",
+	    "cuDevicePrimaryCtxRelease_v2", false),
+	SYM(CtxSetCurrent, "cuCtxSetCurrent", "cuCtxSetCurrent", false),
+	SYM(CtxGetCurrent, "cuCtxGetCurrent", "cuCtxGetCurrent", false),
+	SYM(MemGetAllocationGranularity, "cuMemGetAllocationGranularity",
+	    "cuMemGetAllocationGranularity", false),
+	SYM(MemAddressReserve, "cuMemAddressReserve", "cuMemAddressReserve",
+	    false),
+	SYM(MemAddressFree, "cuMemAddressFree", "cuMemAddressFree", false),
+	SYM(MemCreate, "cuMemCreate", "cuMemCreate", false),
+	SYM(MemRelease, "cuMemRelease", "cuMemRelease", false),
+	SYM(MemMap, "cuMemMap", "cuMemMap", false),
+	SYM(MemSetAccess, "cuMemSetAccess", "cuMemSetAccess", false),
+	SYM(MemUnmap, "cuMemUnmap", "cuMemUnmap", false),
+	SYM(MemHostAlloc, "cuMemHostAlloc", "cuMemHostAlloc", false),
+	SYM(MemFreeHost, "cuMemFreeHost", "cuMemFreeHost", false),
+	SYM(MemcpyDtoHAsync, "cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2",
+	    false),
+	SYM(MemcpyHtoDAsync, "cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2",
+	    false),
+	SYM(MemsetD32Async, "cuMemsetD32Async", "cuMemsetD32Async", false),
+	SYM(StreamCreate, "cuStreamCreate", "cuStreamCreate", false),
+	SYM(StreamSynchronize, "cuStreamSynchronize", "cuStreamSynchronize",
+	    false),
+	SYM(StreamDestroy, "cuStreamDestroy", "cuStreamDestroy_v2", false),
+#undef SYM
+};
+
+struct cuda_backend {
+	struct gs_backend b;
+	struct cuda_api api;
+	void *lib;
+	int ordinal;
+	CUdevice dev;
+	CUcontext ctx;
+	bool ctx_retained;
+	CUstream stream;
+	size_t gran;
+	CUmemAllocationProp prop;
+	CUmemAccessDesc access;
+	char name[32];
+};
+
+/*
+ * What map() hands out. The handle remembers its range, and whether the
+ * range is still mapped, so that an unmap() whose cuMemRelease failed can
+ * be called again to finish the job.
+ */
+struct cuda_handle {
+	CUmemGenericAllocationHandle h;
+	uintptr_t va;
+	size_t size;
+	bool mapped;
+};
+
+static struct cuda_backend *cb_of(struct gs_backend *b)
+{
+	return b->ctx;
+}
+
+/* CUresult -> -errno; the table is in docs/cuda-backend.md */
+static int cu_errno(CUresult rc)
+{
+	switch (rc) {
+	case CUDA_SUCCESS:
+		return 0;
+	case CUDA_ERROR_OUT_OF_MEMORY:
+		return -ENOMEM;
+	case CUDA_ERROR_INVALID_VALUE:
+	case CUDA_ERROR_INVALID_HANDLE:
+		return -EINVAL;
+	case CUDA_ERROR_NOT_INITIALIZED:
+	case CUDA_ERROR_DEINITIALIZED:
+	case CUDA_ERROR_NO_DEVICE:
+	case CUDA_ERROR_INVALID_DEVICE:
+	case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+#if CUDA_VERSION >= 11010
+	case CUDA_ERROR_STUB_LIBRARY:	/* the toolkit's stub, not a driver */
+#endif
+		return -ENODEV;
+	case CUDA_ERROR_NOT_PERMITTED:
+		return -EPERM;
+	case CUDA_ERROR_NOT_SUPPORTED:
+		return -EOPNOTSUPP;
+	case CUDA_ERROR_NOT_FOUND:
+		return -ENOENT;
+	default:
+		return -EIO;
+	}
+}
+
+/* print what failed and why; return the errno for rc */
+static int cu_fail(struct cuda_api *api, CUresult rc, const char *what)
+{
+	const char *name = NULL;
+
+	if (!api->GetErrorName || api->GetErrorName(rc, &name) != CUDA_SUCCESS ||
+	    !name)
+		name = "unknown CUresult";
+	fprintf(stderr, "gpusleep: cuda: %s failed: %s (%d)\n", what, name,
+		(int)rc);
+	return cu_errno(rc);
+}
+
+/* the ops may run on any thread (the agent's): make our context current */
+static int use_ctx(struct cuda_backend *cb)
+{
+	CUcontext cur = NULL;
+	CUresult rc = cb->api.CtxGetCurrent(&cur);
+
+	if (rc != CUDA_SUCCESS)
+		return cu_fail(&cb->api, rc, "cuCtxGetCurrent");
+	if (cur == cb->ctx)
+		return 0;
+	rc = cb->api.CtxSetCurrent(cb->ctx);
+	if (rc != CUDA_SUCCESS)
+		return cu_fail(&cb->api, rc, "cuCtxSetCurrent");
+	return 0;
+}
+
+static bool misaligned(struct cuda_backend *cb, uintptr_t v)
+{
+	return v & (cb->gran - 1);
+}
+
+static size_t round_up(struct cuda_backend *cb, size_t size)
+{
+	return (size + cb->gran - 1) & ~(cb->gran - 1);
+}
+
+static size_t cuda_granularity(struct gs_backend *b)
+{
+	return cb_of(b)->gran;
+}
+
+static int cuda_reserve(struct gs_backend *b, size_t size, void **va)
+{
+	struct cuda_backend *cb = cb_of(b);
+	CUdeviceptr ptr = 0;
+	CUresult rc;
+	int ret;
+
+	if (!size || !va || size > SIZE_MAX - cb->gran) {
+		fprintf(stderr, "gpusleep: cuda: reserve: bad size %zu\n", size);
+		return -EINVAL;
+	}
+	ret = use_ctx(cb);
+	if (ret)
+		return ret;
+	rc = cb->api.MemAddressReserve(&ptr, round_up(cb, size), cb->gran, 0,
+				       0);
+	if (rc != CUDA_SUCCESS)
+		return cu_fail(&cb->api, rc, "cuMemAddressReserve");
+	*va = (void *)(uintptr_t)ptr;
+	return 0;
+}
+
+static void cuda_unreserve(struct gs_backend *b, void *va, size_t size)
+{
+	struct cuda_backend *cb = cb_of(b);
+	CUresult rc;
+
+	if (!va || use_ctx(cb))
+		return;
+	rc = cb->api.MemAddressFree((uintptr_t)va, round_up(cb, size));
+	if (rc != CUDA_SUCCESS)
+		cu_fail(&cb->api, rc, "cuMemAddressFree");
+}
+
+static int cuda_map(struct gs_backend *b, void *va, size_t size,
+		    void **handle)
+{
+	struct cuda_backend *cb = cb_of(b);
+	uintptr_t ptr = (uintptr_t)va;
+	struct cuda_handle *hs;
+	CUresult rc;
+	int ret;
+
+	if (!va || !size || !handle || misaligned(cb, ptr) ||
+	    misaligned(cb, size)) {
+		fprintf(stderr, "gpusleep: cuda: map: address %p and size %zu must be non-zero multiples of the granularity (%zu)\n",
+			va, size, cb->gran);
+		return -EINVAL;
+	}
+	ret = use_ctx(cb);
+	if (ret)
+		return ret;
+	hs = calloc(1, sizeof(*hs));
+	if (!hs) {
+		fprintf(stderr, "gpusleep: cuda: map: out of memory\n");
+		return -ENOMEM;
+	}
+	hs->va = ptr;
+	hs->size = size;
+	/* one physical allocation for the whole range: fewer handles map faster */
+	rc = cb->api.MemCreate(&hs->h, size, &cb->prop, 0);
+	if (rc != CUDA_SUCCESS) {
+		ret = cu_fail(&cb->api, rc, "cuMemCreate");
+		goto err_free;
+	}
+	rc = cb->api.MemMap(ptr, size, 0, hs->h, 0);
+	if (rc != CUDA_SUCCESS) {
+		ret = cu_fail(&cb->api, rc, "cuMemMap");
+		goto err_release;
+	}
+	rc = cb->api.MemSetAccess(ptr, size, &cb->access, 1);
+	if (rc != CUDA_SUCCESS) {
+		ret = cu_fail(&cb->api, rc, "cuMemSetAccess");
+		goto err_unmap;
+	}
+	/*
+	 * cuMemCreate leaves the contents undefined (old data of this or
+	 * another process may show through); the backend contract is that
+	 * fresh memory reads as zeros. Zero it on our stream and wait, so
+	 * the engine's streams never see the memory before it is cleared.
+	 */
+	rc = cb->api.MemsetD32Async(ptr, 0, size / 4, cb->stream);
+	if (rc != CUDA_SUCCESS) {
+		ret = cu_fail(&cb->api, rc, "cuMemsetD32Async");
+		goto err_unmap;
+	}
+	rc = cb->api.StreamSynchronize(cb->stream);
+	if (rc != CUDA_SUCCESS) {
+		ret = cu_fail(&cb->api, rc, "cuStreamSynchronize (zeroing)");
+		goto err_unmap;
+	}
+	hs->mapped = true;
+	*handle = hs;
+	return 0;
+
+err_unmap:
+	rc = cb->api.MemUnmap(ptr, size);
+	if (rc != CUDA_SUCCESS)
+		cu_fail(&cb->api, rc, "cuMemUnmap (undoing a failed map)");
+err_release:
+	rc = cb->api.MemRelease(hs->h);
+	if (rc != CUDA_SUCCESS)
+		cu_fail(&cb->api, rc, "cuMemRelease (undoing a failed map)");
+err_free:
+	free(hs);
+	return ret;
+}
+
+/*
+ * cuMemUnmap, then cuMemRelease. A failure changes nothing the caller can
+ * see: if cuMemUnmap fails the range is still mapped; if cuMemRelease fails
+ * the same physical memory (contents intact) is mapped back and made
+ * accessible again. Either way the handle stays valid and unmap() may be
+ * called again. Only if that re-map fails too is the range left unmapped
+ * (said on stderr); a later unmap() then only retries the release.
+ * The handle is freed only on success.
+ */
+static int cuda_unmap(struct gs_backend *b, void *va, size_t size,
+		      void *handle)
+{
+	struct cuda_backend *cb = cb_of(b);
+	struct cuda_handle *hs = handle;
+	CUresult rc;
+	int ret;
+
+	if (!hs || hs->va != (uintptr_t)va || hs->size != size) {
+		fprintf(stderr, "gpusleep: cuda: unmap: handle %p does not belong to [%p, +%zu)\n",
+			handle, va, size);
+		return -EINVAL;
+	}
+	ret = use_ctx(cb);
+	if (ret)
+		return ret;
+	if (hs->mapped) {
+		rc = cb->api.MemUnmap(hs->va, size);
+		if (rc != CUDA_SUCCESS)
+			return cu_fail(&cb->api, rc, "cuMemUnmap");
+		hs->mapped = false;
+	}
+	rc = cb->api.MemRelease(hs->h);
+	if (rc != CUDA_SUCCESS) {
+		ret = cu_fail(&cb->api, rc, "cuMemRelease");
+		rc = cb->api.MemMap(hs->va, size, 0, hs->h, 0);
+		if (rc == CUDA_SUCCESS) {
+			rc = cb->api.MemSetAccess(hs->va, size, &cb->access, 1);
+			if (rc == CUDA_SUCCESS) {
+				hs->mapped = true;
+				return ret;
+			}
+			cb->api.MemUnmap(hs->va, size);
+		}
+		cu_fail(&cb->api, rc, "mapping back after the failed release");
+		fprintf(stderr, "gpusleep: cuda: [%p, +%zu) stays unmapped; its handle is kept until unmap succeeds\n",
+			va, size);
+		return ret;
+	}
+	free(hs);
+	return 0;
+}
+
+static int cuda_host_alloc(struct gs_backend *b, size_t size, void **host)
+{
+	struct cuda_backend *cb = cb_of(b);
+	void *p = NULL;
+	CUresult rc;
+	int ret;
+
+	if (!size || !host) {
+		fprintf(stderr, "gpusleep: cuda: host_alloc: size 0\n");
+		return -EINVAL;
+	}
+	ret = use_ctx(cb);
+	if (ret)
+		return ret;
+	rc = cb->api.MemHostAlloc(&p, size, CU_MEMHOSTALLOC_PORTABLE);
+	if (rc != CUDA_SUCCESS)
+		return cu_fail(&cb->api, rc, "cuMemHostAlloc");
+	*host = p;
+	return 0;
+}
+
+static void cuda_host_free(struct gs_backend *b, void *host, size_t size)
+{
+	struct cuda_backend *cb = cb_of(b);
+	CUresult rc;
+
+	(void)size;
+	if (!host || use_ctx(cb))
+		return;
+	rc = cb->api.MemFreeHost(host);
+	if (rc != CUDA_SUCCESS)
+		cu_fail(&cb->api, rc, "cuMemFreeHost");
+}
+
+static int cuda_backup(struct gs_backend *b, void *host, const void *va,
+		       size_t size)
+{
+	struct cuda_backend *cb = cb_of(b);
+	CUresult rc;
+	int ret;
+
+	if (!size)
+		return 0;
+	ret = use_ctx(cb);
+	if (ret)
+		return ret;
+	rc = cb->api.MemcpyDtoHAsync(host, (uintptr_t)va, size, cb->stream);
+	if (rc != CUDA_SUCCESS)
+		return cu_fail(&cb->api, rc, "cuMemcpyDtoHAsync");
+	return 0;
+}
+
+static int cuda_restore(struct gs_backend *b, void *va, const void *host,
+			size_t size)
+{
+	struct cuda_backend *cb = cb_of(b);
+	CUresult rc;
+	int ret;
+
+	if (!size)
+		return 0;
+	ret = use_ctx(cb);
+	if (ret)
+		return ret;
+	rc = cb->api.MemcpyHtoDAsync((uintptr_t)va, host, size, cb->stream);
+	if (rc != CUDA_SUCCESS)
+		return cu_fail(&cb->api, rc, "cuMemcpyHtoDAsync");
+	return 0;
+}
+
+static int cuda_sync(struct gs_backend *b)
+{
+	struct cuda_backend *cb = cb_of(b);
+	CUresult rc;
+	int ret;
+
+	ret = use_ctx(cb);
+	if (ret)
+		return ret;
+	rc = cb->api.StreamSynchronize(cb->stream);
+	if (rc != CUDA_SUCCESS)
+		return cu_fail(&cb->api, rc, "cuStreamSynchronize");
+	return 0;
+}
+
+/*
+ * Undo what cuda_backend_init() did, in reverse. The driver library stays
+ * loaded once cuInit ran: it registers process exit handlers, and unloading
+ * it under them is not safe.
+ */
+static void cuda_teardown(struct cuda_backend *cb, bool initialized)
+{
+	CUresult rc;
+
+	if (cb->stream) {
+		if (!use_ctx(cb)) {
+			rc = cb->api.StreamSynchronize(cb->stream);
+			if (rc != CUDA_SUCCESS)
+				cu_fail(&cb->api, rc, "cuStreamSynchronize");
+		}
+		rc = cb->api.StreamDestroy(cb->stream);
+		if (rc != CUDA_SUCCESS)
+			cu_fail(&cb->api, rc, "cuStreamDestroy");
+	}
+	if (cb->ctx_retained) {
+		rc = cb->api.PrimaryCtxRelease(cb->dev);
+		if (rc != CUDA_SUCCESS)
+			cu_fail(&cb->api, rc, "cuDevicePrimaryCtxRelease");
+	}
+	if (cb->lib && !initialized)
+		dlclose(cb->lib);
+	free(cb);
+}
+
+static void cuda_destroy(struct gs_backend *b)
+{
+	if (b)
+		cuda_teardown(cb_of(b), true);
+}
+
+/* fill cb->api; 0 or -errno */
+static int cuda_load(struct cuda_backend *cb, const char *path)
+{
+	getproc_v2_fn getproc_v2;
+	getproc_v1_fn getproc_v1 = NULL;
+
+	dlerror();
+	getproc_v2 = (getproc_v2_fn)dlsym(cb->lib, "cuGetProcAddress_v2");
+	if (!getproc_v2)
+		getproc_v1 = (getproc_v1_fn)dlsym(cb->lib, "cuGetProcAddress");
+
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		void **slot = (void **)((char *)&cb->api + syms[i].off);
+		gs_query_result status = 0;
+		void *fn = NULL;
+		CUresult rc = CUDA_ERROR_NOT_FOUND;
+
+		if (getproc_v2)
+			rc = getproc_v2(syms[i].base, &fn, CUDA_ABI_VERSION,
+					CU_GET_PROC_ADDRESS_DEFAULT, &status);
+		else if (getproc_v1)
+			rc = getproc_v1(syms[i].base, &fn, CUDA_ABI_VERSION,
+					CU_GET_PROC_ADDRESS_DEFAULT);
+		if (rc != CUDA_SUCCESS || !fn)
+			fn = dlsym(cb->lib, syms[i].exported);
+		if (!fn && !syms[i].optional) {
+			fprintf(stderr, "gpusleep: cuda: %s has no %s (driver older than CUDA 11?)\n",
+				path, syms[i].exported);
+			return -ENODEV;
+		}
+		*slot = fn;
+	}
+	return 0;
+}
+
+struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
+				       int *err)
+{
+	const char *path = libpath ? libpath : CUDA_LIB_DEFAULT;
+	struct cuda_backend *cb;
+	bool initialized = false;
+	CUresult rc;
+	int ret, dummy;
+
+	if (!err)
+		err = &dummy;
+	cb = calloc(1, sizeof(*cb));
+	if (!cb) {
+		fprintf(stderr, "gpusleep: cuda: out of memory\n");
+		*err = -ENOMEM;
+		return NULL;
+	}
+	cb->ordinal = device;
+	cb->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!cb->lib) {
+		fprintf(stderr, "gpusleep: cuda: cannot load %s (no NVIDIA driver here?): %s\n",
+			path, dlerror());
+		ret = -ENOENT;
+		goto fail;
+	}
+	ret = cuda_load(cb, path);
+	if (ret)
+		goto fail;
+
+	rc = cb->api.Init(0);
+	if (rc != CUDA_SUCCESS) {
+		ret = cu_fail(&cb->api, rc, "cuInit");
+		goto fail;
+	}
+	initialized = true;
+	rc = cb->api.DeviceGet(&cb->dev, device);
+	if (rc != CUDA_SUCCESS) {
+		fprintf(stderr, "gpusleep: cuda: no device %d\n", device);
+		ret = cu_fail(&cb->api, rc, "cuDeviceGet");
+		goto fail;
+	}
+	rc = cb->api.PrimaryCtxRetain(&cb->ctx, cb->dev);
+	if (rc != CUDA_SUCCESS) {
+		ret = cu_fail(&cb->api, rc, "cuDevicePrimaryCtxRetain");
+		goto fail;
+	}
+	cb->ctx_retained = true;
+	ret = use_ctx(cb);
+	if (ret)
+		goto fail;
+
+	cb->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	cb->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+	cb->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	cb->prop.location.id = cb->dev;
+	cb->access.location = cb->prop.location;
+	cb->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	rc = cb->api.MemGetAllocationGranularity(&cb->gran, &cb->prop,
+			CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+	if (rc != CUDA_SUCCESS) {
+		ret = cu_fail(&cb->api, rc, "cuMemGetAllocationGranularity");
+		goto fail;
+	}
+	if (!cb->gran || (cb->gran & (cb->gran - 1))) {
+		fprintf(stderr, "gpusleep: cuda: granularity %zu is not a power of two\n",
+			cb->gran);
+		ret = -EIO;
+		goto fail;
+	}
+	rc = cb->api.StreamCreate(&cb->stream, CU_STREAM_NON_BLOCKING);
+	if (rc != CUDA_SUCCESS) {
+		cb->stream = NULL;
+		ret = cu_fail(&cb->api, rc, "cuStreamCreate");
+		goto fail;
+	}
+
+	snprintf(cb->name, sizeof(cb->name), "cuda:%d", device);
+	cb->b = (struct gs_backend){
+		.name = cb->name,
+		.ctx = cb,
+		.granularity = cuda_granularity,
+		.reserve = cuda_reserve,
+		.unreserve = cuda_unreserve,
+		.map = cuda_map,
+		.unmap = cuda_unmap,
+		.host_alloc = cuda_host_alloc,
+		.host_free = cuda_host_free,
+		.backup = cuda_backup,
+		.restore = cuda_restore,
+		.sync = cuda_sync,
+		.destroy = cuda_destroy,
+	};
+	*err = 0;
+	return &cb->b;
+
+fail:
+	cuda_teardown(cb, initialized);
+	*err = ret;
+	return NULL;
+}
+
+#endif /* __has_include(<cuda.h>) */
