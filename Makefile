@@ -1,0 +1,123 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# gpusleep top-level Makefile. Targets:
+#   all (default)  module (gpusleep.ko at the repo root), userspace from the
+#                  fragments user/user.mk and tools/tools.mk, kselftests
+#   check          deps, build, lint, host tests, VM suite (+ debug kernel)
+#   lint           checkpatch --strict and sparse on the module
+#   demo           deps, build, tools/demo.sh in the VM
+#   install, uninstall, clean
+# Variables: KDIR (kernel build tree), DEBUG_KERNEL=0 (skip the debug-kernel
+# suite in check), PREFIX, DESTDIR, VM_TIMEOUT, TEST_TIMEOUT.
+#
+# Fragments (user/user.mk, tools/tools.mk) are plain make included here. They
+# may use BUILD, CC, CFLAGS, LDFLAGS, KSFT_INC, KSFT_CFLAGS, KSFT_STAMP, and
+# append to:
+#   ALL_TARGETS  files built by `make all`
+#   HOST_TESTS   executables run natively by `make check` (kselftest TAP)
+#   VM_TESTS     executables run inside the VM by `make check`
+# CFLAGS uses -std=gnu11, not c11: kselftest_harness.h needs GNU extensions
+# (typeof, statement expressions, __attribute__((constructor))).
+
+BUILD		:= build
+CC		?= cc
+CFLAGS		:= -std=gnu11 -O2 -g -Wall -Wextra -Werror -Iuapi
+LDFLAGS		?=
+KSFT_INC	:= $(BUILD)/kselftest
+PREFIX		?= /usr/local
+DESTDIR		?=
+UDEVRULESDIR	?= /etc/udev/rules.d
+VERSION		:= 0.1
+
+# The kernel to build the module against: the running kernel's tree when it
+# exists, else the newest installed Debian headers.
+ifeq ($(origin KDIR),undefined)
+KDIR := $(shell d=/lib/modules/$$(uname -r)/build; \
+	if [ -f $$d/Makefile ]; then echo $$d; else \
+	ls -d /usr/src/linux-headers-*-amd64 2>/dev/null | sort -V | tail -n1; fi)
+endif
+# Its release string, e.g. 6.1.0-57-amd64 (the VM boots /boot/vmlinuz-KVER).
+KVER := $(shell sed -n 's/.*UTS_RELEASE "\(.*\)"/\1/p' \
+	$(KDIR)/include/generated/utsrelease.h 2>/dev/null)
+LINUX_SRC_TAR	?= $(lastword $(sort $(wildcard /usr/src/linux-source-*.tar.xz)))
+
+# Files from the kernel source tarball: kselftest headers and checkpatch.
+LINUX_SRC_FILES := tools/testing/selftests/kselftest_harness.h \
+	tools/testing/selftests/kselftest.h scripts/checkpatch.pl \
+	scripts/spelling.txt scripts/const_structs.checkpatch
+LINUX_SRC_STAMP := $(BUILD)/.linux-src.stamp
+# For kselftest-harness programs: depend on $(KSFT_STAMP), compile with
+# $(KSFT_CFLAGS). -isystem because the kselftest headers are not clean
+# under -Wextra (unused parameters); our own code keeps all warnings, except
+# -Wsign-compare, which the harness's EXPECT_*(constant, field) macros trip.
+KSFT_STAMP	:= $(LINUX_SRC_STAMP)
+KSFT_CFLAGS	:= -isystem $(KSFT_INC) -Wno-sign-compare
+
+ALL_TARGETS	:=
+HOST_TESTS	:=
+VM_TESTS	:=
+
+
+.DEFAULT_GOAL := all
+.PHONY: all module userspace kselftests check lint demo install uninstall \
+	clean deps
+
+-include user/user.mk tools/tools.mk
+include tests/tests.mk
+
+all: module userspace kselftests
+
+# kbuild decides what to rebuild; always ask it.
+module:
+	@test -n "$(KDIR)" -a -f "$(KDIR)/Makefile" || \
+		{ echo "no kernel build tree (KDIR=$(KDIR)); run tools/deps.sh" >&2; exit 1; }
+	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+
+userspace: $(ALL_TARGETS)
+
+deps:
+	tools/deps.sh
+
+$(LINUX_SRC_STAMP):
+	@test -n "$(LINUX_SRC_TAR)" || \
+		{ echo "no /usr/src/linux-source-*.tar.xz; run tools/deps.sh" >&2; exit 1; }
+	@mkdir -p $(BUILD)
+	@echo "  EXTRACT $(notdir $(LINUX_SRC_TAR)): kselftest headers, checkpatch"
+	@top=$$(tar -tJf $(LINUX_SRC_TAR) | head -n1 | cut -d/ -f1) && \
+	tar -xJf $(LINUX_SRC_TAR) -C $(BUILD) \
+		--transform="s,^$$top/tools/testing/selftests/,kselftest/," \
+		--transform="s,^$$top/scripts/,checkpatch/," \
+		$(addprefix $$top/,$(LINUX_SRC_FILES))
+	@touch $@
+
+install: all
+	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_PATH=$(DESTDIR) modules_install
+	if [ -z "$(DESTDIR)" ]; then depmod -a $(KVER); fi
+	install -d $(DESTDIR)$(PREFIX)/include/linux
+	install -m 644 uapi/linux/gpusleep.h $(DESTDIR)$(PREFIX)/include/linux/
+	set -e; for f in $(wildcard $(BUILD)/lib/libgpusleep.so* $(BUILD)/lib/libgpusleep.a); do \
+		install -d $(DESTDIR)$(PREFIX)/lib; \
+		if [ -L $$f ]; then cp -P $$f $(DESTDIR)$(PREFIX)/lib/; \
+		else install -m 644 $$f $(DESTDIR)$(PREFIX)/lib/; fi; done
+	set -e; for f in $(wildcard $(BUILD)/bin/*); do \
+		install -d $(DESTDIR)$(PREFIX)/bin; \
+		install -m 755 $$f $(DESTDIR)$(PREFIX)/bin/; done
+	install -d $(DESTDIR)$(UDEVRULESDIR)
+	install -m 644 packaging/60-gpusleep.rules $(DESTDIR)$(UDEVRULESDIR)/
+	install -d $(DESTDIR)$(PREFIX)/share/doc/gpusleep
+	install -m 644 packaging/gpusleep.conf $(DESTDIR)$(PREFIX)/share/doc/gpusleep/
+
+uninstall:
+	rm -f $(DESTDIR)/lib/modules/$(KVER)/updates/gpusleep.ko \
+		$(DESTDIR)/lib/modules/$(KVER)/extra/gpusleep.ko
+	if [ -z "$(DESTDIR)" ]; then depmod -a $(KVER); fi
+	rm -f $(DESTDIR)$(PREFIX)/include/linux/gpusleep.h
+	rm -f $(DESTDIR)$(PREFIX)/lib/libgpusleep.so* $(DESTDIR)$(PREFIX)/lib/libgpusleep.a
+	for f in $(notdir $(wildcard $(BUILD)/bin/*)); do \
+		rm -f $(DESTDIR)$(PREFIX)/bin/$$f; done
+	rm -f $(DESTDIR)$(UDEVRULESDIR)/60-gpusleep.rules
+	rm -rf $(DESTDIR)$(PREFIX)/share/doc/gpusleep
+
+clean:
+	-$(MAKE) -C $(KDIR) M=$(CURDIR) clean > /dev/null
+	rm -rf $(BUILD)

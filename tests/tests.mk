@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Tests: included by the top Makefile.
+#
+# Every tests/vm/NAME.c is a kselftest built as build/tests/vm/NAME; those
+# plus $(VM_TESTS) form the VM suite, which `make check` runs in one VM boot
+# of the distribution kernel (and once more on the debug kernel when
+# tools/vm/debug-kernel.sh exists and DEBUG_KERNEL is not 0).
+
+CHECK_DIR	:= $(BUILD)/check
+VM_SUITE_OUT	?= $(BUILD)/vm/suite
+VM_TIMEOUT	?= 1200
+TEST_TIMEOUT	?= 300
+DEBUG_KERNEL	?= 1
+MAKE_SUB	:= $(MAKE) -s --no-print-directory
+
+VM_TEST_SRCS	:= $(sort $(wildcard tests/vm/*.c))
+VM_TEST_BINS	:= $(VM_TEST_SRCS:tests/vm/%.c=$(BUILD)/tests/vm/%)
+VM_SUITE	= $(VM_TEST_BINS) $(VM_TESTS)
+HARNESS_KSFT	:= $(BUILD)/tests/harness/ksft-fail
+
+kselftests: $(VM_TEST_BINS) $(HARNESS_KSFT)
+
+$(BUILD)/tests/vm/%: tests/vm/%.c $(KSFT_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(KSFT_CFLAGS) -I$(<D) -MMD -MP -o $@ $< $(LDFLAGS) -lpthread
+
+$(BUILD)/tests/harness/%: tests/harness/%.c $(KSFT_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(KSFT_CFLAGS) -I$(<D) -MMD -MP -o $@ $< $(LDFLAGS) -lpthread
+
+-include $(VM_TEST_BINS:=.d) $(HARNESS_KSFT:=.d)
+
+# ---------------------------------------------------------------- check
+# Each check-* phase prints TAP result lines and never fails by itself;
+# tests/tap-summary.sh numbers them, prints the summary and sets the status.
+.PHONY: check-lint check-host check-vm check-harness check-debug check-vm-only \
+	lint-checkpatch lint-sparse harness-warnmod debug-module
+
+check:
+	@tools/deps.sh
+	@$(MAKE) --no-print-directory all
+	@mkdir -p $(CHECK_DIR)
+	@{ $(MAKE_SUB) check-lint; \
+	   $(MAKE_SUB) check-host; \
+	   $(MAKE_SUB) check-vm; \
+	   $(MAKE_SUB) check-harness; \
+	   $(MAKE_SUB) check-debug; } 2>&1 | tests/tap-summary.sh
+
+# The VM suite alone, summarised (used by the harness self-tests).
+check-vm-only: kselftests
+	@$(MAKE_SUB) check-vm 2>&1 | tests/tap-summary.sh
+
+lint: lint-checkpatch lint-sparse
+
+# --strict everywhere; uAPI headers may not use BIT() (a kernel-internal
+# macro), so that one check is off for them.
+CHECKPATCH := $(BUILD)/checkpatch/checkpatch.pl --no-tree --strict --show-types
+lint-checkpatch: $(LINUX_SRC_STAMP)
+	$(CHECKPATCH) -f $(wildcard kmod/*.[ch])
+	$(CHECKPATCH) --ignore BIT_MACRO -f $(wildcard uapi/linux/*.h)
+
+# sparse over every file (C=2), in a copy so the real build is untouched.
+lint-sparse:
+	rm -rf $(BUILD)/kmod-sparse
+	mkdir -p $(BUILD)/kmod-sparse
+	cp -r Kbuild kmod uapi $(BUILD)/kmod-sparse/
+	$(MAKE) -C $(KDIR) M=$(CURDIR)/$(BUILD)/kmod-sparse C=2 CHECK=sparse \
+		modules > $(BUILD)/kmod-sparse/build.log 2>&1 || \
+		{ cat $(BUILD)/kmod-sparse/build.log; exit 1; }
+	@if grep -E '(warning|error):' $(BUILD)/kmod-sparse/build.log; then \
+		echo "sparse: warnings (above)"; exit 1; fi
+
+check-lint:
+	@mkdir -p $(CHECK_DIR)
+	@for t in checkpatch sparse; do \
+		if $(MAKE_SUB) lint-$$t > $(CHECK_DIR)/lint-$$t.log 2>&1; then \
+			echo "ok - lint: $$t"; \
+		else \
+			echo "not ok - lint: $$t (see $(CHECK_DIR)/lint-$$t.log)"; \
+			grep -E '^(ERROR|WARNING|CHECK)|^#[0-9]+: FILE:|(warning|error):' \
+				$(CHECK_DIR)/lint-$$t.log | head -n 40 | sed 's/^/#   /'; \
+		fi; \
+	done
+
+check-host:
+	@if [ -n "$(strip $(HOST_TESTS))" ]; then \
+		tests/run-in-vm.sh --prefix 'host: ' --timeout $(TEST_TIMEOUT) \
+			--out $(CHECK_DIR)/host $(HOST_TESTS) || true; \
+	else \
+		echo "ok - host: host tests # SKIP none defined yet"; \
+	fi
+
+check-vm:
+	@tools/vm/suite.sh --prefix '' --out $(VM_SUITE_OUT) \
+		--vm-timeout $(VM_TIMEOUT) --test-timeout $(TEST_TIMEOUT) \
+		--module gpusleep.ko --kernel /boot/vmlinuz-$(KVER) \
+		-- $(VM_SUITE) || true
+
+# A small module whose init hits WARN_ON(1), for the harness self-test.
+harness-warnmod:
+	rm -rf $(BUILD)/tests/harness/warnmod
+	mkdir -p $(BUILD)/tests/harness
+	cp -r tests/harness/warnmod $(BUILD)/tests/harness/
+	$(MAKE) -C $(KDIR) M=$(CURDIR)/$(BUILD)/tests/harness/warnmod modules
+
+check-harness: $(HARNESS_KSFT)
+	@if $(MAKE_SUB) harness-warnmod > $(CHECK_DIR)/harness-warnmod.log 2>&1; then \
+		KVER=$(KVER) tests/harness/selftest.sh || true; \
+	else \
+		echo "not ok - harness: building warnmod (see $(CHECK_DIR)/harness-warnmod.log)"; \
+	fi
+
+# Debug kernel: tools/vm/debug-kernel.sh prints the directory holding
+# bzImage and a tree prepared for external modules; the module is built
+# against it in build/kmod-debug/ so gpusleep.ko stays the distro build.
+debug-module:
+	rm -rf $(BUILD)/kmod-debug
+	mkdir -p $(BUILD)/kmod-debug
+	cp -r Kbuild kmod uapi $(BUILD)/kmod-debug/
+	$(MAKE) -C $(DEBUG_KDIR) M=$(CURDIR)/$(BUILD)/kmod-debug modules
+
+check-debug:
+	@mkdir -p $(CHECK_DIR); \
+	if [ "$(DEBUG_KERNEL)" = 0 ]; then \
+		echo "ok - debug: debug-kernel suite # SKIP DEBUG_KERNEL=0"; \
+	elif [ ! -f tools/vm/debug-kernel.sh ]; then \
+		echo "ok - debug: debug-kernel suite # SKIP no tools/vm/debug-kernel.sh yet"; \
+	else \
+		echo "# debug: building the debug kernel (log: $(CHECK_DIR)/debug-kernel.log)"; \
+		if bash tools/vm/debug-kernel.sh > $(CHECK_DIR)/debug-kernel.out \
+			2> $(CHECK_DIR)/debug-kernel.log; then \
+			dk=$$(tail -n1 $(CHECK_DIR)/debug-kernel.out); \
+		else dk=""; fi; \
+		bz=""; \
+		for f in "$$dk/bzImage" "$$dk/arch/x86/boot/bzImage"; do \
+			if [ -n "$$dk" ] && [ -f "$$f" ]; then bz=$$f; break; fi; \
+		done; \
+		if [ -z "$$bz" ]; then \
+			echo "not ok - debug: building the debug kernel (see $(CHECK_DIR)/debug-kernel.log)"; \
+			tail -n 20 $(CHECK_DIR)/debug-kernel.log | sed 's/^/# /'; \
+		elif ! $(MAKE_SUB) debug-module DEBUG_KDIR="$$dk" \
+			> $(CHECK_DIR)/kmod-debug.log 2>&1; then \
+			echo "not ok - debug: building gpusleep.ko for the debug kernel (see $(CHECK_DIR)/kmod-debug.log)"; \
+			tail -n 20 $(CHECK_DIR)/kmod-debug.log | sed 's/^/# /'; \
+		else \
+			tools/vm/suite.sh --prefix 'debug: ' --out $(BUILD)/vm/debug \
+				--vm-timeout $(VM_TIMEOUT) --test-timeout $(TEST_TIMEOUT) \
+				--module $(BUILD)/kmod-debug/gpusleep.ko \
+				--kernel "$$bz" --modules none -- $(VM_SUITE) || true; \
+		fi; \
+	fi
+
+# ----------------------------------------------------------------- demo
+demo:
+	@tools/deps.sh
+	@$(MAKE) --no-print-directory all
+	@if [ -f tools/demo.sh ]; then \
+		tools/vm/run.sh --module gpusleep.ko --kernel /boot/vmlinuz-$(KVER) \
+			--out $(BUILD)/vm/demo -- sh tools/demo.sh; \
+	else \
+		echo "demo: tools/demo.sh does not exist yet; running the VM smoke test instead"; \
+		tools/vm/run.sh --module gpusleep.ko --kernel /boot/vmlinuz-$(KVER) \
+			--out $(BUILD)/vm/demo -- tests/run-in-vm.sh $(BUILD)/tests/vm/00-smoke; \
+	fi

@@ -1,0 +1,287 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# tools/vm/run.sh: run a command inside a throw-away qemu VM, against a kernel
+# module, the way virtme-ng does, with the host's root filesystem as the
+# guest's root (read-only, over 9p).
+#
+# Usage:
+#   tools/vm/run.sh [options] -- COMMAND [ARG...]
+#
+# Options:
+#   --kernel PATH    kernel image to boot (default: /boot/vmlinuz-VER of the
+#                    newest /lib/modules/VER that has 9p modules)
+#   --modules VER|none
+#                    take the 9p/virtio modules for the initramfs from
+#                    /lib/modules/VER; "none" when the kernel has them built
+#                    in (default: VER when the kernel is /boot/vmlinuz-VER,
+#                    else none)
+#   --module PATH.ko insmod this module before the command and rmmod it after
+#                    (repeatable; loaded in order, unloaded in reverse)
+#   --out DIR        results dir (default build/vm/out); emptied first. Holds
+#                    console.log (serial console), output.log (the command's
+#                    stdout+stderr), dmesg.log, kmemleak.log (when the kernel
+#                    has kmemleak) and vm-error (one line per VM-level problem;
+#                    absent when there was none). Inside the guest it is
+#                    mounted read-write at the same absolute path and exported
+#                    as $GPUSLEEP_OUT.
+#   --timeout S      kill the VM after S seconds (default 600)
+#   --mem SIZE       guest memory (default 2G);  --smp N  vCPUs (default 2)
+#   --accel auto|kvm|tcg
+#                    auto (default) uses KVM only when /dev/kvm is usable and a
+#                    probe boot with it succeeds (cached in build/vm/), else TCG
+#   --append ARGS    extra kernel command line
+#   --quiet          do not copy the command's output to stdout
+#
+# The guest runs the command with the current directory (which must be
+# visible in the host root; the repository is), PATH of the host, HOME=/tmp,
+# GPUSLEEP_VM=1. The host root is read-only inside: write under /tmp or
+# $GPUSLEEP_OUT only.
+#
+# The command's output is streamed to stdout. Exit status: the command's own
+# status when the VM side was clean. Otherwise one line per problem goes to
+# stderr and to DIR/vm-error and the status is non-zero (124 on a timeout,
+# 125 when the command itself succeeded): timeout, a guest that did not reach
+# the end, a failed insmod, a failed rmmod (module still in use), kmemleak
+# reports, or a guest kernel log with BUG:, WARNING:, Oops, general
+# protection, KASAN, possible circular locking, refcount_t, UBSAN: or
+# Kernel panic.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+KERNEL=""
+MODVER="auto"
+MODULES=()
+OUT="$REPO/build/vm/out"
+TIMEOUT=600
+MEM=2G
+SMP=2
+ACCEL=auto
+APPEND=""
+QUIET=0
+
+BAD_PATTERNS=(
+	'BUG:' 'WARNING:' 'Oops' 'general protection' 'KASAN'
+	'possible circular locking' 'refcount_t' 'UBSAN:' 'Kernel panic'
+)
+
+die() {
+	echo "run.sh: $*" >&2
+	exit 2
+}
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--kernel) KERNEL=$2; shift 2 ;;
+	--modules) MODVER=$2; shift 2 ;;
+	--module) MODULES+=("$(realpath "$2")") || die "no module $2"; shift 2 ;;
+	--out) OUT=$2; shift 2 ;;
+	--timeout) TIMEOUT=$2; shift 2 ;;
+	--mem) MEM=$2; shift 2 ;;
+	--smp) SMP=$2; shift 2 ;;
+	--accel) ACCEL=$2; shift 2 ;;
+	--append) APPEND=$2; shift 2 ;;
+	--quiet) QUIET=1; shift ;;
+	--) shift; break ;;
+	-h|--help) sed -n '3,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown option $1 (see --help)" ;;
+	esac
+done
+[ $# -gt 0 ] || die "no command given (use -- COMMAND)"
+for m in "${MODULES[@]}"; do
+	[ -f "$m" ] || die "module $m does not exist"
+done
+command -v qemu-system-x86_64 > /dev/null || die "qemu-system-x86_64 missing (run tools/deps.sh)"
+BUSYBOX=/bin/busybox
+[ -x "$BUSYBOX" ] || die "$BUSYBOX missing (install busybox-static)"
+
+# Kernel and its module version.
+if [ -z "$KERNEL" ]; then
+	for d in $(ls -d /lib/modules/*/kernel/fs/9p 2>/dev/null | sort -V -r); do
+		v=${d#/lib/modules/}
+		v=${v%%/*}
+		if [ -f "/boot/vmlinuz-$v" ]; then
+			KERNEL="/boot/vmlinuz-$v"
+			break
+		fi
+	done
+	[ -n "$KERNEL" ] || die "no /boot/vmlinuz-VER with 9p modules; pass --kernel"
+fi
+[ -r "$KERNEL" ] || die "kernel $KERNEL not readable"
+if [ "$MODVER" = auto ]; then
+	MODVER=none
+	case "$KERNEL" in
+	/boot/vmlinuz-*)
+		v=${KERNEL#/boot/vmlinuz-}
+		[ -d "/lib/modules/$v" ] && MODVER=$v
+		;;
+	esac
+fi
+
+# Results dir: ours alone, emptied at each run.
+mkdir -p "$OUT"
+OUT=$(realpath "$OUT")
+if [ -n "$(ls -A "$OUT")" ] && [ ! -e "$OUT/.gpusleep-vm" ]; then
+	die "$OUT is not empty and not a previous results dir; refusing to empty it"
+fi
+find "$OUT" -mindepth 1 -delete
+touch "$OUT/.gpusleep-vm"
+mkdir -p "$OUT/.vm"
+
+# Initramfs: busybox, the modules needed for virtio-pci + 9p, tools/vm/init.
+# Cached in build/vm/ under a key of its inputs.
+VMDIR="$REPO/build/vm"
+mkdir -p "$VMDIR"
+modlist=()
+if [ "$MODVER" != none ]; then
+	[ -d "/lib/modules/$MODVER" ] || die "no /lib/modules/$MODVER"
+	for want in virtio_pci 9pnet_virtio 9p; do
+		while read -r verb path _; do
+			[ "$verb" = insmod ] || continue
+			case " ${modlist[*]-} " in *" $path "*) continue ;; esac
+			modlist+=("$path")
+		done < <(modprobe -S "$MODVER" --show-depends "$want" 2>/dev/null ||
+			 die "cannot resolve module $want for $MODVER")
+	done
+fi
+key=$( (cat "$REPO/tools/vm/init"; printf '%s\n' "${modlist[@]-}";
+	stat -c '%s %Y' "$BUSYBOX" ${modlist[@]+"${modlist[@]}"}) | sha256sum | cut -c1-16)
+INITRD="$VMDIR/initramfs-$key.cpio.gz"
+if [ ! -f "$INITRD" ]; then
+	stage=$(mktemp -d "$VMDIR/initramfs.XXXXXX")
+	mkdir -p "$stage"/{bin,dev,proc,sys,modules,host,out}
+	cp "$BUSYBOX" "$stage/bin/busybox"
+	cp "$REPO/tools/vm/init" "$stage/init"
+	chmod 755 "$stage/init"
+	: > "$stage/modules.list"
+	for path in ${modlist[@]+"${modlist[@]}"}; do
+		base=$(basename "$path")
+		case "$base" in
+		*.ko.xz) xz -dc "$path" > "$stage/modules/${base%.xz}"; base=${base%.xz} ;;
+		*.ko.gz) gzip -dc "$path" > "$stage/modules/${base%.gz}"; base=${base%.gz} ;;
+		*.ko.zst) zstd -qdc "$path" > "$stage/modules/${base%.zst}"; base=${base%.zst} ;;
+		*) cp "$path" "$stage/modules/$base" ;;
+		esac
+		echo "$base" >> "$stage/modules.list"
+	done
+	(cd "$stage" && find . | cpio -o -H newc --quiet | gzip -1) > "$INITRD.tmp"
+	mv "$INITRD.tmp" "$INITRD"
+	rm -rf "$stage"
+fi
+
+# Config and command for the guest (sourced by init and guest.sh).
+q() {
+	printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"
+}
+case "$OUT" in *[!A-Za-z0-9_./+-]*) die "results dir path $OUT has unusual characters" ;; esac
+{
+	echo "VM_OUT=$(q "$OUT")"
+	echo "VM_REPO=$(q "$REPO")"
+	echo "VM_CWD=$(q "$PWD")"
+	printf 'VM_MODULES='
+	q "${MODULES[*]-}"
+	echo
+} > "$OUT/.vm/config"
+{
+	printf 'exec'
+	for a in "$@"; do
+		printf ' %s' "$(q "$a")"
+	done
+	echo
+} > "$OUT/.vm/cmd"
+
+qemu_base() {
+	# $1: accel
+	local cpu=()
+	[ "$1" = kvm ] && cpu=(-cpu host)
+	echo qemu-system-x86_64 -nodefaults -no-user-config -display none \
+		-no-reboot -machine pc -accel "$1" "${cpu[@]}" -m "$MEM" -smp "$SMP" \
+		-kernel "$KERNEL" -initrd "$INITRD"
+}
+
+# KVM only when it really works here (it can exist and still fail nested).
+if [ "$ACCEL" = auto ]; then
+	ACCEL=tcg
+	if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+		probe="$VMDIR/kvm-probe-$(basename "$KERNEL")-$(stat -c %Y /dev/kvm)"
+		if [ ! -f "$probe" ]; then
+			plog="$VMDIR/kvm-probe.log"
+			# shellcheck disable=SC2046
+			(timeout -k 2 30 $(qemu_base kvm) -serial "file:$plog" \
+				-append "console=ttyS0 panic=-1 gpusleep.probe=1" \
+				> /dev/null 2>&1 || true)
+			if grep -q GPUSLEEP-VM-PROBE-OK "$plog" 2>/dev/null; then
+				echo kvm > "$probe"
+			else
+				echo tcg > "$probe"
+			fi
+		fi
+		ACCEL=$(cat "$probe")
+	fi
+fi
+
+# Boot. The serial console goes to console.log; the command's output is
+# written by the guest into output.log (9p, uncached), which we follow.
+: > "$OUT/output.log"
+# shellcheck disable=SC2046
+timeout -k 5 "$TIMEOUT" $(qemu_base "$ACCEL") \
+	-serial "file:$OUT/console.log" \
+	-virtfs "local,path=/,mount_tag=hostroot,readonly=on,security_model=none,multidevs=remap" \
+	-virtfs "local,path=$OUT,mount_tag=out,security_model=none" \
+	-append "console=ttyS0 panic=-1 mitigations=off $APPEND" \
+	> "$OUT/qemu.log" 2>&1 &
+qpid=$!
+if [ "$QUIET" = 0 ]; then
+	tail -n +1 -s 0.2 -f --pid="$qpid" "$OUT/output.log" &
+	tpid=$!
+fi
+qrc=0
+wait "$qpid" || qrc=$?
+[ "$QUIET" = 0 ] && wait "$tpid"
+
+# Verdict.
+problems=()
+status=""
+if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+	problems+=("timed out after ${TIMEOUT}s (see console.log)")
+fi
+res="$OUT/.vm/result"
+if [ -f "$res" ]; then
+	status=$(sed -n 's/^status //p' "$res")
+	while read -r what arg; do
+		case "$what" in
+		insmod_failed) problems+=("insmod $arg failed") ;;
+		rmmod_failed) problems+=("rmmod $arg failed: $(head -n1 "$OUT/.vm/rmmod.err" 2>/dev/null)") ;;
+		cd_failed) problems+=("cannot cd to $arg in the guest") ;;
+		kmemleak) problems+=("kmemleak reports leaks (see kmemleak.log)") ;;
+		esac
+	done < "$res"
+	if ! grep -qx done "$res" && [ ${#problems[@]} = 0 ]; then
+		problems+=("guest did not finish (see console.log)")
+	fi
+elif [ ${#problems[@]} = 0 ]; then
+	problems+=("guest did not finish; qemu exit $qrc (see console.log, qemu.log)")
+fi
+klog="$OUT/dmesg.log"
+[ -s "$klog" ] || klog="$OUT/console.log"
+if [ -f "$klog" ]; then
+	for p in "${BAD_PATTERNS[@]}"; do
+		if grep -qF -- "$p" "$klog"; then
+			problems+=("kernel log has $p (see $(basename "$klog"))")
+		fi
+	done
+fi
+
+if [ ${#problems[@]} -gt 0 ]; then
+	printf '%s\n' "${problems[@]}" > "$OUT/vm-error"
+	for p in "${problems[@]}"; do
+		echo "run.sh: vm: $p" >&2
+	done
+	if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+		exit 124
+	fi
+	if [ -z "$status" ] || [ "$status" = 0 ]; then
+		exit 125
+	fi
+fi
+exit "${status:-125}"
