@@ -95,11 +95,13 @@ install: all
 	if [ -z "$(DESTDIR)" ]; then depmod -a $(KVER); fi
 	install -d $(DESTDIR)$(PREFIX)/include/linux
 	install -m 644 uapi/linux/gpusleep.h $(DESTDIR)$(PREFIX)/include/linux/
-	set -e; for f in $(wildcard $(BUILD)/lib/libgpusleep.so* $(BUILD)/lib/libgpusleep.a); do \
+	set -e; for f in $(BUILD)/lib/libgpusleep.so* $(BUILD)/lib/libgpusleep.a; do \
+		[ -e $$f ] || continue; \
 		install -d $(DESTDIR)$(PREFIX)/lib; \
 		if [ -L $$f ]; then cp -P $$f $(DESTDIR)$(PREFIX)/lib/; \
 		else install -m 644 $$f $(DESTDIR)$(PREFIX)/lib/; fi; done
-	set -e; for f in $(wildcard $(BUILD)/bin/*); do \
+	set -e; for f in $(BUILD)/bin/*; do \
+		[ -f $$f ] || continue; \
 		install -d $(DESTDIR)$(PREFIX)/bin; \
 		install -m 755 $$f $(DESTDIR)$(PREFIX)/bin/; done
 	install -d $(DESTDIR)$(UDEVRULESDIR)
@@ -113,8 +115,8 @@ uninstall:
 	if [ -z "$(DESTDIR)" ]; then depmod -a $(KVER); fi
 	rm -f $(DESTDIR)$(PREFIX)/include/linux/gpusleep.h
 	rm -f $(DESTDIR)$(PREFIX)/lib/libgpusleep.so* $(DESTDIR)$(PREFIX)/lib/libgpusleep.a
-	for f in $(notdir $(wildcard $(BUILD)/bin/*)); do \
-		rm -f $(DESTDIR)$(PREFIX)/bin/$$f; done
+	for f in $(BUILD)/bin/*; do \
+		[ -f $$f ] && rm -f $(DESTDIR)$(PREFIX)/bin/$${f##*/}; done; true
 	rm -f $(DESTDIR)$(UDEVRULESDIR)/60-gpusleep.rules
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/gpusleep
 

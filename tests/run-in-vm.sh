@@ -41,8 +41,11 @@ failed=0
 
 run_one() {
 	exe=$1
-	name=$(basename "$exe")
-	log="$out/$name.log"
+	# build/tests/vm/X -> X, build/tests/host-asan/X -> host-asan/X
+	name=${exe#*build/tests/}
+	name=${name#vm/}
+	case "$name" in /*) name=$(basename "$exe") ;; esac
+	log="$out/$(printf '%s' "$name" | tr / _).log"
 	case "$exe" in */*) ;; *) exe="./$exe" ;; esac
 
 	timeout -k 10 "$timeout" "$exe" > "$log" 2>&1 < /dev/null
