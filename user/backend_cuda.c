@@ -27,21 +27,14 @@
 
 #include "backend.h"
 
+/*
+ * Built only where cuda.h is found (user/user.mk adds -DHAVE_CUDA=1 and its
+ * include directory); elsewhere user/backend_host.c provides a
+ * gs_backend_cuda_new() that fails with -ENOSYS.
+ */
 #if !__has_include(<cuda.h>)
-
-/* built without cuda.h: the backend exists, but says why it cannot work */
-struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
-				       int *err)
-{
-	(void)device;
-	(void)libpath;
-	fprintf(stderr, "gpusleep: cuda backend: libgpusleep was built without cuda.h (set CUDA_HOME)\n");
-	if (err)
-		*err = -ENOSYS;
-	return NULL;
-}
-
-#else
+#error "user/backend_cuda.c needs cuda.h: set CUDA_HOME"
+#endif
 
 #include <cuda.h>
 #include <dlfcn.h>
@@ -669,4 +662,3 @@ fail:
 	return NULL;
 }
 
-#endif /* __has_include(<cuda.h>) */

@@ -948,19 +948,30 @@ EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned int flags)
 	END;
 }
 
+/*
+ * An injected fault here drops the queued work unrun, as a stream in error
+ * would: the caller sees the failure and nothing stays in flight.
+ */
 EXPORT CUresult cuStreamSynchronize(CUstream hs)
 {
+	CUresult rc, fault;
 	int i;
 
-	BEGIN_CTX(E_cuStreamSynchronize, "cuStreamSynchronize");
-	if (!hs)
+	pthread_mutex_lock(&lock);
+	fault = enter(E_cuStreamSynchronize);
+	rc = need_ctx("cuStreamSynchronize");
+	if (rc != CUDA_SUCCESS || !hs)
 		goto out;	/* the NULL stream never has queued copies */
 	i = find_stream(hs);
 	if (i < 0)
-		rc_ = bad("cuStreamSynchronize", "unknown stream");
+		rc = bad("cuStreamSynchronize", "unknown stream");
+	else if (fault != CUDA_SUCCESS)
+		streams[i]->nops = 0;
 	else if (!run_stream(streams[i]))
-		rc_ = CUDA_ERROR_ILLEGAL_ADDRESS;
-	END;
+		rc = CUDA_ERROR_ILLEGAL_ADDRESS;
+out:
+	pthread_mutex_unlock(&lock);
+	return fault != CUDA_SUCCESS ? fault : rc;
 }
 
 EXPORT CUresult cuStreamDestroy_v2(CUstream hs)

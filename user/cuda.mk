@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# The CUDA backend's tests; included by user/user.mk (after its own rules),
+# whose variables it uses: GS_CUDA_H (cuda.h, empty when not found), GS_A,
+# GS_ASAN_A, GS_ASAN, GS_LIBS, GS_TEST_CFLAGS, and from the top Makefile
+# BUILD, CC, CFLAGS, LDFLAGS, KSFT_STAMP. Builds:
+#   $(BUILD)/tests/host/fakecuda/libcuda.so.1  the stand-in driver
+#                                              (tests/host/fake_libcuda.c),
+#                                              only when cuda.h is found
+#   $(BUILD)/tests/host/NAME       tests/host/test_*cuda*.c (HOST_TESTS)
+#   $(BUILD)/tests/host-asan/NAME  the same with ASan+UBSan (HOST_TESTS)
+# Without cuda.h the tests are still built; they skip every test, since
+# libgpusleep's gs_backend_cuda_new() then fails with -ENOSYS.
+# The tests find the stand-in by its absolute path, compiled in
+# (FAKECUDA_LIB), or at run time in the environment variable FAKECUDA_LIB.
+
+GS_CUDA_FAKE	:= $(BUILD)/tests/host/fakecuda/libcuda.so.1
+GS_CUDA_SRCS	:= $(sort $(wildcard tests/host/test_*cuda*.c))
+GS_CUDA_BINS	:= $(GS_CUDA_SRCS:tests/host/%.c=$(BUILD)/tests/host/%)
+GS_CUDA_ASAN	:= $(GS_CUDA_SRCS:tests/host/%.c=$(BUILD)/tests/host-asan/%)
+GS_CUDA_TCFLAGS	:= $(GS_TEST_CFLAGS) -Itests/host \
+		   -DFAKECUDA_LIB='"$(abspath $(GS_CUDA_FAKE))"'
+
+ifneq ($(GS_CUDA_H),)
+GS_CUDA_TDEPS	:= $(GS_CUDA_FAKE)
+
+# -fvisibility is left at default: the stand-in exports what it defines.
+$(GS_CUDA_FAKE): tests/host/fake_libcuda.c tests/host/fake_libcuda.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I$(dir $(GS_CUDA_H)) -Itests/host -fPIC -shared \
+		-Wl,-soname,libcuda.so.1 -o $@ $< $(LDFLAGS) -lpthread
+
+ALL_TARGETS	+= $(GS_CUDA_FAKE)
+endif
+
+$(GS_CUDA_BINS): $(BUILD)/tests/host/%: tests/host/%.c $(GS_A) $(KSFT_STAMP) \
+		$(GS_CUDA_TDEPS)
+	@mkdir -p $(@D)
+	$(CC) $(GS_CUDA_TCFLAGS) -o $@ $< $(GS_A) $(LDFLAGS) $(GS_LIBS)
+
+$(GS_CUDA_ASAN): $(BUILD)/tests/host-asan/%: tests/host/%.c $(GS_ASAN_A) \
+		$(KSFT_STAMP) $(GS_CUDA_TDEPS)
+	@mkdir -p $(@D)
+	$(CC) $(GS_CUDA_TCFLAGS) $(GS_ASAN) -o $@ $< $(GS_ASAN_A) $(LDFLAGS) \
+		$(GS_LIBS)
+
+ALL_TARGETS	+= $(GS_CUDA_BINS) $(GS_CUDA_ASAN)
+HOST_TESTS	+= $(GS_CUDA_BINS) $(GS_CUDA_ASAN)
+
+.PHONY: cuda-tests
+cuda-tests: $(GS_CUDA_BINS) $(GS_CUDA_ASAN)
+
+-include $(GS_CUDA_BINS:=.d) $(GS_CUDA_ASAN:=.d)
