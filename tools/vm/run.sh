@@ -91,6 +91,12 @@ done
 for m in "${MODULES[@]}"; do
 	[ -f "$m" ] || die "module $m does not exist"
 done
+# The guest mounts a tmpfs on /tmp, hiding the host's /tmp.
+for p in "$REPO" "$PWD" "${MODULES[@]}"; do
+	case "$p" in
+	/tmp|/tmp/*) die "$p is under /tmp, which the guest cannot see (its /tmp is a tmpfs)" ;;
+	esac
+done
 command -v qemu-system-x86_64 > /dev/null || die "qemu-system-x86_64 missing (run tools/deps.sh)"
 BUSYBOX=/bin/busybox
 [ -x "$BUSYBOX" ] || die "$BUSYBOX missing (install busybox-static)"
@@ -267,6 +273,10 @@ wait "$qpid" || qrc=$?
 [ "$QUIET" = 0 ] && wait "$tpid"
 
 # Verdict.
+init_error() {
+	[ -s "$OUT/.vm/init.log" ] && printf ': %s' "$(tail -n1 "$OUT/.vm/init.log")"
+	true
+}
 problems=()
 status=""
 if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
@@ -284,10 +294,10 @@ if [ -f "$res" ]; then
 		esac
 	done < "$res"
 	if ! grep -qx done "$res" && [ ${#problems[@]} = 0 ]; then
-		problems+=("guest did not finish (see console.log)")
+		problems+=("guest did not finish (see console.log)$(init_error)")
 	fi
 elif [ ${#problems[@]} = 0 ]; then
-	problems+=("guest did not finish; qemu exit $qrc (see console.log, qemu.log)")
+	problems+=("guest did not finish; qemu exit $qrc (see console.log, qemu.log)$(init_error)")
 fi
 klog="$OUT/dmesg.log"
 [ -s "$klog" ] || klog="$OUT/console.log"
