@@ -238,6 +238,9 @@ static const struct reason_desc reasons[GPUSLEEP_R_MAX] = {
 		"the kernel could not allocate memory", ENOMEM },
 	[GPUSLEEP_R_QUEUE_FULL] = { "QUEUE_FULL",
 		"event queue overflow", ENOBUFS },
+	[GPUSLEEP_R_ENGINE_TIMEOUT] = { "ENGINE_TIMEOUT",
+		"the engine did not answer a cache reset or KV repair in time",
+		ETIMEDOUT },
 };
 
 const char *gs_reason_str(uint32_t reason)
@@ -378,6 +381,7 @@ int gs_tags_format(uint32_t tags, char *buf, size_t len)
 		}
 		n = snprintf(buf + off, len - off, "%s%s", off ? "," : "", name);
 		if (n < 0 || (size_t)n >= len - off) {
+			buf[off] = 0;	/* whole names only */
 			trunc = true;
 			break;
 		}

@@ -369,8 +369,13 @@ int gs_mm_free(struct gs_mm *mm, void *ptr)
 		free(bl);
 	}
 	ret = 0;
-	if (!c->nr_allocs) {
-		/* An empty chunk goes back to the backend, awake or paused. */
+	/*
+	 * An empty chunk goes back to the backend, awake or paused; one that
+	 * will not unmap stays, empty and mapped, for later allocations.
+	 */
+	if (!c->nr_allocs &&
+	    (!c->mapped || !mm->b->unmap(mm->b, c->va, c->size, c->handle))) {
+		c->mapped = false;
 		*link = c->next;
 		chunk_destroy(mm, c);
 		tag_update_paused(&mm->tags[ti]);

@@ -66,8 +66,8 @@ int gs_get_state(int fd, struct gpusleep_state *st);
 
 /*
  * Wait for operation op_id (0 = newest), timeout_ms 0 = forever. Returns 0
- * with *res filled (the operation's own outcome is res->error), or -errno
- * (-ETIMEDOUT, -ENOENT, -EINTR, -EOWNERDEAD with *res filled).
+ * with *res filled (the operation's own outcome is res->error, -EOWNERDEAD
+ * if the engine died), or -errno (-ETIMEDOUT, -ENOENT, -EINTR).
  */
 int gs_wait(int fd, uint64_t op_id, uint32_t timeout_ms,
 	    struct gpusleep_result *res);
@@ -105,7 +105,7 @@ const char *gs_tag_name(uint32_t tag);		/* one bit: "weights"; else NULL */
  */
 int gs_tags_parse(const char *s, uint32_t *tags);
 /* Write tag names joined by ',' (unknown bits as 0x..); "" for 0. Returns
- * the length written, or -ENOSPC (buf then holds a truncated string). */
+ * the length written, or -ENOSPC (buf then holds the names that fit). */
 int gs_tags_format(uint32_t tags, char *buf, size_t len);
 
 /* ------------------------------------------------------------------ */

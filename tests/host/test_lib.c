@@ -1,0 +1,584 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * libgpusleep without the module: reason/state/event names, tag parsing,
+ * and the engine and agent dispatch logic, fed records through a
+ * SOCK_SEQPACKET socketpair (one record per read, like the device), with
+ * GPUSLEEP_IOC_COMPLETE redirected to a recorder.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+
+#include "libgpusleep.h"
+#include "internal.h"
+
+#define MiB (1UL << 20)
+
+/* ------------------------------------------------------------------ */
+/* Names                                                               */
+
+TEST(reason_strings)
+{
+	static const int want_errno[GPUSLEEP_R_MAX] = {
+		[GPUSLEEP_R_NONE] = 0,
+		[GPUSLEEP_R_NOT_ENABLED] = ENOTCONN,
+		[GPUSLEEP_R_INVALID] = EINVAL,
+		[GPUSLEEP_R_KV_NOT_ALLOWED] = EPERM,
+		[GPUSLEEP_R_ALREADY_RELEASED] = EALREADY,
+		[GPUSLEEP_R_BUSY] = EBUSY,
+		[GPUSLEEP_R_NOT_RELEASED] = ENOENT,
+		[GPUSLEEP_R_CANCELLED] = ECANCELED,
+		[GPUSLEEP_R_DRAIN_TIMEOUT] = ETIMEDOUT,
+		[GPUSLEEP_R_AGENT_TIMEOUT] = ETIMEDOUT,
+		[GPUSLEEP_R_ENGINE_FAILED] = 0,
+		[GPUSLEEP_R_AGENT_FAILED] = 0,
+		[GPUSLEEP_R_AGENT_GONE] = EPIPE,
+		[GPUSLEEP_R_ENGINE_GONE] = EOWNERDEAD,
+		[GPUSLEEP_R_NO_MEMORY] = ENOMEM,
+		[GPUSLEEP_R_QUEUE_FULL] = ENOBUFS,
+		[GPUSLEEP_R_ENGINE_TIMEOUT] = ETIMEDOUT,
+	};
+
+	for (uint32_t r = 0; r < GPUSLEEP_R_MAX; r++) {
+		const char *s = gs_reason_str(r), *n = gs_reason_name(r);
+
+		ASSERT_NE(NULL, s);
+		ASSERT_NE(NULL, n);
+		EXPECT_STRNE("unknown reason", s);
+		EXPECT_STRNE("UNKNOWN", n);
+		EXPECT_GT(strlen(s), 5);
+		EXPECT_EQ(want_errno[r], gs_reason_errno(r)) TH_LOG("reason %s", n);
+		for (uint32_t q = 0; q < r; q++) {
+			EXPECT_STRNE(gs_reason_name(q), n);
+			EXPECT_STRNE(gs_reason_str(q), s);
+		}
+	}
+	EXPECT_STREQ("resumed before release drained",
+		     gs_reason_str(GPUSLEEP_R_CANCELLED));
+	EXPECT_STREQ("NOT_ENABLED", gs_reason_name(GPUSLEEP_R_NOT_ENABLED));
+	EXPECT_STREQ("unknown reason", gs_reason_str(GPUSLEEP_R_MAX));
+	EXPECT_STREQ("UNKNOWN", gs_reason_name(0xffffffffu));
+	EXPECT_EQ(-1, gs_reason_errno(GPUSLEEP_R_MAX));
+}
+
+TEST(state_and_event_names)
+{
+	for (uint32_t s = 0; s < GPUSLEEP_S_MAX; s++)
+		EXPECT_STRNE("unknown", gs_state_name(s));
+	for (uint32_t e = 0; e < GPUSLEEP_EV_MAX; e++)
+		EXPECT_STRNE("unknown", gs_event_name(e));
+	EXPECT_STREQ("released", gs_state_name(GPUSLEEP_S_RELEASED));
+	EXPECT_STREQ("pause_tag", gs_event_name(GPUSLEEP_EV_PAUSE_TAG));
+	EXPECT_STREQ("unknown", gs_state_name(GPUSLEEP_S_MAX));
+	EXPECT_STREQ("unknown", gs_event_name(GPUSLEEP_EV_MAX));
+	EXPECT_STREQ("weights", gs_tag_name(GPUSLEEP_TAG_WEIGHTS));
+	EXPECT_STREQ("kv_cache", gs_tag_name(GPUSLEEP_TAG_KV_CACHE));
+	EXPECT_EQ(NULL, gs_tag_name(GPUSLEEP_TAG_ALL));
+	EXPECT_EQ(NULL, gs_tag_name(0));
+}
+
+TEST(tags_parse)
+{
+	static const struct {
+		const char *s;
+		int ret;
+		uint32_t tags;
+	} cases[] = {
+		{ "weights", 0, GPUSLEEP_TAG_WEIGHTS },
+		{ "kv_cache", 0, GPUSLEEP_TAG_KV_CACHE },
+		{ "weights,kv_cache", 0, GPUSLEEP_TAG_ALL },
+		{ "kv_cache,weights", 0, GPUSLEEP_TAG_ALL },
+		{ " weights , kv_cache ", 0, GPUSLEEP_TAG_ALL },
+		{ "weights,weights", 0, GPUSLEEP_TAG_WEIGHTS },
+		{ "all", 0, GPUSLEEP_TAG_ALL },
+		{ "", 0, 0 },
+		{ "  ", 0, 0 },
+		{ "weight", -EINVAL, 0 },
+		{ "weightsx", -EINVAL, 0 },
+		{ "Weights", -EINVAL, 0 },
+		{ "weights,", -EINVAL, 0 },
+		{ ",weights", -EINVAL, 0 },
+		{ "weights,,kv_cache", -EINVAL, 0 },
+		{ "cuda_graph", -EINVAL, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint32_t t = 0xdead;
+
+		EXPECT_EQ(cases[i].ret, gs_tags_parse(cases[i].s, &t))
+			TH_LOG("\"%s\"", cases[i].s);
+		if (!cases[i].ret) {
+			EXPECT_EQ(cases[i].tags, t) TH_LOG("\"%s\"", cases[i].s);
+		} else {
+			EXPECT_EQ(0xdead, t);	/* untouched on error */
+		}
+	}
+	EXPECT_EQ(-EINVAL, gs_tags_parse(NULL, &(uint32_t){0}));
+}
+
+TEST(tags_format)
+{
+	char buf[64];
+
+	EXPECT_EQ(16, gs_tags_format(GPUSLEEP_TAG_ALL, buf, sizeof(buf)));
+	EXPECT_STREQ("weights,kv_cache", buf);
+	EXPECT_EQ(0, gs_tags_format(0, buf, sizeof(buf)));
+	EXPECT_STREQ("", buf);
+	EXPECT_EQ(8, gs_tags_format(GPUSLEEP_TAG_KV_CACHE, buf, sizeof(buf)));
+	EXPECT_STREQ("kv_cache", buf);
+	EXPECT_LT(0, gs_tags_format(GPUSLEEP_TAG_WEIGHTS | (1U << 4), buf,
+				    sizeof(buf)));
+	EXPECT_STREQ("weights,0x10", buf);
+	EXPECT_EQ(-ENOSPC, gs_tags_format(GPUSLEEP_TAG_ALL, buf, 10));
+	EXPECT_STREQ("weights", buf);
+	EXPECT_EQ(-ENOSPC, gs_tags_format(GPUSLEEP_TAG_ALL, buf, 0));
+
+	/* round trip */
+	for (uint32_t t = 0; t <= GPUSLEEP_TAG_ALL; t++) {
+		uint32_t back;
+
+		ASSERT_LE(0, gs_tags_format(t, buf, sizeof(buf)));
+		ASSERT_EQ(0, gs_tags_parse(buf, &back));
+		EXPECT_EQ(t, back);
+	}
+}
+
+TEST(no_device)
+{
+	EXPECT_EQ(-ENOENT, gs_open("/nonexistent/gpusleep", 0, NULL));
+	EXPECT_EQ(-EINVAL, gs_create_domain(-1, "", NULL, 0, NULL));
+	EXPECT_EQ(-ENAMETOOLONG, gs_create_domain(-1, "a-name-that-is-longer-than-31-bytes",
+						  NULL, 0, NULL));
+	EXPECT_EQ(-EBADF, gs_release(-1, 0, 0, 0, NULL));
+	EXPECT_EQ(-EBADF, gs_is_sleeping(-1));
+}
+
+/* ------------------------------------------------------------------ */
+/* COMPLETE recorder                                                   */
+
+static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rec_cond = PTHREAD_COND_INITIALIZER;
+static struct gpusleep_complete rec[16];
+static int nrec;
+static int rec_ret;	/* what the fake COMPLETE returns */
+
+static int record_complete(int fd, const struct gpusleep_complete *c)
+{
+	int ret;
+
+	(void)fd;
+	pthread_mutex_lock(&rec_lock);
+	if (nrec < 16)
+		rec[nrec++] = *c;
+	ret = rec_ret;
+	pthread_cond_broadcast(&rec_cond);
+	pthread_mutex_unlock(&rec_lock);
+	return ret;
+}
+
+static void rec_reset(void)
+{
+	pthread_mutex_lock(&rec_lock);
+	nrec = 0;
+	rec_ret = 0;
+	memset(rec, 0, sizeof(rec));
+	pthread_mutex_unlock(&rec_lock);
+	gs_complete_hook = record_complete;
+}
+
+/* Block until n answers have been recorded (no time limit: the harness's). */
+static void rec_wait(int n)
+{
+	pthread_mutex_lock(&rec_lock);
+	while (nrec < n)
+		pthread_cond_wait(&rec_cond, &rec_lock);
+	pthread_mutex_unlock(&rec_lock);
+}
+
+static int send_ev(int fd, uint64_t op, uint32_t type, uint32_t tags,
+		   uint32_t flags, uint32_t step)
+{
+	struct gpusleep_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.op_id = op;
+	ev.type = type;
+	ev.tags = tags;
+	ev.flags = flags;
+	ev.step = step;
+	return write(fd, &ev, sizeof(ev)) == sizeof(ev) ? 0 : -errno;
+}
+
+/* ------------------------------------------------------------------ */
+/* Engine                                                              */
+
+struct ectx {
+	int drains, cancels, resets, repairs, resumes;
+	uint32_t tags;
+	bool abort;
+	int drain_ret, reset_ret, repair_ret;
+};
+
+static int e_drain(struct gs_engine *e, void *arg, uint32_t tags, bool abort)
+{
+	struct ectx *c = arg;
+
+	(void)e;
+	c->drains++;
+	c->tags = tags;
+	c->abort = abort;
+	return c->drain_ret;
+}
+
+static void e_cancelled(struct gs_engine *e, void *arg)
+{
+	(void)e;
+	((struct ectx *)arg)->cancels++;
+}
+
+static int e_reset(struct gs_engine *e, void *arg)
+{
+	struct ectx *c = arg;
+
+	(void)e;
+	c->resets++;
+	return c->reset_ret;
+}
+
+static int e_repair(struct gs_engine *e, void *arg)
+{
+	struct ectx *c = arg;
+
+	(void)e;
+	c->repairs++;
+	return c->repair_ret;
+}
+
+static void e_resume(struct gs_engine *e, void *arg)
+{
+	(void)e;
+	((struct ectx *)arg)->resumes++;
+}
+
+static const struct gs_engine_ops eops = {
+	.drain = e_drain,
+	.drain_cancelled = e_cancelled,
+	.reset_caches = e_reset,
+	.repair_kv = e_repair,
+	.resume_sched = e_resume,
+};
+
+FIXTURE(engine) {
+	int sv[2];
+	struct gs_engine *e;
+	struct ectx c;
+};
+
+FIXTURE_SETUP(engine)
+{
+	memset(&self->c, 0, sizeof(self->c));
+	rec_reset();
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0,
+				self->sv));
+	ASSERT_EQ(0, gs_engine_from_fd(self->sv[0], 7, &eops, &self->c,
+				       &self->e));
+}
+
+FIXTURE_TEARDOWN(engine)
+{
+	gs_engine_destroy(self->e);
+	if (self->sv[1] >= 0)
+		close(self->sv[1]);
+}
+
+TEST_F(engine, release_then_resume_sequence)
+{
+	int peer = self->sv[1];
+
+	EXPECT_EQ(7, gs_engine_id(self->e));
+	EXPECT_EQ(self->sv[0], gs_engine_fd(self->e));
+	EXPECT_EQ(0, gs_engine_dispatch(self->e));	/* nothing queued */
+
+	ASSERT_EQ(0, send_ev(peer, 3, GPUSLEEP_EV_DRAIN, GPUSLEEP_TAG_ALL,
+			     GPUSLEEP_EVF_ABORT_INFLIGHT, 1));
+	ASSERT_EQ(0, send_ev(peer, 3, GPUSLEEP_EV_RESET_CACHES, 0, 0, 2));
+	ASSERT_EQ(2, gs_engine_dispatch(self->e));
+	EXPECT_EQ(1, self->c.drains);
+	EXPECT_EQ(GPUSLEEP_TAG_ALL, self->c.tags);
+	EXPECT_TRUE(self->c.abort);
+	EXPECT_EQ(1, self->c.resets);
+	EXPECT_TRUE(gs_engine_sched_paused(self->e));
+	ASSERT_EQ(2, nrec);
+	EXPECT_EQ(3, rec[0].op_id);
+	EXPECT_EQ(1, rec[0].step);
+	EXPECT_EQ(GPUSLEEP_EV_DRAIN, rec[0].type);
+	EXPECT_EQ(0, rec[0].status);
+	EXPECT_EQ(GPUSLEEP_EV_RESET_CACHES, rec[1].type);
+	EXPECT_EQ(2, rec[1].step);
+
+	/* resume: KV repair fails, which the answer carries */
+	self->c.repair_ret = -EIO;
+	ASSERT_EQ(0, send_ev(peer, 4, GPUSLEEP_EV_REPAIR_KV, 0, 0, 3));
+	ASSERT_EQ(0, send_ev(peer, 4, GPUSLEEP_EV_RESUME_SCHED, 0, 0, 4));
+	ASSERT_EQ(2, gs_engine_dispatch(self->e));
+	EXPECT_EQ(1, self->c.repairs);
+	EXPECT_EQ(1, self->c.resumes);
+	EXPECT_FALSE(gs_engine_sched_paused(self->e));
+	ASSERT_EQ(3, nrec);	/* RESUME_SCHED needs no answer */
+	EXPECT_EQ(GPUSLEEP_EV_REPAIR_KV, rec[2].type);
+	EXPECT_EQ(-EIO, rec[2].status);
+	EXPECT_EQ(4, rec[2].op_id);
+
+	/* unknown and agent-only records are ignored */
+	ASSERT_EQ(0, send_ev(peer, 5, 99, 0, 0, 1));
+	ASSERT_EQ(0, send_ev(peer, 5, GPUSLEEP_EV_PAUSE_TAG, 1, 0, 1));
+	ASSERT_EQ(2, gs_engine_dispatch(self->e));
+	EXPECT_EQ(3, nrec);
+
+	close(peer);
+	self->sv[1] = -1;
+	EXPECT_EQ(-EPIPE, gs_engine_dispatch(self->e));
+}
+
+TEST_F(engine, async_drain)
+{
+	int peer = self->sv[1];
+
+	self->c.drain_ret = GS_PENDING;
+	EXPECT_EQ(-ESTALE, gs_engine_complete(self->e, 0));
+	ASSERT_EQ(0, send_ev(peer, 9, GPUSLEEP_EV_DRAIN, GPUSLEEP_TAG_WEIGHTS, 0, 1));
+	ASSERT_EQ(1, gs_engine_dispatch(self->e));
+	EXPECT_FALSE(self->c.abort);
+	EXPECT_EQ(0, nrec);
+	EXPECT_TRUE(gs_engine_pending(self->e));
+	EXPECT_TRUE(gs_engine_sched_paused(self->e));
+	/* the scheduler finished its requests */
+	EXPECT_EQ(0, gs_engine_complete(self->e, 0));
+	EXPECT_FALSE(gs_engine_pending(self->e));
+	ASSERT_EQ(1, nrec);
+	EXPECT_EQ(9, rec[0].op_id);
+	EXPECT_EQ(GPUSLEEP_EV_DRAIN, rec[0].type);
+	EXPECT_EQ(-ESTALE, gs_engine_complete(self->e, 0));
+	EXPECT_EQ(1, nrec);
+
+	/* a failing async answer carries its errno */
+	ASSERT_EQ(0, send_ev(peer, 10, GPUSLEEP_EV_DRAIN, GPUSLEEP_TAG_WEIGHTS, 0, 1));
+	ASSERT_EQ(1, gs_engine_dispatch(self->e));
+	EXPECT_EQ(0, gs_engine_complete(self->e, -EBUSY));
+	ASSERT_EQ(2, nrec);
+	EXPECT_EQ(-EBUSY, rec[1].status);
+
+	/* a kernel refusing the late answer (-ESTALE) is passed on */
+	ASSERT_EQ(0, send_ev(peer, 11, GPUSLEEP_EV_DRAIN, GPUSLEEP_TAG_WEIGHTS, 0, 1));
+	ASSERT_EQ(1, gs_engine_dispatch(self->e));
+	rec_ret = -ESTALE;
+	EXPECT_EQ(-ESTALE, gs_engine_complete(self->e, 0));
+}
+
+TEST_F(engine, drain_cancelled)
+{
+	int peer = self->sv[1];
+
+	self->c.drain_ret = GS_PENDING;
+	ASSERT_EQ(0, send_ev(peer, 2, GPUSLEEP_EV_DRAIN, GPUSLEEP_TAG_ALL, 0, 1));
+	ASSERT_EQ(0, send_ev(peer, 2, GPUSLEEP_EV_DRAIN_CANCELLED, 0, 0, 2));
+	ASSERT_EQ(2, gs_engine_dispatch(self->e));
+	EXPECT_EQ(1, self->c.cancels);
+	EXPECT_FALSE(gs_engine_pending(self->e));
+	EXPECT_FALSE(gs_engine_sched_paused(self->e));
+	/* the scheduler's late "drained" goes nowhere */
+	EXPECT_EQ(-ESTALE, gs_engine_complete(self->e, 0));
+	EXPECT_EQ(0, nrec);
+}
+
+TEST_F(engine, stale_answer_is_not_an_error)
+{
+	rec_ret = -ESTALE;	/* the step timed out in the kernel */
+	ASSERT_EQ(0, send_ev(self->sv[1], 2, GPUSLEEP_EV_DRAIN, 1, 0, 1));
+	EXPECT_EQ(1, gs_engine_dispatch(self->e));
+	rec_ret = -ENODEV;	/* the domain died */
+	ASSERT_EQ(0, send_ev(self->sv[1], 3, GPUSLEEP_EV_DRAIN, 1, 0, 1));
+	EXPECT_EQ(-ENODEV, gs_engine_dispatch(self->e));
+}
+
+TEST(engine_defaults)
+{
+	struct gs_engine *e;
+	int sv[2];
+
+	rec_reset();
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
+	ASSERT_EQ(0, gs_engine_from_fd(sv[0], 1, NULL, NULL, &e));
+	ASSERT_EQ(0, send_ev(sv[1], 1, GPUSLEEP_EV_DRAIN, 1, 0, 1));
+	ASSERT_EQ(0, send_ev(sv[1], 1, GPUSLEEP_EV_RESUME_SCHED, 0, 0, 2));
+	EXPECT_EQ(2, gs_engine_dispatch(e));
+	EXPECT_EQ(1, nrec);	/* no callbacks: answered with success */
+	EXPECT_EQ(0, rec[0].status);
+	gs_engine_destroy(e);
+	close(sv[1]);
+	EXPECT_EQ(-EBADF, gs_engine_from_fd(-1, 1, NULL, NULL, &e));
+}
+
+/* ------------------------------------------------------------------ */
+/* Agent                                                               */
+
+static void fill(void *p, size_t len, uint32_t seed)
+{
+	uint32_t *w = p;
+
+	for (size_t i = 0; i < len / 4; i++)
+		w[i] = seed + (uint32_t)i;
+}
+
+static bool check(const void *p, size_t len, uint32_t seed)
+{
+	const uint32_t *w = p;
+
+	for (size_t i = 0; i < len / 4; i++)
+		if (w[i] != seed + (uint32_t)i)
+			return false;
+	return true;
+}
+
+FIXTURE(agent) {
+	int sv[2];
+	struct gs_mm *mm;
+	struct gs_agent *a;
+	char *w, *kv;
+};
+
+FIXTURE_SETUP(agent)
+{
+	rec_reset();
+	ASSERT_EQ(0, gs_mm_new(gs_backend_host_new(), &self->mm));
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, GPUSLEEP_TAG_WEIGHTS,
+				      GS_MM_BACKUP, 4 * MiB));
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, GPUSLEEP_TAG_KV_CACHE,
+				      GS_MM_DISCARD, 4 * MiB));
+	self->w = gs_mm_alloc(self->mm, GPUSLEEP_TAG_WEIGHTS, 4 * MiB);
+	self->kv = gs_mm_alloc(self->mm, GPUSLEEP_TAG_KV_CACHE, 4 * MiB);
+	ASSERT_NE(NULL, self->w);
+	ASSERT_NE(NULL, self->kv);
+	fill(self->w, 4 * MiB, 1);
+	fill(self->kv, 4 * MiB, 2);
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0,
+				self->sv));
+	ASSERT_EQ(0, gs_agent_from_fd(self->sv[0], self->mm, &self->a));
+}
+
+FIXTURE_TEARDOWN(agent)
+{
+	gs_agent_destroy(self->a);
+	if (self->sv[1] >= 0)
+		close(self->sv[1]);
+	gs_mm_destroy(self->mm);
+}
+
+TEST_F(agent, dispatch_pause_resume)
+{
+	struct gs_agent_stats st;
+	int peer = self->sv[1];
+
+	EXPECT_EQ(0, gs_agent_dispatch(self->a));
+	ASSERT_EQ(0, send_ev(peer, 1, GPUSLEEP_EV_PAUSE_TAG, GPUSLEEP_TAG_WEIGHTS, 0, 2));
+	ASSERT_EQ(0, send_ev(peer, 1, GPUSLEEP_EV_PAUSE_TAG, GPUSLEEP_TAG_KV_CACHE, 0, 3));
+	ASSERT_EQ(2, gs_agent_dispatch(self->a));
+	ASSERT_EQ(2, nrec);
+	EXPECT_EQ(GPUSLEEP_EV_PAUSE_TAG, rec[0].type);
+	EXPECT_EQ(2, rec[0].step);
+	EXPECT_EQ(0, rec[0].status);
+	EXPECT_EQ(4 * MiB, rec[0].bytes);
+	EXPECT_EQ(4 * MiB, rec[1].bytes);
+
+	/* pausing a paused tag is what was asked: success, its size */
+	ASSERT_EQ(0, send_ev(peer, 2, GPUSLEEP_EV_PAUSE_TAG, GPUSLEEP_TAG_KV_CACHE, 0, 1));
+	/* two tags in one step is not valid */
+	ASSERT_EQ(0, send_ev(peer, 2, GPUSLEEP_EV_RESUME_TAG, GPUSLEEP_TAG_ALL, 0, 2));
+	ASSERT_EQ(2, gs_agent_dispatch(self->a));
+	ASSERT_EQ(4, nrec);
+	EXPECT_EQ(0, rec[2].status);
+	EXPECT_EQ(4 * MiB, rec[2].bytes);
+	EXPECT_EQ(-EINVAL, rec[3].status);
+	EXPECT_EQ(0, rec[3].bytes);
+
+	ASSERT_EQ(0, send_ev(peer, 3, GPUSLEEP_EV_RESUME_TAG, GPUSLEEP_TAG_WEIGHTS, 0, 1));
+	ASSERT_EQ(0, send_ev(peer, 3, GPUSLEEP_EV_RESUME_TAG, GPUSLEEP_TAG_KV_CACHE, 0, 2));
+	ASSERT_EQ(0, send_ev(peer, 3, GPUSLEEP_EV_DRAIN, 0, 0, 3));	/* not ours */
+	ASSERT_EQ(3, gs_agent_dispatch(self->a));
+	ASSERT_EQ(6, nrec);
+	EXPECT_EQ(GPUSLEEP_EV_RESUME_TAG, rec[4].type);
+	EXPECT_EQ(0, rec[4].status);
+	EXPECT_EQ(4 * MiB, rec[5].bytes);
+	EXPECT_TRUE(check(self->w, 4 * MiB, 1));
+	EXPECT_EQ(0, self->kv[0]);
+	EXPECT_EQ(0, self->kv[4 * MiB - 1]);
+
+	gs_agent_get_stats(self->a, &st);
+	EXPECT_EQ(7, st.events);
+	EXPECT_EQ(3, st.pauses);
+	EXPECT_EQ(2, st.resumes);
+	EXPECT_EQ(1, st.failures);
+	EXPECT_EQ(0, st.complete_errors);
+
+	close(peer);
+	self->sv[1] = -1;
+	EXPECT_EQ(-EPIPE, gs_agent_dispatch(self->a));
+}
+
+TEST_F(agent, thread_serves_until_stopped)
+{
+	struct gs_agent_stats st;
+	int peer = self->sv[1];
+
+	ASSERT_EQ(0, gs_agent_start(self->a));
+	EXPECT_EQ(-EALREADY, gs_agent_start(self->a));
+	for (int cycle = 0; cycle < 3; cycle++) {
+		ASSERT_EQ(0, send_ev(peer, 1, GPUSLEEP_EV_PAUSE_TAG,
+				     GPUSLEEP_TAG_WEIGHTS, 0, 1));
+		rec_wait(2 * cycle + 1);
+		ASSERT_EQ(0, send_ev(peer, 2, GPUSLEEP_EV_RESUME_TAG,
+				     GPUSLEEP_TAG_WEIGHTS, 0, 1));
+		rec_wait(2 * cycle + 2);
+	}
+	EXPECT_EQ(0, gs_agent_stop(self->a));
+	EXPECT_EQ(-EINVAL, gs_agent_stop(self->a));
+	gs_agent_get_stats(self->a, &st);
+	EXPECT_EQ(3, st.pauses);
+	EXPECT_EQ(3, st.resumes);
+	EXPECT_EQ(0, st.failures);
+	for (int i = 0; i < 6; i++)
+		EXPECT_EQ(0, rec[i].status);
+	EXPECT_TRUE(check(self->w, 4 * MiB, 1));
+	/* and it can be started again */
+	ASSERT_EQ(0, gs_agent_start(self->a));
+	EXPECT_EQ(0, gs_agent_stop(self->a));
+}
+
+TEST_F(agent, thread_ends_when_domain_dies)
+{
+	ASSERT_EQ(0, gs_agent_start(self->a));
+	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG,
+			     GPUSLEEP_TAG_KV_CACHE, 0, 1));
+	close(self->sv[1]);	/* end of file, like a dead domain */
+	self->sv[1] = -1;
+	EXPECT_EQ(0, gs_agent_stop(self->a));	/* joins the ended thread */
+	ASSERT_EQ(1, nrec);	/* the queued record was still served */
+	EXPECT_EQ(0, rec[0].status);
+}
+
+TEST_F(agent, thread_reports_complete_failure)
+{
+	rec_ret = -ENODEV;
+	ASSERT_EQ(0, gs_agent_start(self->a));
+	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG,
+			     GPUSLEEP_TAG_KV_CACHE, 0, 1));
+	rec_wait(1);
+	EXPECT_EQ(-ENODEV, gs_agent_stop(self->a));
+}
+
+TEST_HARNESS_MAIN

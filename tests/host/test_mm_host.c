@@ -1,0 +1,606 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * gs_mm on the host backend, without the module: addresses stay put across
+ * pause/resume, memory really goes back to the kernel, BACKUP tags come back
+ * identical, DISCARD tags come back as zeros, big tags use few chunks, the
+ * backup staging buffer is reused, and a backend failing at any one call
+ * leaves the state truthful and leaks nothing.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+
+#include "libgpusleep.h"
+#include "backend.h"
+
+#define MiB (1UL << 20)
+
+static size_t page_size(void)
+{
+	return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Bytes of [p, p+len) resident in memory now (mincore). */
+static size_t resident_bytes(const void *p, size_t len)
+{
+	size_t pg = page_size();
+	uintptr_t start = (uintptr_t)p & ~(pg - 1);
+	uintptr_t end = ((uintptr_t)p + len + pg - 1) & ~(pg - 1);
+	size_t n = (end - start) / pg, res = 0;
+	unsigned char *vec = malloc(n);
+
+	if (!vec)
+		return 0;
+	if (mincore((void *)start, end - start, vec)) {
+		free(vec);
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		res += vec[i] & 1;
+	free(vec);
+	return res * pg;
+}
+
+/* Process RSS in bytes (/proc/self/statm, second field). */
+static size_t rss_bytes(void)
+{
+	unsigned long size, res = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu %lu", &size, &res) != 2)
+		res = 0;
+	fclose(f);
+	return res * page_size();
+}
+
+static void fill(void *p, size_t len, uint32_t seed)
+{
+	uint32_t *w = p;
+
+	for (size_t i = 0; i < len / 4; i++)
+		w[i] = seed ^ (uint32_t)(i * 2654435761u);
+}
+
+static bool check(const void *p, size_t len, uint32_t seed)
+{
+	const uint32_t *w = p;
+
+	for (size_t i = 0; i < len / 4; i++)
+		if (w[i] != (seed ^ (uint32_t)(i * 2654435761u)))
+			return false;
+	return true;
+}
+
+static bool is_zero(const void *p, size_t len)
+{
+	const unsigned char *c = p;
+
+	for (size_t i = 0; i < len; i++)
+		if (c[i])
+			return false;
+	return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* A backend wrapper: counts live objects, fails the Nth int-op.       */
+
+struct wrap_stats {
+	long ops;		/* int-returning calls so far */
+	long fail_at;		/* 0 = never; else the op number that fails */
+	long failed;		/* how many were failed */
+	long reservations, mappings, host_allocs;
+	size_t mapped_bytes;
+	bool destroyed;
+};
+
+static struct wrap_stats ws;
+
+static bool inject(void)
+{
+	ws.ops++;
+	if (ws.fail_at && ws.ops == ws.fail_at) {
+		ws.failed++;
+		return true;
+	}
+	return false;
+}
+
+static struct gs_backend *inner(struct gs_backend *b)
+{
+	return b->ctx;
+}
+
+static size_t w_gran(struct gs_backend *b)
+{
+	return inner(b)->granularity(inner(b));
+}
+
+static int w_reserve(struct gs_backend *b, size_t size, void **va)
+{
+	int ret;
+
+	if (inject())
+		return -EIO;
+	ret = inner(b)->reserve(inner(b), size, va);
+	if (!ret)
+		ws.reservations++;
+	return ret;
+}
+
+static void w_unreserve(struct gs_backend *b, void *va, size_t size)
+{
+	inner(b)->unreserve(inner(b), va, size);
+	ws.reservations--;
+}
+
+static int w_map(struct gs_backend *b, void *va, size_t size, void **h)
+{
+	int ret;
+
+	if (inject())
+		return -EIO;
+	ret = inner(b)->map(inner(b), va, size, h);
+	if (!ret) {
+		ws.mappings++;
+		ws.mapped_bytes += size;
+	}
+	return ret;
+}
+
+static int w_unmap(struct gs_backend *b, void *va, size_t size, void *h)
+{
+	int ret;
+
+	if (inject())
+		return -EIO;
+	ret = inner(b)->unmap(inner(b), va, size, h);
+	if (!ret) {
+		ws.mappings--;
+		ws.mapped_bytes -= size;
+	}
+	return ret;
+}
+
+static int w_host_alloc(struct gs_backend *b, size_t size, void **host)
+{
+	int ret;
+
+	if (inject())
+		return -EIO;
+	ret = inner(b)->host_alloc(inner(b), size, host);
+	if (!ret)
+		ws.host_allocs++;
+	return ret;
+}
+
+static void w_host_free(struct gs_backend *b, void *host, size_t size)
+{
+	inner(b)->host_free(inner(b), host, size);
+	ws.host_allocs--;
+}
+
+static int w_backup(struct gs_backend *b, void *host, const void *va, size_t n)
+{
+	if (inject())
+		return -EIO;
+	return inner(b)->backup(inner(b), host, va, n);
+}
+
+static int w_restore(struct gs_backend *b, void *va, const void *host, size_t n)
+{
+	if (inject())
+		return -EIO;
+	return inner(b)->restore(inner(b), va, host, n);
+}
+
+static int w_sync(struct gs_backend *b)
+{
+	if (inject())
+		return -EIO;
+	return inner(b)->sync(inner(b));
+}
+
+static void w_destroy(struct gs_backend *b)
+{
+	inner(b)->destroy(inner(b));
+	free(b);
+	ws.destroyed = true;
+}
+
+static struct gs_backend *wrap_new(long fail_at)
+{
+	struct gs_backend *b = calloc(1, sizeof(*b));
+
+	memset(&ws, 0, sizeof(ws));
+	ws.fail_at = fail_at;
+	if (!b)
+		return NULL;
+	b->ctx = gs_backend_host_new();
+	if (!b->ctx) {
+		free(b);
+		return NULL;
+	}
+	b->name = "wrap";
+	b->granularity = w_gran;
+	b->reserve = w_reserve;
+	b->unreserve = w_unreserve;
+	b->map = w_map;
+	b->unmap = w_unmap;
+	b->host_alloc = w_host_alloc;
+	b->host_free = w_host_free;
+	b->backup = w_backup;
+	b->restore = w_restore;
+	b->sync = w_sync;
+	b->destroy = w_destroy;
+	return b;
+}
+
+/* ------------------------------------------------------------------ */
+
+TEST(host_backend_same_va_and_rss)
+{
+	struct gs_backend *b = gs_backend_host_new();
+	size_t len = 64 * MiB, before, after;
+	void *va, *h;
+
+	ASSERT_NE(NULL, b);
+	ASSERT_EQ(0, b->reserve(b, len, &va));
+	ASSERT_EQ(0, b->map(b, va, len, &h));
+	ASSERT_TRUE(is_zero(va, len));
+	fill(va, len, 1);
+	before = resident_bytes(va, len);
+	ASSERT_GE(before, len * 95 / 100);
+	ASSERT_EQ(0, b->unmap(b, va, len, h));
+	after = resident_bytes(va, len);
+	/* the range's pages went back to the kernel */
+	EXPECT_LE(after, len * 5 / 100);
+	/* the range is still ours: nothing else can be mapped there */
+	void *again = mmap(va, page_size(), PROT_READ,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	EXPECT_EQ(MAP_FAILED, again);
+	ASSERT_EQ(0, b->map(b, va, len, &h));
+	EXPECT_TRUE(is_zero(va, len));
+	fill(va, len, 2);
+	EXPECT_TRUE(check(va, len, 2));
+	ASSERT_EQ(0, b->unmap(b, va, len, h));
+	b->unreserve(b, va, len);
+	b->destroy(b);
+}
+
+TEST(cuda_backend_absent_or_present)
+{
+	int err = 0;
+	struct gs_backend *b = gs_backend_cuda_new(0, "/nonexistent/libcuda.so.1",
+						   &err);
+
+	/* never a backend from a library that does not exist */
+	EXPECT_EQ(NULL, b);
+	EXPECT_LT(err, 0);
+}
+
+FIXTURE(mm) {
+	struct gs_mm *mm;
+};
+
+FIXTURE_SETUP(mm)
+{
+	ASSERT_EQ(0, gs_mm_new(gs_backend_host_new(), &self->mm));
+}
+
+FIXTURE_TEARDOWN(mm)
+{
+	gs_mm_destroy(self->mm);
+}
+
+TEST_F(mm, backup_round_trip_same_pointers)
+{
+	struct gs_mm_tag_info info;
+	const size_t n = 8, sz = 4 * MiB + 1000;
+	void *p[8];
+	uint64_t bytes = 0;
+
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, GPUSLEEP_TAG_WEIGHTS,
+				      GS_MM_BACKUP, 0));
+	for (size_t i = 0; i < n; i++) {
+		p[i] = gs_mm_alloc(self->mm, GPUSLEEP_TAG_WEIGHTS, sz);
+		ASSERT_NE(NULL, p[i]);
+		EXPECT_EQ(0, (uintptr_t)p[i] % GS_MM_ALIGN);
+		EXPECT_EQ(GPUSLEEP_TAG_WEIGHTS, gs_mm_tag_of(self->mm, p[i]));
+		fill(p[i], sz, (uint32_t)i + 100);
+	}
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, GPUSLEEP_TAG_WEIGHTS, &info));
+	ASSERT_EQ(0, gs_mm_pause(self->mm, GPUSLEEP_TAG_WEIGHTS, &bytes));
+	EXPECT_EQ(info.chunk_bytes, bytes);
+	for (size_t i = 0; i < n; i++)
+		EXPECT_LE(resident_bytes(p[i], sz), page_size());
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, GPUSLEEP_TAG_WEIGHTS, &info));
+	EXPECT_EQ(1, info.paused);
+	EXPECT_EQ(0, info.mapped_bytes);
+	/* no allocations on a sleeping tag; the other tag is unaffected */
+	errno = 0;
+	EXPECT_EQ(NULL, gs_mm_alloc(self->mm, GPUSLEEP_TAG_WEIGHTS, 100));
+	EXPECT_EQ(EBUSY, errno);
+	EXPECT_EQ(-EALREADY, gs_mm_pause(self->mm, GPUSLEEP_TAG_WEIGHTS, &bytes));
+	EXPECT_EQ(-EBUSY, gs_mm_set_policy(self->mm, GPUSLEEP_TAG_WEIGHTS,
+					   GS_MM_DISCARD, 0));
+
+	ASSERT_EQ(0, gs_mm_resume(self->mm, GPUSLEEP_TAG_WEIGHTS, &bytes));
+	EXPECT_EQ(info.chunk_bytes, bytes);
+	for (size_t i = 0; i < n; i++) {
+		EXPECT_TRUE(check(p[i], sz, (uint32_t)i + 100));
+		fill(p[i], sz, (uint32_t)i + 200);	/* still writable */
+		EXPECT_TRUE(check(p[i], sz, (uint32_t)i + 200));
+	}
+	EXPECT_EQ(-EALREADY, gs_mm_resume(self->mm, GPUSLEEP_TAG_WEIGHTS, &bytes));
+	for (size_t i = 0; i < n; i++)
+		EXPECT_EQ(0, gs_mm_free(self->mm, p[i]));
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, GPUSLEEP_TAG_WEIGHTS, &info));
+	EXPECT_EQ(0, info.nr_chunks);
+	EXPECT_EQ(0, info.nr_allocs);
+}
+
+TEST_F(mm, discard_reads_zero_and_rss_falls)
+{
+	struct gs_mm_tag_info info;
+	const size_t sz = 32 * MiB;
+	char *kv, *w;
+	uint64_t bytes = 0;
+	size_t rss0, rss1;
+
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, GPUSLEEP_TAG_KV_CACHE,
+				      GS_MM_DISCARD, 64 * MiB));
+	kv = gs_mm_alloc(self->mm, GPUSLEEP_TAG_KV_CACHE, sz);
+	ASSERT_NE(NULL, kv);
+	w = gs_mm_alloc(self->mm, GPUSLEEP_TAG_KV_CACHE, sz);
+	ASSERT_NE(NULL, w);
+	fill(kv, sz, 7);
+	fill(w, sz, 8);
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, GPUSLEEP_TAG_KV_CACHE, &info));
+	EXPECT_EQ(1, info.nr_chunks);	/* both fit the 64 MiB chunk */
+	rss0 = rss_bytes();
+	ASSERT_EQ(0, gs_mm_pause(self->mm, GPUSLEEP_TAG_KV_CACHE, &bytes));
+	rss1 = rss_bytes();
+	EXPECT_EQ(64 * MiB, bytes);
+	EXPECT_GE(rss0 - rss1, bytes * 95 / 100)
+		TH_LOG("RSS %zu -> %zu, released %lu", rss0, rss1,
+		       (unsigned long)bytes);
+	ASSERT_EQ(0, gs_mm_resume(self->mm, GPUSLEEP_TAG_KV_CACHE, &bytes));
+	EXPECT_TRUE(is_zero(kv, sz));
+	EXPECT_TRUE(is_zero(w, sz));
+	fill(kv, sz, 9);
+	EXPECT_TRUE(check(kv, sz, 9));
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, GPUSLEEP_TAG_KV_CACHE, &info));
+	EXPECT_EQ(NULL, info.staging);	/* DISCARD never stages */
+	EXPECT_EQ(0, info.lost);
+}
+
+TEST_F(mm, big_tag_few_chunks)
+{
+	struct gs_mm_tag_info info;
+	void *p;
+
+	/* 256 MiB in 1 MiB pieces: 16+32+64+128+256 MiB chunks at most */
+	for (int i = 0; i < 256; i++) {
+		p = gs_mm_alloc(self->mm, GPUSLEEP_TAG_WEIGHTS, MiB);
+		ASSERT_NE(NULL, p);
+	}
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, GPUSLEEP_TAG_WEIGHTS, &info));
+	EXPECT_EQ(256, info.nr_allocs);
+	EXPECT_EQ(256 * MiB, info.used_bytes);
+	EXPECT_LE(info.nr_chunks, 5);
+	/* an allocation larger than the next chunk gets its own, exact size */
+	p = gs_mm_alloc(self->mm, GPUSLEEP_TAG_KV_CACHE, 100 * MiB);
+	ASSERT_NE(NULL, p);
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, GPUSLEEP_TAG_KV_CACHE, &info));
+	EXPECT_EQ(1, info.nr_chunks);
+	EXPECT_EQ(100 * MiB, info.chunk_bytes);
+}
+
+TEST_F(mm, staging_reused_across_cycles)
+{
+	struct gs_mm_tag_info info;
+	void *staging = NULL;
+	uint64_t bytes;
+	char *p;
+
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, GPUSLEEP_TAG_WEIGHTS,
+				      GS_MM_BACKUP, 8 * MiB));
+	p = gs_mm_alloc(self->mm, GPUSLEEP_TAG_WEIGHTS, 6 * MiB);
+	ASSERT_NE(NULL, p);
+	for (int cycle = 0; cycle < 4; cycle++) {
+		fill(p, 6 * MiB, (uint32_t)cycle);
+		ASSERT_EQ(0, gs_mm_pause(self->mm, GPUSLEEP_TAG_WEIGHTS, &bytes));
+		ASSERT_EQ(0, gs_mm_tag_info(self->mm, GPUSLEEP_TAG_WEIGHTS, &info));
+		ASSERT_NE(NULL, info.staging);
+		if (!cycle)
+			staging = info.staging;
+		EXPECT_EQ(staging, info.staging);
+		EXPECT_EQ(8 * MiB, info.staging_bytes);
+		ASSERT_EQ(0, gs_mm_resume(self->mm, GPUSLEEP_TAG_WEIGHTS, &bytes));
+		EXPECT_TRUE(check(p, 6 * MiB, (uint32_t)cycle));
+	}
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, GPUSLEEP_TAG_WEIGHTS, &info));
+	EXPECT_EQ(4, info.pauses);
+	EXPECT_EQ(4, info.resumes);
+}
+
+TEST_F(mm, free_while_paused_and_bad_frees)
+{
+	struct gs_mm_tag_info info;
+	uint64_t bytes;
+	char local;
+	void *a, *b;
+
+	a = gs_mm_alloc(self->mm, GPUSLEEP_TAG_KV_CACHE, 1000);
+	b = gs_mm_alloc(self->mm, GPUSLEEP_TAG_KV_CACHE, 1000);
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	EXPECT_EQ(-EINVAL, gs_mm_free(self->mm, &local));
+	EXPECT_EQ(-EINVAL, gs_mm_free(self->mm, (char *)a + 8));
+	EXPECT_EQ(0, gs_mm_tag_of(self->mm, &local));
+	ASSERT_EQ(0, gs_mm_pause(self->mm, GPUSLEEP_TAG_KV_CACHE, &bytes));
+	EXPECT_EQ(0, gs_mm_free(self->mm, a));
+	EXPECT_EQ(-EINVAL, gs_mm_free(self->mm, a));	/* double free */
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, GPUSLEEP_TAG_KV_CACHE, &info));
+	EXPECT_EQ(1, info.paused);
+	EXPECT_EQ(1, info.nr_allocs);
+	EXPECT_EQ(0, gs_mm_free(self->mm, b));
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, GPUSLEEP_TAG_KV_CACHE, &info));
+	EXPECT_EQ(0, info.nr_chunks);
+	EXPECT_EQ(0, info.paused);	/* nothing left asleep */
+	EXPECT_EQ(-EINVAL, gs_mm_pause(self->mm, GPUSLEEP_TAG_ALL, &bytes));
+	EXPECT_EQ(-EINVAL, gs_mm_set_policy(self->mm, 0, GS_MM_BACKUP, 0));
+	errno = 0;
+	EXPECT_EQ(NULL, gs_mm_alloc(self->mm, 1U << 5, 10));
+	EXPECT_EQ(EINVAL, errno);
+}
+
+/* ------------------------------------------------------------------ */
+/* Fail each backend call of a full cycle in turn.                     */
+
+struct world {
+	struct gs_mm *mm;
+	void *w[4];
+	void *kv[2];
+};
+
+#define W_SZ	(3 * MiB)
+#define KV_SZ	(2 * MiB)
+
+/* Live backend objects agree with what the mm says it holds. */
+static bool consistent(struct gs_mm *mm)
+{
+	struct gs_mm_tag_info a, b;
+
+	gs_mm_tag_info(mm, GPUSLEEP_TAG_WEIGHTS, &a);
+	gs_mm_tag_info(mm, GPUSLEEP_TAG_KV_CACHE, &b);
+	return ws.reservations == (long)(a.nr_chunks + b.nr_chunks) &&
+	       ws.mapped_bytes == a.mapped_bytes + b.mapped_bytes &&
+	       ws.host_allocs == (a.staging ? 1 : 0) + (b.staging ? 1 : 0);
+}
+
+enum step_kind { ST_PAUSE, ST_RESUME };
+
+/*
+ * One step that may hit the injected failure. On failure: the tag's state is
+ * what it was before (the single failure is always undone), the books agree
+ * with the backend, and the step then succeeds on retry.
+ */
+static int step(struct __test_metadata *_metadata, struct world *wd,
+		enum step_kind k, uint32_t tag)
+{
+	struct gs_mm_tag_info info;
+	uint64_t bytes;
+	long failed = ws.failed;
+	int ret;
+
+	ret = k == ST_PAUSE ? gs_mm_pause(wd->mm, tag, &bytes) :
+			      gs_mm_resume(wd->mm, tag, &bytes);
+	gs_mm_tag_info(wd->mm, tag, &info);
+	EXPECT_TRUE(consistent(wd->mm));
+	if (ret) {
+		EXPECT_EQ(-EIO, ret);
+		EXPECT_EQ(failed + 1, ws.failed);
+		/* truthful: still in the state it was in */
+		EXPECT_EQ(k == ST_PAUSE ? 0U : 1U, info.paused);
+		EXPECT_EQ(k == ST_PAUSE ? info.chunk_bytes : 0, info.mapped_bytes);
+		if (k == ST_PAUSE && tag == GPUSLEEP_TAG_WEIGHTS)
+			for (int i = 0; i < 4; i++)
+				EXPECT_TRUE(check(wd->w[i], W_SZ, (uint32_t)i));
+		ret = k == ST_PAUSE ? gs_mm_pause(wd->mm, tag, &bytes) :
+				      gs_mm_resume(wd->mm, tag, &bytes);
+		EXPECT_EQ(0, ret);
+		gs_mm_tag_info(wd->mm, tag, &info);
+		EXPECT_TRUE(consistent(wd->mm));
+	}
+	EXPECT_EQ(k == ST_PAUSE ? 1U : 0U, info.paused);
+	return ret;
+}
+
+/* Returns the number of backend ops a full run took. */
+static long run_world(struct __test_metadata *_metadata, long fail_at)
+{
+	struct world wd = { 0 };
+	bool alloc_failed = false;
+	long ops;
+
+	ASSERT_EQ(0, gs_mm_new(wrap_new(fail_at), &wd.mm));
+	ASSERT_EQ(0, gs_mm_set_policy(wd.mm, GPUSLEEP_TAG_WEIGHTS,
+				      GS_MM_BACKUP, 4 * MiB));
+	ASSERT_EQ(0, gs_mm_set_policy(wd.mm, GPUSLEEP_TAG_KV_CACHE,
+				      GS_MM_DISCARD, 2 * MiB));
+	for (int i = 0; i < 4 && !alloc_failed; i++) {
+		wd.w[i] = gs_mm_alloc(wd.mm, GPUSLEEP_TAG_WEIGHTS, W_SZ);
+		if (!wd.w[i]) {
+			EXPECT_EQ(EIO, errno);
+			alloc_failed = true;
+		} else {
+			fill(wd.w[i], W_SZ, (uint32_t)i);
+		}
+	}
+	for (int i = 0; i < 2 && !alloc_failed; i++) {
+		wd.kv[i] = gs_mm_alloc(wd.mm, GPUSLEEP_TAG_KV_CACHE, KV_SZ);
+		if (!wd.kv[i]) {
+			EXPECT_EQ(EIO, errno);
+			alloc_failed = true;
+		} else {
+			fill(wd.kv[i], KV_SZ, 50 + (uint32_t)i);
+		}
+	}
+	EXPECT_TRUE(consistent(wd.mm));
+	if (!alloc_failed) {
+		struct gs_mm_tag_info info;
+
+		gs_mm_tag_info(wd.mm, GPUSLEEP_TAG_WEIGHTS, &info);
+		EXPECT_EQ(3, info.nr_chunks);	/* 4 + 8 + 16 MiB */
+		step(_metadata, &wd, ST_PAUSE, GPUSLEEP_TAG_WEIGHTS);
+		step(_metadata, &wd, ST_PAUSE, GPUSLEEP_TAG_KV_CACHE);
+		step(_metadata, &wd, ST_RESUME, GPUSLEEP_TAG_WEIGHTS);
+		step(_metadata, &wd, ST_RESUME, GPUSLEEP_TAG_KV_CACHE);
+		for (int i = 0; i < 4; i++)
+			EXPECT_TRUE(check(wd.w[i], W_SZ, (uint32_t)i));
+		for (int i = 0; i < 2; i++)
+			EXPECT_TRUE(is_zero(wd.kv[i], KV_SZ));
+		/* a second cycle reuses staging: no host_alloc to fail */
+		step(_metadata, &wd, ST_PAUSE, GPUSLEEP_TAG_WEIGHTS);
+		step(_metadata, &wd, ST_RESUME, GPUSLEEP_TAG_WEIGHTS);
+		for (int i = 0; i < 4; i++)
+			EXPECT_TRUE(check(wd.w[i], W_SZ, (uint32_t)i));
+		for (int i = 0; i < 4; i++)
+			EXPECT_EQ(0, gs_mm_free(wd.mm, wd.w[i]));
+		EXPECT_TRUE(consistent(wd.mm));
+	}
+	ops = ws.ops;
+	gs_mm_destroy(wd.mm);
+	/* nothing leaked: every reservation, mapping, staging buffer gone */
+	EXPECT_TRUE(ws.destroyed);
+	EXPECT_EQ(0, ws.reservations);
+	EXPECT_EQ(0, ws.mappings);
+	EXPECT_EQ(0, ws.host_allocs);
+	EXPECT_EQ(0, ws.mapped_bytes);
+	EXPECT_EQ(fail_at ? 1 : 0, ws.failed);
+	return ops;
+}
+
+TEST(fail_each_backend_call)
+{
+	long total = run_world(_metadata, 0);
+
+	ASSERT_GT(total, 20);
+	for (long n = 1; n <= total; n++) {
+		run_world(_metadata, n);
+		if (!_metadata->passed) {
+			TH_LOG("failing backend call #%ld of %ld", n, total);
+			break;
+		}
+	}
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * gs_agent: serves a domain's PAUSE_TAG / RESUME_TAG steps with a gs_mm.
+ *
+ * Either stepped from the caller's loop (gs_agent_fd + gs_agent_dispatch)
+ * or run on its own thread: an io_uring with one multishot poll on the agent
+ * fd and one on a stop eventfd. A multishot poll stays armed while its CQEs
+ * carry IORING_CQE_F_MORE; one without it (overflow, cancel) means the poll
+ * ended and is armed again. cqe->res is the poll mask, or -errno.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <liburing.h>
+
+#include "libgpusleep.h"
+
+enum { UD_AGENT = 1, UD_STOP = 2 };
+
+struct gs_agent {
+	int fd;
+	struct gs_mm *mm;
+	pthread_mutex_t lock;		/* stats */
+	struct gs_agent_stats stats;
+	/* the thread */
+	bool running;
+	pthread_t thread;
+	int stop_efd;
+	struct io_uring ring;
+	int thread_ret;
+};
+
+int gs_agent_from_fd(int fd, struct gs_mm *mm, struct gs_agent **out)
+{
+	struct gs_agent *a;
+	int fl;
+
+	if (fd < 0)
+		return -EBADF;
+	if (!mm)
+		return -EINVAL;
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->fd = fd;
+	a->mm = mm;
+	a->stop_efd = -1;
+	pthread_mutex_init(&a->lock, NULL);
+	*out = a;
+	return 0;
+}
+
+int gs_agent_attach(const char *dev_path, uint32_t id, struct gs_mm *mm,
+		    struct gs_agent **out)
+{
+	int devfd, fd, ret;
+
+	if (!mm)
+		return -EINVAL;
+	devfd = gs_open(dev_path, 0, NULL);
+	if (devfd < 0)
+		return devfd;
+	fd = gs_attach(devfd, id, GPUSLEEP_ROLE_AGENT);
+	close(devfd);
+	if (fd < 0)
+		return fd;
+	ret = gs_agent_from_fd(fd, mm, out);
+	if (ret)
+		close(fd);
+	return ret;
+}
+
+void gs_agent_destroy(struct gs_agent *a)
+{
+	if (!a)
+		return;
+	if (a->running)
+		gs_agent_stop(a);
+	close(a->fd);
+	pthread_mutex_destroy(&a->lock);
+	free(a);
+}
+
+int gs_agent_fd(const struct gs_agent *a)
+{
+	return a->fd;
+}
+
+void gs_agent_get_stats(struct gs_agent *a, struct gs_agent_stats *st)
+{
+	pthread_mutex_lock(&a->lock);
+	*st = a->stats;
+	pthread_mutex_unlock(&a->lock);
+}
+
+static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
+{
+	uint64_t bytes = 0;
+	int status, ret;
+	bool pause;
+
+	switch (ev->type) {
+	case GPUSLEEP_EV_PAUSE_TAG:
+		pause = true;
+		status = gs_mm_pause(a->mm, ev->tags, &bytes);
+		break;
+	case GPUSLEEP_EV_RESUME_TAG:
+		pause = false;
+		status = gs_mm_resume(a->mm, ev->tags, &bytes);
+		break;
+	default:
+		return 0;	/* not an agent's event */
+	}
+	/*
+	 * Already in the asked state (a late answer after a timeout was
+	 * counted, or a tag with nothing in it): that is what was asked.
+	 */
+	if (status == -EALREADY)
+		status = 0;
+	if (status)
+		bytes = 0;
+	ret = gs_complete(a->fd, ev, status, bytes);
+	pthread_mutex_lock(&a->lock);
+	if (status)
+		a->stats.failures++;
+	else if (pause)
+		a->stats.pauses++;
+	else
+		a->stats.resumes++;
+	if (ret)
+		a->stats.complete_errors++;
+	pthread_mutex_unlock(&a->lock);
+	/* -ESTALE: the kernel gave up on the step; the mm state is still true */
+	return ret == -ESTALE ? 0 : ret;
+}
+
+int gs_agent_dispatch(struct gs_agent *a)
+{
+	struct gpusleep_event ev;
+	int n = 0, ret;
+
+	for (;;) {
+		ret = gs_read_event(a->fd, &ev);
+		if (ret == -EAGAIN)
+			return n;
+		if (ret == 0)
+			return -EPIPE;
+		if (ret < 0)
+			return ret;
+		n++;
+		pthread_mutex_lock(&a->lock);
+		a->stats.events++;
+		pthread_mutex_unlock(&a->lock);
+		ret = handle(a, &ev);
+		if (ret < 0)
+			return ret;
+	}
+}
+
+static int arm(struct io_uring *ring, int fd, uint64_t ud)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+	int ret;
+
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_poll_multishot(sqe, fd, POLLIN);
+	io_uring_sqe_set_data64(sqe, ud);
+	ret = io_uring_submit(ring);
+	return ret < 0 ? ret : 0;
+}
+
+static void *agent_thread(void *p)
+{
+	struct gs_agent *a = p;
+	int ret = 0;
+
+	for (;;) {
+		struct io_uring_cqe *cqe;
+		uint64_t ud;
+		bool more;
+		int res;
+
+		ret = io_uring_wait_cqe(&a->ring, &cqe);
+		if (ret == -EINTR)
+			continue;
+		if (ret < 0)
+			break;
+		ud = io_uring_cqe_get_data64(cqe);
+		res = cqe->res;
+		more = cqe->flags & IORING_CQE_F_MORE;
+		io_uring_cqe_seen(&a->ring, cqe);
+
+		if (ud == UD_STOP) {
+			ret = 0;
+			break;
+		}
+		if (res < 0 && res != -ECANCELED) {
+			ret = res;
+			break;
+		}
+		/* records first, even with POLLHUP: read() drains, then EOF */
+		ret = gs_agent_dispatch(a);
+		if (ret == -EPIPE) {
+			ret = 0;	/* the domain died: nothing left to serve */
+			break;
+		}
+		if (ret < 0)
+			break;
+		if (!more) {
+			ret = arm(&a->ring, a->fd, UD_AGENT);
+			if (ret < 0)
+				break;
+		}
+	}
+	a->thread_ret = ret;
+	return NULL;
+}
+
+int gs_agent_start(struct gs_agent *a)
+{
+	int ret;
+
+	if (a->running)
+		return -EALREADY;
+	a->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (a->stop_efd < 0)
+		return -errno;
+	ret = io_uring_queue_init(8, &a->ring, 0);
+	if (ret < 0)
+		goto err_efd;
+	ret = arm(&a->ring, a->stop_efd, UD_STOP);
+	if (!ret)
+		ret = arm(&a->ring, a->fd, UD_AGENT);
+	if (ret)
+		goto err_ring;
+	a->thread_ret = 0;
+	ret = -pthread_create(&a->thread, NULL, agent_thread, a);
+	if (ret)
+		goto err_ring;
+	a->running = true;
+	return 0;
+
+err_ring:
+	io_uring_queue_exit(&a->ring);
+err_efd:
+	close(a->stop_efd);
+	a->stop_efd = -1;
+	return ret;
+}
+
+int gs_agent_stop(struct gs_agent *a)
+{
+	uint64_t one = 1;
+
+	if (!a->running)
+		return -EINVAL;
+	/* the counter only grows: a failed write cannot lose the wakeup */
+	if (write(a->stop_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		fprintf(stderr, "gpusleep agent: stop eventfd write: %s\n",
+			strerror(errno));
+	pthread_join(a->thread, NULL);
+	a->running = false;
+	io_uring_queue_exit(&a->ring);
+	close(a->stop_efd);
+	a->stop_efd = -1;
+	return a->thread_ret;
+}

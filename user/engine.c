@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * gs_engine: the engine's side of a domain. The engine fd is polled by the
+ * scheduler's loop; gs_engine_dispatch() reads the queued records and runs
+ * the callbacks (drain, reset caches, KV repair, resume scheduling, drain
+ * cancelled), answering GPUSLEEP_IOC_COMPLETE for the steps that need it.
+ * A callback may answer later (GS_PENDING + gs_engine_complete()), as a real
+ * scheduler finishes its in-flight requests before it reports drained.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "libgpusleep.h"
+
+struct gs_engine {
+	int fd;
+	uint32_t id;
+	struct gs_engine_ops ops;
+	void *arg;
+	pthread_mutex_t lock;		/* sched_paused, pending, pending_ev */
+	bool sched_paused;
+	bool pending;
+	struct gpusleep_event pending_ev;
+};
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+int gs_engine_from_fd(int fd, uint32_t id, const struct gs_engine_ops *ops,
+		      void *arg, struct gs_engine **out)
+{
+	struct gs_engine *e;
+	int ret;
+
+	if (fd < 0)
+		return -EBADF;
+	ret = set_nonblock(fd);
+	if (ret)
+		return ret;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->fd = fd;
+	e->id = id;
+	if (ops)
+		e->ops = *ops;
+	e->arg = arg;
+	pthread_mutex_init(&e->lock, NULL);
+	*out = e;
+	return 0;
+}
+
+int gs_engine_create(const struct gs_engine_config *cfg,
+		     const struct gs_engine_ops *ops, void *arg,
+		     struct gs_engine **out)
+{
+	uint32_t id = 0;
+	int devfd, fd, ret;
+
+	if (!cfg || !cfg->name || !*cfg->name)
+		return -EINVAL;
+	devfd = gs_open(cfg->dev_path, 0, NULL);
+	if (devfd < 0)
+		return devfd;
+	fd = gs_create_domain(devfd, cfg->name, cfg->gpu, cfg->caps, &id);
+	close(devfd);
+	if (fd < 0)
+		return fd;
+	ret = gs_engine_from_fd(fd, id, ops, arg, out);
+	if (ret)
+		close(fd);
+	return ret;
+}
+
+void gs_engine_destroy(struct gs_engine *e)
+{
+	if (!e)
+		return;
+	close(e->fd);
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+}
+
+int gs_engine_fd(const struct gs_engine *e)
+{
+	return e->fd;
+}
+
+uint32_t gs_engine_id(const struct gs_engine *e)
+{
+	return e->id;
+}
+
+bool gs_engine_sched_paused(const struct gs_engine *e)
+{
+	struct gs_engine *m = (struct gs_engine *)e;
+	bool v;
+
+	pthread_mutex_lock(&m->lock);
+	v = m->sched_paused;
+	pthread_mutex_unlock(&m->lock);
+	return v;
+}
+
+bool gs_engine_pending(const struct gs_engine *e)
+{
+	struct gs_engine *m = (struct gs_engine *)e;
+	bool v;
+
+	pthread_mutex_lock(&m->lock);
+	v = m->pending;
+	pthread_mutex_unlock(&m->lock);
+	return v;
+}
+
+/* Answer now, or remember the step for gs_engine_complete(). */
+static int answer(struct gs_engine *e, const struct gpusleep_event *ev, int ret)
+{
+	if (ret == GS_PENDING) {
+		pthread_mutex_lock(&e->lock);
+		e->pending = true;
+		e->pending_ev = *ev;
+		pthread_mutex_unlock(&e->lock);
+		return 0;
+	}
+	if (ret > 0)
+		ret = -EINVAL;	/* a callback bug: fail the step, loudly */
+	ret = gs_complete(e->fd, ev, ret, 0);
+	/* -ESTALE: the step timed out or was cancelled meanwhile */
+	return ret == -ESTALE ? 0 : ret;
+}
+
+static int handle(struct gs_engine *e, const struct gpusleep_event *ev)
+{
+	const struct gs_engine_ops *o = &e->ops;
+	int ret;
+
+	/* a new step supersedes an unanswered one: the kernel gave up on it */
+	if (ev->type == GPUSLEEP_EV_DRAIN || ev->type == GPUSLEEP_EV_RESET_CACHES ||
+	    ev->type == GPUSLEEP_EV_REPAIR_KV) {
+		pthread_mutex_lock(&e->lock);
+		e->pending = false;
+		if (ev->type == GPUSLEEP_EV_DRAIN)
+			e->sched_paused = true;
+		pthread_mutex_unlock(&e->lock);
+	}
+
+	switch (ev->type) {
+	case GPUSLEEP_EV_DRAIN:
+		ret = o->drain ? o->drain(e, e->arg, ev->tags,
+					  ev->flags & GPUSLEEP_EVF_ABORT_INFLIGHT) : 0;
+		return answer(e, ev, ret);
+	case GPUSLEEP_EV_RESET_CACHES:
+		ret = o->reset_caches ? o->reset_caches(e, e->arg) : 0;
+		return answer(e, ev, ret);
+	case GPUSLEEP_EV_REPAIR_KV:
+		ret = o->repair_kv ? o->repair_kv(e, e->arg) : 0;
+		return answer(e, ev, ret);
+	case GPUSLEEP_EV_DRAIN_CANCELLED:
+		pthread_mutex_lock(&e->lock);
+		if (e->pending && e->pending_ev.type == GPUSLEEP_EV_DRAIN)
+			e->pending = false;
+		e->sched_paused = false;
+		pthread_mutex_unlock(&e->lock);
+		if (o->drain_cancelled)
+			o->drain_cancelled(e, e->arg);
+		return 0;
+	case GPUSLEEP_EV_RESUME_SCHED:
+		pthread_mutex_lock(&e->lock);
+		e->sched_paused = false;
+		pthread_mutex_unlock(&e->lock);
+		if (o->resume_sched)
+			o->resume_sched(e, e->arg);
+		return 0;
+	default:
+		/* a newer module's event, or an agent's: nothing to do */
+		return 0;
+	}
+}
+
+int gs_engine_dispatch(struct gs_engine *e)
+{
+	struct gpusleep_event ev;
+	int n = 0, ret;
+
+	for (;;) {
+		ret = gs_read_event(e->fd, &ev);
+		if (ret == -EAGAIN)
+			return n;
+		if (ret == 0)
+			return -EPIPE;
+		if (ret < 0)
+			return ret;
+		n++;
+		ret = handle(e, &ev);
+		if (ret < 0)
+			return ret;
+	}
+}
+
+int gs_engine_complete(struct gs_engine *e, int status)
+{
+	struct gpusleep_event ev;
+	int ret;
+
+	pthread_mutex_lock(&e->lock);
+	if (!e->pending) {
+		pthread_mutex_unlock(&e->lock);
+		return -ESTALE;
+	}
+	e->pending = false;
+	ev = e->pending_ev;
+	pthread_mutex_unlock(&e->lock);
+	if (status > 0)
+		status = -EINVAL;
+	ret = gs_complete(e->fd, &ev, status, 0);
+	return ret;
+}

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * PyTorch pluggable allocator on top of gs_mm, so that tensors live on
+ * tagged, sleepable memory. From Python (see docs/pytorch.md):
+ *
+ *   import ctypes, torch
+ *   lib = "/usr/lib/x86_64-linux-gnu/libgpusleep.so.0"
+ *   alloc = torch.cuda.memory.CUDAPluggableAllocator(
+ *       lib, "gpusleep_malloc", "gpusleep_free")
+ *   torch.cuda.memory.change_current_allocator(alloc)  # before any CUDA use
+ *   gs = ctypes.CDLL(lib)
+ *   gs.gpusleep_set_tag(b"weights")    # load the model
+ *   gs.gpusleep_set_tag(b"kv_cache")   # allocate the KV pools
+ *   gs.gpusleep_agent_start(domain_id) # serve the domain's pause/resume
+ *
+ * One memory manager per process, made at the first allocation for that
+ * allocation's device. Environment:
+ *   GPUSLEEP_BACKEND      "cuda" (default) or "host" (tests, no GPU)
+ *   GPUSLEEP_BACKUP_TAGS  tags backed up to host memory on release
+ *                         (default "weights"; "" = discard everything)
+ *   GPUSLEEP_CUDA_LIB     the libcuda to dlopen (default "libcuda.so.1")
+ * Allocations made before any gpusleep_set_tag() go to "weights", so they
+ * are kept (backed up) across sleep, never silently discarded.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "libgpusleep.h"
+
+void *gpusleep_malloc(ssize_t size, int device, void *stream);
+void gpusleep_free(void *ptr, ssize_t size, int device, void *stream);
+int gpusleep_set_tag(const char *tag);
+struct gs_mm *gpusleep_mm(void);
+int gpusleep_agent_start(unsigned int domain_id);
+int gpusleep_agent_stop(void);
+
+static pthread_mutex_t torch_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gs_mm *torch_mm;
+static int torch_device = -1;
+static struct gs_agent *torch_agent;
+static _Atomic uint32_t cur_tag = GPUSLEEP_TAG_WEIGHTS;
+
+static int mm_init(int device)
+{
+	const char *kind = getenv("GPUSLEEP_BACKEND");
+	const char *backup = getenv("GPUSLEEP_BACKUP_TAGS");
+	struct gs_backend *b;
+	uint32_t keep = GPUSLEEP_TAG_WEIGHTS;
+	int ret = 0;
+
+	if (backup && gs_tags_parse(backup, &keep)) {
+		fprintf(stderr, "gpusleep: GPUSLEEP_BACKUP_TAGS=\"%s\": unknown tag\n",
+			backup);
+		return -EINVAL;
+	}
+	if (kind && !strcmp(kind, "host")) {
+		b = gs_backend_host_new();
+		if (!b)
+			ret = -errno;
+	} else if (!kind || !strcmp(kind, "cuda")) {
+		b = gs_backend_cuda_new(device, getenv("GPUSLEEP_CUDA_LIB"), &ret);
+	} else {
+		fprintf(stderr, "gpusleep: GPUSLEEP_BACKEND=\"%s\": want cuda or host\n",
+			kind);
+		return -EINVAL;
+	}
+	if (!b) {
+		fprintf(stderr, "gpusleep: %s backend for device %d: %s\n",
+			kind ? kind : "cuda", device, strerror(-ret));
+		return ret;
+	}
+	ret = gs_mm_new(b, &torch_mm);
+	if (ret) {
+		fprintf(stderr, "gpusleep: memory manager: %s\n", strerror(-ret));
+		return ret;
+	}
+	for (unsigned int i = 0; i < GPUSLEEP_NR_TAGS; i++) {
+		uint32_t t = 1U << i;
+
+		gs_mm_set_policy(torch_mm, t, keep & t ? GS_MM_BACKUP : GS_MM_DISCARD, 0);
+	}
+	torch_device = device;
+	return 0;
+}
+
+void *gpusleep_malloc(ssize_t size, int device, void *stream)
+{
+	void *p;
+	int ret = 0;
+
+	(void)stream;
+	if (size < 0)
+		return NULL;
+	pthread_mutex_lock(&torch_lock);
+	if (!torch_mm)
+		ret = mm_init(device);
+	else if (device != torch_device)
+		ret = -EXDEV;
+	pthread_mutex_unlock(&torch_lock);
+	if (ret == -EXDEV)
+		fprintf(stderr, "gpusleep: allocation on device %d, but this process's memory manager serves device %d\n",
+			device, torch_device);
+	if (ret)
+		return NULL;
+	p = gs_mm_alloc(torch_mm, atomic_load(&cur_tag), (size_t)size);
+	if (!p)
+		fprintf(stderr, "gpusleep: allocating %zd bytes (tag %s): %s\n",
+			size, gs_tag_name(atomic_load(&cur_tag)), strerror(errno));
+	return p;
+}
+
+void gpusleep_free(void *ptr, ssize_t size, int device, void *stream)
+{
+	int ret;
+
+	(void)stream;
+	(void)device;
+	if (!ptr || !torch_mm)
+		return;
+	ret = gs_mm_free(torch_mm, ptr);
+	if (ret)
+		fprintf(stderr, "gpusleep: freeing %p (%zd bytes): %s\n", ptr, size,
+			strerror(-ret));
+}
+
+/* One tag name ("weights" or "kv_cache"): the tag of later allocations. */
+int gpusleep_set_tag(const char *tag)
+{
+	uint32_t t;
+
+	if (!tag || gs_tags_parse(tag, &t) || !gs_tag_name(t)) {
+		fprintf(stderr, "gpusleep: set_tag(\"%s\"): want one of weights, kv_cache\n",
+			tag ? tag : "(null)");
+		return -EINVAL;
+	}
+	atomic_store(&cur_tag, t);
+	return 0;
+}
+
+/* The process's memory manager, NULL before the first allocation. */
+struct gs_mm *gpusleep_mm(void)
+{
+	return torch_mm;
+}
+
+/* Attach this process's memory manager as the agent of domain_id and serve
+ * it on its own thread. */
+int gpusleep_agent_start(unsigned int domain_id)
+{
+	int ret;
+
+	pthread_mutex_lock(&torch_lock);
+	if (!torch_mm) {
+		ret = -ENOENT;
+		fprintf(stderr, "gpusleep: agent for domain %u: nothing allocated yet\n",
+			domain_id);
+		goto out;
+	}
+	if (torch_agent) {
+		ret = -EALREADY;
+		goto out;
+	}
+	ret = gs_agent_attach(NULL, domain_id, torch_mm, &torch_agent);
+	if (!ret) {
+		ret = gs_agent_start(torch_agent);
+		if (ret) {
+			gs_agent_destroy(torch_agent);
+			torch_agent = NULL;
+		}
+	}
+	if (ret)
+		fprintf(stderr, "gpusleep: agent for domain %u: %s\n", domain_id,
+			strerror(-ret));
+out:
+	pthread_mutex_unlock(&torch_lock);
+	return ret;
+}
+
+int gpusleep_agent_stop(void)
+{
+	int ret = -EINVAL;
+
+	pthread_mutex_lock(&torch_lock);
+	if (torch_agent) {
+		ret = gs_agent_stop(torch_agent);
+		gs_agent_destroy(torch_agent);
+		torch_agent = NULL;
+	}
+	pthread_mutex_unlock(&torch_lock);
+	return ret;
+}

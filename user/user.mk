@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# libgpusleep and its tests; included by the top Makefile, which provides
+# BUILD, CC, CFLAGS (and may provide LDFLAGS, KSFT_INC, KSFT_CFLAGS,
+# KSFT_STAMP). Builds:
+#   $(BUILD)/lib/libgpusleep.so, .so.0 (soname link), libgpusleep.a
+#   $(BUILD)/tests/host/NAME       tests/host/NAME.c (HOST_TESTS)
+#   $(BUILD)/tests/host-asan/NAME  the same with ASan+UBSan (HOST_TESTS)
+#   $(BUILD)/tests/vm-user/NAME    tests/vm-user/NAME.c (VM_TESTS)
+# tests/host/*cuda* belong to user/cuda.mk (CUDA backend tests).
+#
+# user/backend_cuda.c is compiled in, with HAVE_CUDA=1, only when it exists
+# and cuda.h is found in $(CUDA_HOME)/include or /usr/local/cuda/include.
+
+GS_LIBDIR	:= $(BUILD)/lib
+GS_OBJDIR	:= $(BUILD)/user
+GS_SONAME	:= libgpusleep.so.0
+GS_LIBS		:= -lpthread -luring -ldl
+GS_ASAN		:= -fsanitize=address,undefined -fno-omit-frame-pointer
+GS_KSFT_CFLAGS	:= $(if $(KSFT_CFLAGS),$(KSFT_CFLAGS),-isystem $(KSFT_INC))
+
+GS_CUDA_H	:= $(firstword $(wildcard $(if $(CUDA_HOME),$(CUDA_HOME)/include/cuda.h) \
+			/usr/local/cuda/include/cuda.h))
+GS_SRCS		:= $(filter-out user/backend_cuda.c,$(sort $(wildcard user/*.c)))
+GS_LIB_CFLAGS	:= $(CFLAGS) -fPIC -Iuser -Iuser/include
+ifneq ($(and $(wildcard user/backend_cuda.c),$(GS_CUDA_H)),)
+GS_SRCS		+= user/backend_cuda.c
+GS_LIB_CFLAGS	+= -DHAVE_CUDA=1 -I$(dir $(GS_CUDA_H))
+endif
+
+GS_OBJS		:= $(GS_SRCS:user/%.c=$(GS_OBJDIR)/pic/%.o)
+GS_ASAN_OBJS	:= $(GS_SRCS:user/%.c=$(GS_OBJDIR)/asan/%.o)
+GS_SO		:= $(GS_LIBDIR)/libgpusleep.so
+GS_A		:= $(GS_LIBDIR)/libgpusleep.a
+GS_ASAN_A	:= $(GS_LIBDIR)/asan/libgpusleep.a
+
+$(GS_OBJDIR)/pic/%.o: user/%.c
+	@mkdir -p $(@D)
+	$(CC) $(GS_LIB_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(GS_OBJDIR)/asan/%.o: user/%.c
+	@mkdir -p $(@D)
+	$(CC) $(GS_LIB_CFLAGS) $(GS_ASAN) -MMD -MP -c -o $@ $<
+
+$(GS_SO): $(GS_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(GS_SONAME) -Wl,--no-undefined \
+		-o $@ $^ $(LDFLAGS) $(GS_LIBS)
+
+$(GS_LIBDIR)/$(GS_SONAME): $(GS_SO)
+	ln -sfn libgpusleep.so $@
+
+$(GS_A): $(GS_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(GS_ASAN_A): $(GS_ASAN_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+ALL_TARGETS	+= $(GS_SO) $(GS_LIBDIR)/$(GS_SONAME) $(GS_A)
+
+# ------------------------------------------------------------------ tests
+GS_HOST_SRCS	:= $(sort $(foreach f,$(wildcard tests/host/*.c), \
+			$(if $(findstring cuda,$(notdir $(f))),,$(f))))
+GS_HOST_BINS	:= $(GS_HOST_SRCS:tests/host/%.c=$(BUILD)/tests/host/%)
+GS_HOST_ASAN	:= $(GS_HOST_SRCS:tests/host/%.c=$(BUILD)/tests/host-asan/%)
+GS_VMU_SRCS	:= $(sort $(wildcard tests/vm-user/*.c))
+GS_VMU_BINS	:= $(GS_VMU_SRCS:tests/vm-user/%.c=$(BUILD)/tests/vm-user/%)
+GS_TEST_CFLAGS	:= $(CFLAGS) $(GS_KSFT_CFLAGS) -Iuser -Iuser/include -MMD -MP
+
+$(GS_HOST_BINS): $(BUILD)/tests/host/%: tests/host/%.c $(GS_A) $(KSFT_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(GS_TEST_CFLAGS) -o $@ $< $(GS_A) $(LDFLAGS) $(GS_LIBS)
+
+$(GS_HOST_ASAN): $(BUILD)/tests/host-asan/%: tests/host/%.c $(GS_ASAN_A) $(KSFT_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(GS_TEST_CFLAGS) $(GS_ASAN) -o $@ $< $(GS_ASAN_A) $(LDFLAGS) $(GS_LIBS)
+
+$(GS_VMU_BINS): $(BUILD)/tests/vm-user/%: tests/vm-user/%.c $(GS_A) $(KSFT_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(GS_TEST_CFLAGS) -o $@ $< $(GS_A) $(LDFLAGS) $(GS_LIBS)
+
+ALL_TARGETS	+= $(GS_HOST_BINS) $(GS_HOST_ASAN) $(GS_VMU_BINS)
+HOST_TESTS	+= $(GS_HOST_BINS) $(GS_HOST_ASAN)
+VM_TESTS	+= $(GS_VMU_BINS)
+
+.PHONY: libgpusleep
+libgpusleep: $(GS_SO) $(GS_LIBDIR)/$(GS_SONAME) $(GS_A)
+
+-include $(GS_OBJS:.o=.d) $(GS_ASAN_OBJS:.o=.d) $(GS_HOST_BINS:=.d) \
+	$(GS_HOST_ASAN:=.d) $(GS_VMU_BINS:=.d)
+
+-include user/cuda.mk
