@@ -51,6 +51,28 @@ void gs_evq_unpop(struct gs_evq *q, const struct gpusleep_event *ev)
 	q->count++;
 }
 
+/*
+ * Take back an unread record of op_id and type, keeping the order of the
+ * others. True if it was still queued (the reader never saw it).
+ */
+bool gs_evq_withdraw(struct gs_evq *q, u64 op_id, u32 type)
+{
+	unsigned int i, j;
+
+	for (i = 0; i < q->count; i++) {
+		struct gpusleep_event *ev = &q->rec[(q->head + i) % GS_EVQ_LEN];
+
+		if (ev->op_id != op_id || ev->type != type)
+			continue;
+		for (j = i; j + 1 < q->count; j++)
+			q->rec[(q->head + j) % GS_EVQ_LEN] =
+				q->rec[(q->head + j + 1) % GS_EVQ_LEN];
+		q->count--;
+		return true;
+	}
+	return false;
+}
+
 void gs_evq_clear(struct gs_evq *q)
 {
 	q->head = 0;

@@ -67,6 +67,7 @@ struct gs_op {
 	u32 todo;		/* tags still to pause/resume */
 	u32 done_tags;		/* tags the agent confirmed */
 	bool repair_sent;	/* resume: REPAIR_KV queued */
+	bool paused_sched;	/* release: this op's DRAIN paused scheduling */
 	u64 bytes[GPUSLEEP_MAX_TAGS];
 	ktime_t start;
 };
@@ -165,6 +166,7 @@ void gs_evq_init(struct gs_evq *q);
 int gs_evq_push(struct gs_evq *q, const struct gpusleep_event *ev);
 bool gs_evq_pop(struct gs_evq *q, struct gpusleep_event *ev);
 void gs_evq_unpop(struct gs_evq *q, const struct gpusleep_event *ev);
+bool gs_evq_withdraw(struct gs_evq *q, u64 op_id, u32 type);
 void gs_evq_clear(struct gs_evq *q);
 
 /* efd.c */

@@ -179,9 +179,19 @@ static void gs_op_finish(struct gs_domain *d, int err, u32 reason)
 	else
 		d->last_resume_ns = ns;
 
-	/* A drain the engine was asked for and never finished is called off. */
-	if (from == GPUSLEEP_S_DRAINING && err && !d->dead)
-		gs_notify_engine(d, GPUSLEEP_EV_DRAIN_CANCELLED);
+	/*
+	 * A drain the engine was asked for and never finished is called off.
+	 * If it never even read the request, take the request back instead:
+	 * the engine was not told to pause, so it need not be told to resume.
+	 */
+	if (from == GPUSLEEP_S_DRAINING && err && !d->dead) {
+		if (gs_evq_withdraw(&d->engine_q, op->id, GPUSLEEP_EV_DRAIN)) {
+			if (op->paused_sched)
+				d->sched_paused = false;
+		} else {
+			gs_notify_engine(d, GPUSLEEP_EV_DRAIN_CANCELLED);
+		}
+	}
 	gs_maybe_resume_sched(d);
 
 	d->op_active = false;
@@ -315,6 +325,7 @@ int gs_op_release(struct gs_domain *d, struct gpusleep_op *req)
 	req->reason = GPUSLEEP_R_NONE;
 	req->bad_tags = 0;
 	req->op_id = d->op.id;
+	d->op.paused_sched = !d->sched_paused;
 	d->sched_paused = true;
 	gs_transition(d, GPUSLEEP_S_DRAINING);
 	gs_send_step(d, GPUSLEEP_EV_DRAIN, tags,

@@ -1,0 +1,472 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The uAPI's edges: one bad input per check, each with its errno, and the
+ * access rules (owner uid or CAP_SYS_ADMIN) and limits.
+ */
+#define _GNU_SOURCE
+#include <sys/eventfd.h>
+#include "kselftest_harness.h"
+#include "gs_test.h"
+
+FIXTURE(dev) {
+	int dev;
+};
+
+FIXTURE_SETUP(dev)
+{
+	self->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	if (self->dev < 0)
+		SKIP(return, "%s: %s (module not loaded)", GS_DEV, strerror(errno));
+}
+
+FIXTURE_TEARDOWN(dev)
+{
+	if (self->dev >= 0)
+		close(self->dev);
+}
+
+static int create_raw(int dev, struct gpusleep_create *c)
+{
+	return gs_err(ioctl(dev, GPUSLEEP_IOC_CREATE_DOMAIN, c));
+}
+
+static void fill_create(struct gpusleep_create *c, const char *name)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	snprintf(c->gpu, sizeof(c->gpu), "GPU-0000:3b:00.0");
+}
+
+TEST_F(dev, unknown_ioctl_on_device)
+{
+	EXPECT_EQ(-1, ioctl(self->dev, _IO(GPUSLEEP_IOC_MAGIC, 0x7f)));
+	EXPECT_EQ(ENOTTY, errno);
+	/* A domain-fd command is unknown on the device. */
+	EXPECT_EQ(-1, ioctl(self->dev, GPUSLEEP_IOC_IS_SLEEPING, 0));
+	EXPECT_EQ(ENOTTY, errno);
+}
+
+TEST_F(dev, unknown_ioctl_on_domain)
+{
+	int e = gs_create(self->dev, "u1", 0, NULL);
+
+	ASSERT_LE(0, e);
+	EXPECT_EQ(-1, ioctl(e, _IO(GPUSLEEP_IOC_MAGIC, 0x7f)));
+	EXPECT_EQ(ENOTTY, errno);
+	EXPECT_EQ(-1, ioctl(e, GPUSLEEP_IOC_CREATE_DOMAIN, NULL));
+	EXPECT_EQ(ENOTTY, errno);
+	close(e);
+}
+
+struct op_short { __u32 tags, flags; };
+struct op_long { struct gpusleep_op op; __u64 more; };
+
+TEST_F(dev, short_and_oversized_struct)
+{
+	struct op_short s = { 0 };
+	struct op_long l;
+	int e = gs_create(self->dev, "u2", 0, NULL);
+
+	ASSERT_LE(0, e);
+	memset(&l, 0, sizeof(l));
+	EXPECT_EQ(-1, ioctl(e, _IOWR(GPUSLEEP_IOC_MAGIC, 0x10, struct op_short),
+			    &s));
+	EXPECT_EQ(ENOTTY, errno);
+	EXPECT_EQ(-1, ioctl(e, _IOWR(GPUSLEEP_IOC_MAGIC, 0x10, struct op_long),
+			    &l));
+	EXPECT_EQ(ENOTTY, errno);
+	close(e);
+}
+
+TEST_F(dev, bad_pointer_is_efault)
+{
+	EXPECT_EQ(-1, ioctl(self->dev, GPUSLEEP_IOC_CREATE_DOMAIN, (void *)8));
+	EXPECT_EQ(EFAULT, errno);
+}
+
+TEST_F(dev, api_reserved_nonzero)
+{
+	struct gpusleep_api a = { .api = GPUSLEEP_API_VERSION };
+
+	a.reserved[0] = 1;
+	EXPECT_EQ(-1, ioctl(self->dev, GPUSLEEP_IOC_API, &a));
+	EXPECT_EQ(EINVAL, errno);
+}
+
+TEST_F(dev, create_name_too_long)
+{
+	struct gpusleep_create c;
+
+	fill_create(&c, "x");
+	memset(c.name, 'a', sizeof(c.name));
+	EXPECT_EQ(-ENAMETOOLONG, create_raw(self->dev, &c));
+}
+
+TEST_F(dev, create_gpu_too_long)
+{
+	struct gpusleep_create c;
+
+	fill_create(&c, "x");
+	memset(c.gpu, 'a', sizeof(c.gpu));
+	EXPECT_EQ(-ENAMETOOLONG, create_raw(self->dev, &c));
+}
+
+TEST_F(dev, create_name_empty)
+{
+	struct gpusleep_create c;
+
+	fill_create(&c, "");
+	EXPECT_EQ(-EINVAL, create_raw(self->dev, &c));
+}
+
+TEST_F(dev, create_name_bad_char)
+{
+	struct gpusleep_create c;
+
+	fill_create(&c, "a/b");
+	EXPECT_EQ(-EINVAL, create_raw(self->dev, &c));
+}
+
+TEST_F(dev, create_garbage_after_nul)
+{
+	struct gpusleep_create c;
+
+	fill_create(&c, "ok");
+	c.name[10] = 'z';
+	EXPECT_EQ(-EINVAL, create_raw(self->dev, &c));
+}
+
+TEST_F(dev, create_unknown_caps)
+{
+	struct gpusleep_create c;
+
+	fill_create(&c, "ok");
+	c.caps = 1u << 8;
+	EXPECT_EQ(-EINVAL, create_raw(self->dev, &c));
+}
+
+TEST_F(dev, create_flags_nonzero)
+{
+	struct gpusleep_create c;
+
+	fill_create(&c, "ok");
+	c.flags = 1;
+	EXPECT_EQ(-EINVAL, create_raw(self->dev, &c));
+}
+
+TEST_F(dev, create_reserved_nonzero)
+{
+	struct gpusleep_create c;
+
+	fill_create(&c, "ok");
+	c.reserved[1] = 1;
+	EXPECT_EQ(-EINVAL, create_raw(self->dev, &c));
+}
+
+TEST_F(dev, create_returns_cloexec_fd_and_id)
+{
+	struct gpusleep_create c;
+	int e;
+
+	fill_create(&c, "ok");
+	e = create_raw(self->dev, &c);
+	ASSERT_LE(0, e);
+	EXPECT_LT(0, c.id);
+	EXPECT_TRUE(fcntl(e, F_GETFD) & FD_CLOEXEC);
+	close(e);
+}
+
+TEST_F(dev, attach_unknown_domain)
+{
+	EXPECT_EQ(-ENOENT, gs_attach(self->dev, 0x7ffffff0,
+				     GPUSLEEP_ROLE_CONTROLLER));
+}
+
+TEST_F(dev, attach_bad_role)
+{
+	uint32_t id = 0;
+	int e = gs_create(self->dev, "r", 0, &id);
+
+	ASSERT_LE(0, e);
+	EXPECT_EQ(-EINVAL, gs_attach(self->dev, id, GPUSLEEP_ROLE_ENGINE));
+	EXPECT_EQ(-EINVAL, gs_attach(self->dev, id, 99));
+	close(e);
+}
+
+TEST_F(dev, second_agent_busy)
+{
+	uint32_t id = 0;
+	int e = gs_create(self->dev, "a2", 0, &id);
+	int a1, a2;
+
+	ASSERT_LE(0, e);
+	a1 = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
+	ASSERT_LE(0, a1);
+	EXPECT_EQ(-EBUSY, gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT));
+	close(a1);
+	/* The slot is free again once the first agent is gone. */
+	a2 = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
+	EXPECT_LE(0, a2);
+	close(a2);
+	close(e);
+}
+
+TEST_F(dev, attach_after_engine_closed)
+{
+	uint32_t id = 0;
+	int e = gs_create(self->dev, "gone", 0, &id);
+
+	ASSERT_LE(0, e);
+	close(e);
+	EXPECT_EQ(-ENOENT, gs_attach(self->dev, id, GPUSLEEP_ROLE_CONTROLLER));
+}
+
+TEST_F(dev, dead_domain_ioctls_enodev)
+{
+	struct gpusleep_state st;
+	uint32_t id = 0;
+	int e = gs_create(self->dev, "dead", 0, &id);
+	int c;
+
+	ASSERT_LE(0, e);
+	c = gs_attach(self->dev, id, GPUSLEEP_ROLE_CONTROLLER);
+	ASSERT_LE(0, c);
+	close(e);
+	EXPECT_EQ(-ENODEV, gs_release(c, 0, 0, NULL));
+	EXPECT_EQ(-ENODEV, gs_resume(c, 0, 0, NULL));
+	ASSERT_EQ(0, gs_state(c, &st));
+	EXPECT_EQ(GPUSLEEP_S_DEAD, st.state);
+	EXPECT_TRUE(st.flags & GPUSLEEP_SF_DEAD);
+	close(c);
+}
+
+TEST_F(dev, state_fields_all_written)
+{
+	struct gpusleep_state st;
+	uint32_t id = 0;
+	int e = gs_create(self->dev, "st", GPUSLEEP_CAP_PREFIX_CACHING, &id);
+
+	ASSERT_LE(0, e);
+	ASSERT_EQ(0, gs_state(e, &st));	/* pre-filled with 0xcc */
+	EXPECT_EQ(id, st.id);
+	EXPECT_EQ(0, st.pad);
+	EXPECT_EQ(0, st.reserved[0]);
+	EXPECT_EQ(0, st.reserved[3]);
+	EXPECT_EQ(0, st.last.op_id);
+	EXPECT_EQ(0, st.last.pad);
+	EXPECT_EQ(0, st.bytes_released[GPUSLEEP_MAX_TAGS - 1]);
+	EXPECT_EQ(GPUSLEEP_CAP_PREFIX_CACHING, st.caps);
+	EXPECT_EQ(0, st.flags & GPUSLEEP_SF_KV_RELEASE_ALLOWED);
+	EXPECT_EQ(0, st.flags & GPUSLEEP_SF_AGENT_ATTACHED);
+	close(e);
+}
+
+TEST_F(dev, is_sleeping_arg_nonzero)
+{
+	int e = gs_create(self->dev, "s", 0, NULL);
+
+	ASSERT_LE(0, e);
+	EXPECT_EQ(-1, ioctl(e, GPUSLEEP_IOC_IS_SLEEPING, 1));
+	EXPECT_EQ(EINVAL, errno);
+	close(e);
+}
+
+TEST_F(dev, refuse_kv_without_prefix_reset)
+{
+	struct gpusleep_op op;
+	struct gpusleep_state st;
+	struct gpusleep_event ev;
+	uint32_t id = 0;
+	int e = gs_create(self->dev, "kv", GPUSLEEP_CAP_PREFIX_CACHING, &id);
+	int a;
+
+	ASSERT_LE(0, e);
+	a = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
+	ASSERT_LE(0, a);
+	EXPECT_EQ(-EPERM, gs_release(e, 0, 0, &op));
+	EXPECT_EQ(GPUSLEEP_R_KV_NOT_ALLOWED, op.reason);
+	EXPECT_EQ(-EPERM, gs_release(e, GPUSLEEP_TAG_KV_CACHE, 0, &op));
+	EXPECT_EQ(GPUSLEEP_R_KV_NOT_ALLOWED, op.reason);
+	ASSERT_EQ(0, gs_state(e, &st));
+	EXPECT_EQ(GPUSLEEP_S_AWAKE, st.state);
+	EXPECT_EQ(0, st.last_op_id);
+	EXPECT_EQ(-ETIMEDOUT, gs_next(e, &ev, 0));
+	/* Weights alone are fine. */
+	EXPECT_EQ(0, gs_release(e, GPUSLEEP_TAG_WEIGHTS, GPUSLEEP_OPF_NONBLOCK,
+				&op));
+	close(a);
+	close(e);
+}
+
+TEST_F(dev, eventfd_bad_inputs)
+{
+	int e = gs_create(self->dev, "efd", 0, NULL);
+	int p[2], efd;
+
+	ASSERT_LE(0, e);
+	ASSERT_EQ(0, pipe(p));
+	efd = eventfd(0, EFD_CLOEXEC);
+	ASSERT_LE(0, efd);
+	/* Not an eventfd. */
+	EXPECT_EQ(-EINVAL, gs_eventfd(e, p[0], GPUSLEEP_EFD_OP_DONE));
+	/* Not an open fd. */
+	EXPECT_EQ(-EBADF, gs_eventfd(e, 9999, GPUSLEEP_EFD_OP_DONE));
+	EXPECT_EQ(-EBADF, gs_eventfd(e, -5, GPUSLEEP_EFD_OP_DONE));
+	/* Unknown event bits. */
+	EXPECT_EQ(-EINVAL, gs_eventfd(e, efd, 1u << 7));
+	/* -1 clears and takes no events. */
+	EXPECT_EQ(-EINVAL, gs_eventfd(e, -1, GPUSLEEP_EFD_OP_DONE));
+	/* Removing what is not registered. */
+	EXPECT_EQ(-ENOENT, gs_eventfd(e, efd, 0));
+	EXPECT_EQ(0, gs_eventfd(e, efd, GPUSLEEP_EFD_ALL));
+	EXPECT_EQ(0, gs_eventfd(e, efd, GPUSLEEP_EFD_OP_DONE));	/* update */
+	EXPECT_EQ(0, gs_eventfd(e, efd, 0));
+	EXPECT_EQ(0, gs_eventfd(e, -1, 0));
+	close(efd);
+	close(p[0]);
+	close(p[1]);
+	close(e);
+}
+
+static int write_param(const char *name, const char *val, char *old,
+		       size_t oldlen)
+{
+	char path[128];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/sys/module/gpusleep/parameters/%s",
+		 name);
+	fd = open(path, O_RDWR);
+	if (fd < 0)
+		return -errno;
+	if (old) {
+		n = read(fd, old, oldlen - 1);
+		old[n > 0 ? n : 0] = 0;
+		lseek(fd, 0, SEEK_SET);
+	}
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n < 0 ? -errno : 0;
+}
+
+TEST_F(dev, eventfd_limit)
+{
+	char old[32];
+	int e = gs_create(self->dev, "efdmax", 0, NULL);
+	int efd[4], i;
+
+	ASSERT_LE(0, e);
+	ASSERT_EQ(0, write_param("max_eventfds", "3", old, sizeof(old)));
+	for (i = 0; i < 4; i++) {
+		efd[i] = eventfd(0, EFD_CLOEXEC);
+		ASSERT_LE(0, efd[i]);
+	}
+	for (i = 0; i < 3; i++)
+		EXPECT_EQ(0, gs_eventfd(e, efd[i], GPUSLEEP_EFD_OP_DONE));
+	EXPECT_EQ(-ENOSPC, gs_eventfd(e, efd[3], GPUSLEEP_EFD_OP_DONE));
+	EXPECT_EQ(0, write_param("max_eventfds", old, NULL, 0));
+	for (i = 0; i < 4; i++)
+		close(efd[i]);
+	close(e);
+}
+
+TEST_F(dev, domain_limit)
+{
+	char old[32];
+	int e[3], i;
+
+	ASSERT_EQ(0, write_param("max_domains", "2", old, sizeof(old)));
+	e[0] = gs_create(self->dev, "m0", 0, NULL);
+	e[1] = gs_create(self->dev, "m1", 0, NULL);
+	e[2] = gs_create(self->dev, "m2", 0, NULL);
+	EXPECT_LE(0, e[0]);
+	EXPECT_LE(0, e[1]);
+	EXPECT_EQ(-ENOSPC, e[2]);
+	EXPECT_EQ(0, write_param("max_domains", old, NULL, 0));
+	for (i = 0; i < 3; i++)
+		if (e[i] >= 0)
+			close(e[i]);
+}
+
+/* A child as another uid, reporting the errno of its attach. */
+static int attach_as(int dev, uint32_t id, uid_t uid)
+{
+	int p[2], st, r = 0;
+	pid_t pid;
+
+	if (pipe(p))
+		return -errno;
+	pid = fork();
+	if (pid == 0) {
+		if (setresgid(uid, uid, uid) || setresuid(uid, uid, uid))
+			r = -100;
+		else
+			r = gs_attach(dev, id, GPUSLEEP_ROLE_CONTROLLER);
+		if (write(p[1], &r, sizeof(r)) != sizeof(r))
+			_exit(1);
+		_exit(0);
+	}
+	close(p[1]);
+	if (read(p[0], &r, sizeof(r)) != sizeof(r))
+		r = -101;
+	close(p[0]);
+	waitpid(pid, &st, 0);
+	return r;
+}
+
+TEST_F(dev, other_uid_refused)
+{
+	uint32_t id = 0;
+	int e = gs_create(self->dev, "mine", 0, &id);
+	int r;
+
+	ASSERT_LE(0, e);
+	if (geteuid() != 0)
+		SKIP(close(e); return, "needs root to switch uid");
+	r = attach_as(self->dev, id, 65534);
+	EXPECT_EQ(-EPERM, r);
+	close(e);
+}
+
+TEST_F(dev, admin_may_attach_others_domain)
+{
+	int p[2], q[2], st;
+	uint32_t id = 0;
+	char go = 0;
+	pid_t pid;
+	int c;
+
+	if (geteuid() != 0)
+		SKIP(return, "needs root to switch uid");
+	ASSERT_EQ(0, pipe(p));
+	ASSERT_EQ(0, pipe(q));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int e;
+
+		if (setresgid(65534, 65534, 65534) ||
+		    setresuid(65534, 65534, 65534))
+			_exit(2);
+		e = gs_create(self->dev, "nobody", 0, &id);
+		if (e < 0 || write(p[1], &id, sizeof(id)) != sizeof(id))
+			_exit(3);
+		if (read(q[0], &go, 1) != 1)
+			_exit(4);
+		_exit(0);
+	}
+	ASSERT_EQ(sizeof(id), read(p[0], &id, sizeof(id)));
+	/* Root (CAP_SYS_ADMIN) may attach to a domain of uid 65534. */
+	c = gs_attach(self->dev, id, GPUSLEEP_ROLE_CONTROLLER);
+	EXPECT_LE(0, c);
+	/* Another unprivileged uid may not. */
+	EXPECT_EQ(-EPERM, attach_as(self->dev, id, 65533));
+	ASSERT_EQ(1, write(q[1], &go, 1));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	if (c >= 0)
+		close(c);
+}
+
+TEST_HARNESS_MAIN
