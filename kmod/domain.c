@@ -248,6 +248,12 @@ static bool gs_zero(const void *p, size_t n)
 	return !memchr_inv(p, 0, n);
 }
 
+/* Operations finish in id order, so one number says which are done. */
+static bool gs_op_done(struct gs_domain *d, u64 id)
+{
+	return READ_ONCE(d->last_done_id) >= id;
+}
+
 static long gs_ioc_op(struct gs_file *gf, unsigned int cmd, void __user *argp)
 {
 	struct gs_domain *d = gf->d;
@@ -279,8 +285,7 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd, void __user *argp)
 		return ret;
 
 	id = req.op_id;
-	if (wait_event_interruptible(d->op_wq,
-				     READ_ONCE(d->last_done_id) >= id))
+	if (wait_event_interruptible(d->op_wq, gs_op_done(d, id)))
 		return -EINTR;	/* never restart: the op is running */
 
 	mutex_lock(&d->lock);
@@ -316,15 +321,14 @@ static long gs_ioc_wait(struct gs_file *gf, void __user *argp)
 
 	if (w.timeout_ms) {
 		left = wait_event_interruptible_timeout(d->op_wq,
-				READ_ONCE(d->last_done_id) >= id,
-				msecs_to_jiffies(w.timeout_ms));
+							gs_op_done(d, id),
+							msecs_to_jiffies(w.timeout_ms));
 		if (left < 0)
 			return left;
 		if (!left)
 			return -ETIMEDOUT;
 	} else {
-		ret = wait_event_interruptible(d->op_wq,
-				READ_ONCE(d->last_done_id) >= id);
+		ret = wait_event_interruptible(d->op_wq, gs_op_done(d, id));
 		if (ret)
 			return ret;
 	}

@@ -98,8 +98,7 @@ struct gs_domain {
 	kuid_t owner;
 	pid_t owner_pid;
 
-	struct mutex lock;
-	/* Everything below is protected by lock. */
+	struct mutex lock;	/* protects everything below */
 	u32 state;		/* enum gpusleep_dstate */
 	u32 released;		/* tags the agent confirmed unmapped */
 	bool sched_paused;	/* engine told to pause, not yet to resume */
