@@ -32,13 +32,6 @@
 
 #include "libgpusleep.h"
 
-void *gpusleep_malloc(ssize_t size, int device, void *stream);
-void gpusleep_free(void *ptr, ssize_t size, int device, void *stream);
-int gpusleep_set_tag(const char *tag);
-struct gs_mm *gpusleep_mm(void);
-int gpusleep_agent_start(unsigned int domain_id);
-int gpusleep_agent_stop(void);
-
 static pthread_mutex_t torch_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gs_mm *torch_mm;
 static int torch_device = -1;

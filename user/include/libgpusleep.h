@@ -271,6 +271,19 @@ struct gs_agent_stats {
 };
 void gs_agent_get_stats(struct gs_agent *a, struct gs_agent_stats *st);
 
+/* ------------------------------------------------------------------ */
+/* PyTorch pluggable allocator (docs/pytorch.md)                       */
+
+void *gpusleep_malloc(ssize_t size, int device, void *stream);
+void gpusleep_free(void *ptr, ssize_t size, int device, void *stream);
+/* "weights" or "kv_cache": the tag of later allocations (process-wide). */
+int gpusleep_set_tag(const char *tag);
+/* The process's memory manager, NULL before the first allocation. */
+struct gs_mm *gpusleep_mm(void);
+/* Serve domain_id with that memory manager on an agent thread. */
+int gpusleep_agent_start(unsigned int domain_id);
+int gpusleep_agent_stop(void);
+
 #ifdef __cplusplus
 }
 #endif
