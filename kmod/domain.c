@@ -49,7 +49,7 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req)
 {
 	struct gs_domain *d;
 
-	d = kzalloc(sizeof(*d), GFP_KERNEL_ACCOUNT);
+	d = gs_kzalloc(sizeof(*d), GFP_KERNEL_ACCOUNT);
 	if (!d)
 		return NULL;
 	kref_init(&d->kref);
@@ -102,19 +102,20 @@ int gs_domain_open_fd(struct gs_domain *d, u32 role)
 			return -EPERM;
 	}
 
-	gf = kzalloc(sizeof(*gf), GFP_KERNEL_ACCOUNT);
+	gf = gs_kzalloc(sizeof(*gf), GFP_KERNEL_ACCOUNT);
 	if (!gf)
 		return -ENOMEM;
 	gf->d = d;
 	gf->role = role;
 
-	fd = get_unused_fd_flags(O_CLOEXEC);
+	fd = gs_fault() ? -EMFILE : get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {
 		ret = fd;
 		goto err_free;
 	}
-	file = anon_inode_getfile(gs_role_name(role), &gs_domain_fops, gf,
-				  O_RDWR);
+	file = gs_fault() ? ERR_PTR(-ENOMEM) :
+		anon_inode_getfile(gs_role_name(role), &gs_domain_fops, gf,
+				   O_RDWR);
 	if (IS_ERR(file)) {
 		ret = PTR_ERR(file);
 		goto err_put_fd;
@@ -216,7 +217,7 @@ static ssize_t gs_domain_read(struct file *file, char __user *buf,
 		if (ret)
 			return ret;
 	}
-	if (copy_to_user(buf, &ev, sizeof(ev))) {
+	if (gs_copy_to_user(buf, &ev, sizeof(ev))) {
 		mutex_lock(&d->lock);
 		gs_evq_unpop(q, &ev);
 		mutex_unlock(&d->lock);
@@ -264,7 +265,7 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd, void __user *argp)
 
 	if (gf->role == GPUSLEEP_ROLE_AGENT)
 		return -EPERM;
-	if (copy_from_user(&req, argp, sizeof(req)))
+	if (gs_copy_from_user(&req, argp, sizeof(req)))
 		return -EFAULT;
 
 	mutex_lock(&d->lock);
@@ -279,7 +280,7 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd, void __user *argp)
 		return ret;
 
 	/* Tell the caller the id (or why it was refused) before waiting. */
-	if (copy_to_user(argp, &req, sizeof(req)))
+	if (gs_copy_to_user(argp, &req, sizeof(req)))
 		return -EFAULT;
 	if (ret || (req.flags & GPUSLEEP_OPF_NONBLOCK))
 		return ret;
@@ -294,7 +295,7 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd, void __user *argp)
 	if (ret)
 		return ret;
 	req.reason = res.reason;
-	if (copy_to_user(argp, &req, sizeof(req)))
+	if (gs_copy_to_user(argp, &req, sizeof(req)))
 		return -EFAULT;
 	return res.error;
 }
@@ -306,7 +307,7 @@ static long gs_ioc_wait(struct gs_file *gf, void __user *argp)
 	long ret, left;
 	u64 id;
 
-	if (copy_from_user(&w, argp, sizeof(w)))
+	if (gs_copy_from_user(&w, argp, sizeof(w)))
 		return -EFAULT;
 	if (w.pad || !gs_zero(w.reserved, sizeof(w.reserved)) ||
 	    !gs_zero(&w.result, sizeof(w.result)))
@@ -339,7 +340,7 @@ static long gs_ioc_wait(struct gs_file *gf, void __user *argp)
 	if (ret)
 		return ret;
 	w.op_id = id;
-	if (copy_to_user(argp, &w, sizeof(w)))
+	if (gs_copy_to_user(argp, &w, sizeof(w)))
 		return -EFAULT;
 	return 0;
 }
@@ -352,7 +353,7 @@ static long gs_ioc_complete(struct gs_file *gf, void __user *argp)
 
 	if (gf->role == GPUSLEEP_ROLE_CONTROLLER)
 		return -EPERM;
-	if (copy_from_user(&c, argp, sizeof(c)))
+	if (gs_copy_from_user(&c, argp, sizeof(c)))
 		return -EFAULT;
 	if (c.pad || !gs_zero(c.reserved, sizeof(c.reserved)))
 		return -EINVAL;
@@ -390,13 +391,13 @@ static long gs_domain_ioctl(struct file *file, unsigned int cmd,
 		mutex_lock(&d->lock);
 		gs_fill_state(d, &st);
 		mutex_unlock(&d->lock);
-		if (copy_to_user(argp, &st, sizeof(st)))
+		if (gs_copy_to_user(argp, &st, sizeof(st)))
 			return -EFAULT;
 		return 0;
 	case GPUSLEEP_IOC_WAIT:
 		return gs_ioc_wait(gf, argp);
 	case GPUSLEEP_IOC_EVENTFD:
-		if (copy_from_user(&efd, argp, sizeof(efd)))
+		if (gs_copy_from_user(&efd, argp, sizeof(efd)))
 			return -EFAULT;
 		if (READ_ONCE(d->dead))
 			return -ENODEV;

@@ -72,11 +72,11 @@ int gs_efd_set(struct gs_domain *d, struct gs_file *owner,
 		return -EBADF;
 
 	/* Take the new reference before anything is replaced. */
-	ctx = eventfd_ctx_fdget(req->fd);
+	ctx = gs_fault() ? ERR_PTR(-EBADF) : eventfd_ctx_fdget(req->fd);
 	if (IS_ERR(ctx))
 		return PTR_ERR(ctx);
 	if (req->events) {
-		new = kzalloc(sizeof(*new), GFP_KERNEL_ACCOUNT);
+		new = gs_kzalloc(sizeof(*new), GFP_KERNEL_ACCOUNT);
 		if (!new) {
 			eventfd_ctx_put(ctx);
 			return -ENOMEM;

@@ -34,6 +34,8 @@
 #include <linux/list.h>
 #include <linux/uidgid.h>
 #include <linux/ktime.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
 
 #include <linux/gpusleep.h>
 
@@ -126,6 +128,8 @@ struct gs_domain {
 	u32 timer_step;
 
 	struct device *dev;	/* sysfs; NULL when sysfs is unavailable */
+	struct kernfs_node *kn_state;	/* sysfs_notify targets (sysfs.c) */
+	struct kernfs_node *kn_released;
 };
 
 /* private_data of every domain fd. */
@@ -146,6 +150,10 @@ int gs_ids_add(struct gs_domain *d);
 void gs_ids_remove(struct gs_domain *d);
 struct gs_domain *gs_ids_get(u32 id);
 unsigned int gs_ids_count(void);
+/* The first live domain with id >= *id, referenced; *id is set to its id. */
+struct gs_domain *gs_ids_next(u32 *id);
+/* Bumped on every add and remove: the dump's consistency check (genl.c). */
+unsigned int gs_ids_generation(void);
 
 /* op.c; all with domain->lock held unless noted */
 int gs_op_release(struct gs_domain *d, struct gpusleep_op *req);
@@ -186,6 +194,29 @@ int gs_genl_init(void);
 void gs_genl_exit(void);
 void gs_genl_notify(struct gs_domain *d, u32 from, u32 to, u64 op_id,
 		    const struct gpusleep_result *res);
+
+/*
+ * fault.c: every allocation, fd creation, eventfd lookup and user copy goes
+ * through gs_fault(), so the tests can fail each one in turn.
+ */
+bool gs_fault(void);
+
+static inline void *gs_kzalloc(size_t size, gfp_t gfp)
+{
+	return gs_fault() ? NULL : kzalloc(size, gfp);
+}
+
+static __always_inline unsigned long
+gs_copy_from_user(void *to, const void __user *from, unsigned long n)
+{
+	return gs_fault() ? n : copy_from_user(to, from, n);
+}
+
+static __always_inline unsigned long
+gs_copy_to_user(void __user *to, const void *from, unsigned long n)
+{
+	return gs_fault() ? n : copy_to_user(to, from, n);
+}
 
 /* Called under domain->lock on every state transition. */
 void gs_transition(struct gs_domain *d, u32 to);

@@ -39,6 +39,7 @@ MODULE_PARM_DESC(step_timeout_ms, "Time an agent or engine step has, in ms (defa
 static DEFINE_MUTEX(gs_domains_lock);
 static DEFINE_IDR(gs_domains);
 static unsigned int gs_nr_domains;
+static unsigned int gs_ids_gen = 1;	/* never 0: see nl_dump_check_consistent */
 
 int gs_ids_add(struct gs_domain *d)
 {
@@ -49,10 +50,12 @@ int gs_ids_add(struct gs_domain *d)
 		mutex_unlock(&gs_domains_lock);
 		return -ENOSPC;
 	}
-	id = idr_alloc_cyclic(&gs_domains, d, 1, INT_MAX, GFP_KERNEL);
+	id = gs_fault() ? -ENOMEM :
+		idr_alloc_cyclic(&gs_domains, d, 1, INT_MAX, GFP_KERNEL);
 	if (id >= 0) {
 		d->id = id;
 		gs_nr_domains++;
+		WRITE_ONCE(gs_ids_gen, gs_ids_gen + 1 ? gs_ids_gen + 1 : 1);
 	}
 	mutex_unlock(&gs_domains_lock);
 	return id < 0 ? id : 0;
@@ -64,6 +67,7 @@ void gs_ids_remove(struct gs_domain *d)
 	if (idr_find(&gs_domains, d->id) == d) {
 		idr_remove(&gs_domains, d->id);
 		gs_nr_domains--;
+		WRITE_ONCE(gs_ids_gen, gs_ids_gen + 1 ? gs_ids_gen + 1 : 1);
 	}
 	mutex_unlock(&gs_domains_lock);
 }
@@ -88,6 +92,28 @@ unsigned int gs_ids_count(void)
 	return READ_ONCE(gs_nr_domains);
 }
 
+struct gs_domain *gs_ids_next(u32 *id)
+{
+	struct gs_domain *d;
+	int next = *id;
+
+	if (*id > INT_MAX)
+		return NULL;
+	mutex_lock(&gs_domains_lock);
+	d = idr_get_next(&gs_domains, &next);
+	if (d) {
+		kref_get(&d->kref);
+		*id = next;
+	}
+	mutex_unlock(&gs_domains_lock);
+	return d;
+}
+
+unsigned int gs_ids_generation(void)
+{
+	return READ_ONCE(gs_ids_gen);
+}
+
 static bool gs_zero(const void *p, size_t n)
 {
 	return !memchr_inv(p, 0, n);
@@ -98,14 +124,14 @@ static long gs_dev_api(void __user *argp)
 	struct gpusleep_api api;
 	u64 need;
 
-	if (copy_from_user(&api, argp, sizeof(api)))
+	if (gs_copy_from_user(&api, argp, sizeof(api)))
 		return -EFAULT;
 	if (api.max_domains || !gs_zero(api.reserved, sizeof(api.reserved)))
 		return -EINVAL;
 	need = api.features;
 	api.features = GS_FEATURES;
 	api.max_domains = gs_max_domains;
-	if (copy_to_user(argp, &api, sizeof(api)))
+	if (gs_copy_to_user(argp, &api, sizeof(api)))
 		return -EFAULT;
 	if (api.api != GPUSLEEP_API_VERSION || (need & ~GS_FEATURES))
 		return -EINVAL;
@@ -143,7 +169,7 @@ static long gs_dev_create(void __user *argp)
 	struct gs_domain *d;
 	int ret;
 
-	if (copy_from_user(&req, argp, sizeof(req)))
+	if (gs_copy_from_user(&req, argp, sizeof(req)))
 		return -EFAULT;
 	if (req.flags || req.id || req.pad || (req.caps & ~GPUSLEEP_CAP_ALL) ||
 	    !gs_zero(req.reserved, sizeof(req.reserved)))
@@ -162,7 +188,7 @@ static long gs_dev_create(void __user *argp)
 	if (ret)
 		goto err_put;
 	req.id = d->id;
-	if (copy_to_user(argp, &req, sizeof(req))) {
+	if (gs_copy_to_user(argp, &req, sizeof(req))) {
 		ret = -EFAULT;
 		goto err_remove;
 	}
@@ -194,7 +220,7 @@ static long gs_dev_attach(void __user *argp)
 	struct gs_domain *d;
 	int ret;
 
-	if (copy_from_user(&req, argp, sizeof(req)))
+	if (gs_copy_from_user(&req, argp, sizeof(req)))
 		return -EFAULT;
 	if (req.flags || req.pad || !gs_zero(req.reserved, sizeof(req.reserved)))
 		return -EINVAL;

@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Fault injection walk: fail the Nth allocation / fd creation / eventfd
+ * lookup / user copy of a full release/resume cycle, for every N the cycle
+ * reaches. Each failure must come back as a clean errno, the state must
+ * stay what the agent confirmed, nothing may stay behind once the process
+ * is gone, and the module must still unload (checked by the VM runner).
+ */
+#define _GNU_SOURCE
+#include <sys/eventfd.h>
+#include "kselftest_harness.h"
+#include "gs_test.h"
+
+#define PARAM "/sys/module/gpusleep/parameters/"
+
+static int param_write(const char *name, unsigned int v)
+{
+	char buf[32];
+	int fd = open(name, O_WRONLY);
+	int n, r;
+
+	if (fd < 0)
+		return -errno;
+	n = snprintf(buf, sizeof(buf), "%u", v);
+	r = write(fd, buf, n) == n ? 0 : -errno;
+	close(fd);
+	return r;
+}
+
+static int param_read(const char *name)
+{
+	char buf[32] = "";
+	int fd = open(name, O_RDONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n > 0 ? atoi(buf) : -EIO;
+}
+
+/* Errnos an injected fault may surface as. */
+static int fault_errno(int r)
+{
+	return r == -ENOMEM || r == -EFAULT || r == -EMFILE || r == -EBADF;
+}
+
+struct cycle {
+	int dev, engine, agent, ctl, efd;
+	uint32_t id;
+	uint32_t confirmed;	/* tags whose unmap the agent got accepted */
+	int failed;		/* first failure seen (an errno), 0 if none */
+	int bad;		/* a failure that is not a clean fault errno */
+	int report;		/* pipe to the parent */
+};
+
+static void note(struct cycle *c, const char *what, int r)
+{
+	if (r >= 0 || c->failed)
+		return;
+	c->failed = r;
+	if (!fault_errno(r)) {
+		c->bad = 1;
+		fprintf(stderr, "# %s failed with %d (not a fault errno)\n",
+			what, r);
+	}
+}
+
+/* Read one record; a fault in the copy must leave it queued. */
+static int next_retry(struct cycle *c, int fd, struct gpusleep_event *ev)
+{
+	int r = gs_next(fd, ev, GS_WAIT_MS);
+
+	if (r == -EFAULT) {
+		note(c, "read", r);
+		c->failed = 0;	/* recoverable: the record is still there */
+		r = gs_next(fd, ev, GS_WAIT_MS);
+		if (r)
+			c->bad = 1;
+	}
+	return r;
+}
+
+static int answer(struct cycle *c, int fd, uint32_t type, int is_agent)
+{
+	struct gpusleep_event ev;
+	int r = next_retry(c, fd, &ev);
+
+	if (r) {
+		note(c, "next", r);
+		return r;
+	}
+	if (ev.type != type) {
+		fprintf(stderr, "# got event %u, wanted %u\n", ev.type, type);
+		c->bad = 1;
+		return -EPROTO;
+	}
+	r = gs_answer(fd, &ev, 0, 4096);
+	note(c, "complete", r);
+	if (!r && is_agent) {
+		if (type == GPUSLEEP_EV_PAUSE_TAG)
+			c->confirmed |= ev.tags;
+		else
+			c->confirmed &= ~ev.tags;
+	}
+	return r;
+}
+
+static int op_drive(struct cycle *c, int release)
+{
+	struct gpusleep_op op;
+	struct gpusleep_result res;
+	int r;
+
+	r = release ? gs_release(c->ctl, 0, GPUSLEEP_OPF_NONBLOCK, &op) :
+		      gs_resume(c->ctl, 0, GPUSLEEP_OPF_NONBLOCK, &op);
+	note(c, release ? "release" : "resume", r);
+	if (r)
+		return r;
+	if (release) {
+		if (answer(c, c->engine, GPUSLEEP_EV_DRAIN, 0) ||
+		    answer(c, c->engine, GPUSLEEP_EV_RESET_CACHES, 0) ||
+		    answer(c, c->agent, GPUSLEEP_EV_PAUSE_TAG, 1) ||
+		    answer(c, c->agent, GPUSLEEP_EV_PAUSE_TAG, 1))
+			return -1;
+	} else {
+		if (answer(c, c->agent, GPUSLEEP_EV_RESUME_TAG, 1) ||
+		    answer(c, c->agent, GPUSLEEP_EV_RESUME_TAG, 1) ||
+		    answer(c, c->engine, GPUSLEEP_EV_REPAIR_KV, 0))
+			return -1;
+	}
+	r = gs_wait(c->ctl, op.op_id, GS_WAIT_MS, &res);
+	note(c, "wait", r);
+	if (!r && res.error) {
+		fprintf(stderr, "# op failed: %d\n", res.error);
+		c->bad = 1;
+	}
+	return r;
+}
+
+/* The state must be what the agent confirmed (the fault has fired). */
+static void check_truth(struct cycle *c)
+{
+	struct gpusleep_state st;
+	int fd = c->ctl >= 0 ? c->ctl : c->engine;
+	int r;
+
+	if (fd < 0)
+		return;
+	r = gs_state(fd, &st);
+	if (r == -EFAULT) {	/* the injected fault hit this very copy */
+		note(c, "state", r);
+		r = gs_state(fd, &st);
+	}
+	if (r) {
+		c->bad = 1;
+		return;
+	}
+	if (st.released != c->confirmed) {
+		fprintf(stderr, "# released %#x, agent confirmed %#x\n",
+			st.released, c->confirmed);
+		c->bad = 1;
+	}
+}
+
+static void run_cycle(struct cycle *c)
+{
+	int r;
+
+	c->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	if (c->dev < 0)
+		return;
+	r = gs_api(c->dev);
+	note(c, "api", r);
+	if (r)
+		return;
+	c->engine = gs_create(c->dev, "fault", GPUSLEEP_CAP_PREFIX_CACHING |
+			      GPUSLEEP_CAP_PREFIX_CACHE_RESET, &c->id);
+	note(c, "create", c->engine);
+	if (c->engine < 0)
+		return;
+	if (write(c->report, &c->id, sizeof(c->id)) != sizeof(c->id))
+		c->bad = 1;
+	c->agent = gs_attach(c->dev, c->id, GPUSLEEP_ROLE_AGENT);
+	note(c, "attach agent", c->agent);
+	if (c->agent < 0)
+		return;
+	c->ctl = gs_attach(c->dev, c->id, GPUSLEEP_ROLE_CONTROLLER);
+	note(c, "attach controller", c->ctl);
+	if (c->ctl < 0)
+		return;
+	c->efd = eventfd(0, EFD_CLOEXEC);
+	r = gs_eventfd(c->ctl, c->efd, GPUSLEEP_EFD_ALL);
+	note(c, "eventfd", r);
+	if (r)
+		return;
+	if (op_drive(c, 1))
+		return;
+	check_truth(c);
+	if (op_drive(c, 0))
+		return;
+	r = gs_eventfd(c->ctl, -1, 0);
+	note(c, "eventfd clear", r);
+}
+
+/* Run one cycle in a child; returns its verdict. */
+static int child_cycle(uint32_t *id)
+{
+	int p[2], st;
+	pid_t pid;
+
+	*id = 0;
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		struct cycle c = {
+			.dev = -1, .engine = -1, .agent = -1, .ctl = -1,
+			.efd = -1, .report = p[1],
+		};
+
+		close(p[0]);
+		run_cycle(&c);
+		if (c.failed)
+			check_truth(&c);
+		_exit(c.bad ? 1 : 0);	/* exit closes every fd */
+	}
+	close(p[1]);
+	if (read(p[0], id, sizeof(*id)) != sizeof(*id))
+		*id = 0;
+	close(p[0]);
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+FIXTURE(fault) {
+	int dev;
+};
+
+FIXTURE_SETUP(fault)
+{
+	self->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	if (self->dev < 0)
+		SKIP(return, "%s: %s (module not loaded)", GS_DEV, strerror(errno));
+	if (param_read(PARAM "fail_nth") < 0)
+		SKIP(return, "no fail_nth parameter (need root)");
+}
+
+FIXTURE_TEARDOWN(fault)
+{
+	if (self->dev >= 0) {
+		param_write(PARAM "fail_nth", 0);
+		close(self->dev);
+	}
+}
+
+TEST_F_TIMEOUT(fault, walk_every_site_of_a_cycle, 600)
+{
+	unsigned int n, fired = 0;
+	uint32_t id;
+
+	/* A clean cycle first: the baseline must pass. */
+	ASSERT_EQ(0, child_cycle(&id));
+	for (n = 1; n < 1000; n++) {
+		ASSERT_EQ(0, param_write(PARAM "fail_nth", n));
+		EXPECT_EQ(0, child_cycle(&id)) {
+			TH_LOG("fault at site %u was not handled cleanly", n);
+		}
+		if (param_read(PARAM "fault_fired") != 1)
+			break;	/* the cycle has fewer than n sites */
+		fired++;
+		/* Nothing of the dead process's domain stays attachable. */
+		if (id)
+			EXPECT_EQ(-ENOENT, gs_attach(self->dev, id,
+						     GPUSLEEP_ROLE_CONTROLLER));
+	}
+	ASSERT_EQ(0, param_write(PARAM "fail_nth", 0));
+	TH_LOG("injected %u faults", fired);
+	EXPECT_LT(20, fired);	/* the walk did reach the cycle's sites */
+	/* And a clean cycle still works afterwards. */
+	EXPECT_EQ(0, child_cycle(&id));
+}
+
+TEST_HARNESS_MAIN
