@@ -243,9 +243,9 @@ FIXTURE_SETUP(fault)
 {
 	self->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
 	if (self->dev < 0)
-		SKIP(return, "%s: %s (module not loaded)", GS_DEV, strerror(errno));
+		GS_SETUP_SKIP("%s: %s (module not loaded)", GS_DEV, strerror(errno));
 	if (param_read(PARAM "fail_nth") < 0)
-		SKIP(return, "no fail_nth parameter (need root)");
+		GS_SETUP_SKIP("no fail_nth parameter (need root)");
 }
 
 FIXTURE_TEARDOWN(fault)

@@ -33,7 +33,7 @@ FIXTURE_SETUP(dom)
 	self->agent = -1;
 	self->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
 	if (self->dev < 0)
-		SKIP(return, "%s: %s (module not loaded)", GS_DEV, strerror(errno));
+		GS_SETUP_SKIP("%s: %s (module not loaded)", GS_DEV, strerror(errno));
 	self->engine = gs_create(self->dev, "ops", variant->caps, &self->id);
 	ASSERT_LE(0, self->engine);
 	if (variant->agent) {

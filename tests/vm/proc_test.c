@@ -31,7 +31,7 @@ FIXTURE_SETUP(proc)
 	self->engine = self->agent = -1;
 	self->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
 	if (self->dev < 0)
-		SKIP(return, "%s: %s (module not loaded)", GS_DEV, strerror(errno));
+		GS_SETUP_SKIP("%s: %s (module not loaded)", GS_DEV, strerror(errno));
 	self->engine = gs_create(self->dev, "proc", GPUSLEEP_CAP_PREFIX_CACHING |
 				 GPUSLEEP_CAP_PREFIX_CACHE_RESET, &self->id);
 	ASSERT_LE(0, self->engine);

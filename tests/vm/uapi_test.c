@@ -16,7 +16,7 @@ FIXTURE_SETUP(dev)
 {
 	self->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
 	if (self->dev < 0)
-		SKIP(return, "%s: %s (module not loaded)", GS_DEV, strerror(errno));
+		GS_SETUP_SKIP("%s: %s (module not loaded)", GS_DEV, strerror(errno));
 }
 
 FIXTURE_TEARDOWN(dev)

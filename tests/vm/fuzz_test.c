@@ -1,0 +1,427 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A multi-process fuzzer: engines, agents and controllers of several
+ * domains as separate processes; random valid and invalid ioctls, random
+ * SIGKILLs of every role, eventfds closed and registered again, injected
+ * faults; for GS_FUZZ_SECONDS (60 by default), seeded by GS_FUZZ_SEED (the
+ * seed is printed for replay). Afterwards every surviving domain's state
+ * must be what its agent confirmed, and nothing may be stuck; the VM
+ * runner then checks the kernel log and that the module unloads.
+ */
+#define _GNU_SOURCE
+#include <sys/eventfd.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <time.h>
+#include "kselftest_harness.h"
+#include "gs_test.h"
+
+#define SLOTS		4
+#define CONTROLLERS	4
+#define PARAM		"/sys/module/gpusleep/parameters/"
+
+struct slot {
+	volatile uint32_t id;		/* current domain, 0 while none */
+	volatile pid_t engine, agent;
+	volatile uint32_t confirmed;	/* tags the agent got accepted */
+	volatile uint32_t inflight;	/* a tag whose answer is under way */
+	volatile uint32_t generation;	/* bumped with each new domain */
+};
+
+struct shared {
+	struct slot slot[SLOTS];
+	volatile unsigned long ops, bad_inputs, answers;
+};
+
+static struct shared *sh;
+
+static unsigned int rnd(unsigned int *seed, unsigned int n)
+{
+	return n ? rand_r(seed) % n : 0;
+}
+
+static void param_set(const char *name, const char *val)
+{
+	char path[128];
+	int fd;
+
+	snprintf(path, sizeof(path), PARAM "%s", name);
+	fd = open(path, O_WRONLY);
+	if (fd >= 0) {
+		if (write(fd, val, strlen(val)) < 0)
+			perror("param");
+		close(fd);
+	}
+}
+
+static void param_get(const char *name, char *buf, size_t n)
+{
+	char path[128];
+	ssize_t r;
+	int fd;
+
+	snprintf(path, sizeof(path), PARAM "%s", name);
+	buf[0] = 0;
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return;
+	r = read(fd, buf, n - 1);
+	buf[r > 0 ? r : 0] = 0;
+	close(fd);
+}
+
+/* Engine of slot s: creates the domain, answers (mostly) with success. */
+static void engine_main(int s, unsigned int seed)
+{
+	struct gpusleep_event ev;
+	uint32_t id = 0;
+	int dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	int e, r;
+
+	if (dev < 0)
+		_exit(2);
+	do {
+		e = gs_create(dev, "fuzz", GPUSLEEP_CAP_PREFIX_CACHING |
+			      GPUSLEEP_CAP_PREFIX_CACHE_RESET, &id);
+	} while (e == -EFAULT || e == -ENOMEM || e == -EMFILE);
+	if (e < 0)
+		_exit(3);
+	sh->slot[s].confirmed = 0;
+	sh->slot[s].inflight = 0;
+	sh->slot[s].id = id;
+	__sync_fetch_and_add(&sh->slot[s].generation, 1);
+	for (;;) {
+		r = gs_next(e, &ev, 1000);
+		if (r == -ETIMEDOUT || r == -EFAULT || r == -EINTR)
+			continue;
+		if (r)
+			_exit(0);
+		if (!gs_needs_answer(ev.type))
+			continue;
+		switch (rnd(&seed, 20)) {
+		case 0:		/* never answer: the step times out */
+			continue;
+		case 1:
+			gs_answer(e, &ev, -EIO, 0);
+			continue;
+		case 2:
+			usleep(rnd(&seed, 5000));
+			break;
+		}
+		gs_answer(e, &ev, 0, 0);
+		__sync_fetch_and_add(&sh->answers, 1);
+	}
+}
+
+/* Agent of slot s: records what the kernel accepted in shared memory. */
+static void agent_main(int s, uint32_t id, unsigned int seed)
+{
+	struct slot *sl = &sh->slot[s];
+	struct gpusleep_event ev;
+	int dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	int a, r, status;
+
+	if (dev < 0)
+		_exit(2);
+	do {
+		a = gs_attach(dev, id, GPUSLEEP_ROLE_AGENT);
+	} while (a == -EFAULT || a == -ENOMEM || a == -EMFILE);
+	if (a < 0)
+		_exit(0);	/* the domain died already */
+	for (;;) {
+		r = gs_next(a, &ev, 1000);
+		if (r == -ETIMEDOUT || r == -EFAULT || r == -EINTR)
+			continue;
+		if (r)
+			_exit(0);
+		if (!gs_needs_answer(ev.type))
+			continue;
+		status = 0;
+		switch (rnd(&seed, 30)) {
+		case 0:
+			continue;	/* no answer: agent timeout */
+		case 1:
+			status = -ENOMEM;
+			break;
+		case 2:
+			usleep(rnd(&seed, 5000));
+			break;
+		}
+		/* A kill between the answer and the record is allowed for. */
+		sl->inflight = ev.tags;
+		r = gs_answer(a, &ev, status, GS_TAG_BYTES(ev.tags));
+		if (!r && !status) {
+			if (ev.type == GPUSLEEP_EV_PAUSE_TAG)
+				sl->confirmed |= ev.tags;
+			else
+				sl->confirmed &= ~ev.tags;
+		}
+		sl->inflight = 0;
+		__sync_fetch_and_add(&sh->answers, 1);
+	}
+}
+
+static const unsigned long cmds[] = {
+	GPUSLEEP_IOC_API, GPUSLEEP_IOC_CREATE_DOMAIN, GPUSLEEP_IOC_ATTACH,
+	GPUSLEEP_IOC_RELEASE, GPUSLEEP_IOC_RESUME, GPUSLEEP_IOC_IS_SLEEPING,
+	GPUSLEEP_IOC_GET_STATE, GPUSLEEP_IOC_WAIT, GPUSLEEP_IOC_EVENTFD,
+	GPUSLEEP_IOC_COMPLETE,
+};
+
+/* One random call: returns 1 if it was a deliberately bad input. */
+static int random_call(int dev, int ctl, int *efds, unsigned int *seed)
+{
+	unsigned char buf[512];
+	struct gpusleep_op op;
+	unsigned int i, pick = rnd(seed, 12);
+	int fd = rnd(seed, 4) ? ctl : dev;
+
+	switch (pick) {
+	case 0:		/* garbage struct for a real command */
+		for (i = 0; i < sizeof(buf); i++)
+			buf[i] = rnd(seed, 256);
+		ioctl(fd, cmds[rnd(seed, 10)], buf);
+		return 1;
+	case 1:		/* unknown command or wrong size */
+		ioctl(fd, _IOC(rnd(seed, 4), GPUSLEEP_IOC_MAGIC,
+			       rnd(seed, 64), rnd(seed, 300)), buf);
+		return 1;
+	case 2:		/* a bad pointer */
+		ioctl(fd, cmds[rnd(seed, 10)], (void *)(uintptr_t)rnd(seed, 4096));
+		return 1;
+	case 3:		/* eventfd churn */
+		i = rnd(seed, 3);
+		if (efds[i] >= 0 && rnd(seed, 2)) {
+			close(efds[i]);
+			efds[i] = -1;
+		} else if (efds[i] < 0) {
+			efds[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		}
+		gs_eventfd(ctl, rnd(seed, 4) ? efds[i] : -1,
+			   efds[i] >= 0 ? 1 + rnd(seed, 3) : 0);
+		return 0;
+	case 4:
+		gs_wait(ctl, rnd(seed, 2) ? 0 : rnd(seed, 50), 1 + rnd(seed, 50),
+			NULL);
+		return 0;
+	case 5:
+		ioctl(ctl, GPUSLEEP_IOC_IS_SLEEPING, 0);
+		return 0;
+	case 6: {
+		struct gpusleep_state st;
+
+		gs_state(ctl, &st);
+		return 0;
+	}
+	default:	/* a well-formed release or resume */
+		memset(&op, 0, sizeof(op));
+		op.tags = rnd(seed, 4);
+		op.flags = rnd(seed, 4);
+		op.timeout_ms = rnd(seed, 3) ? 0 : 1 + rnd(seed, 200);
+		if (pick % 2) {
+			op.flags &= GPUSLEEP_OPF_RELEASE_MASK;
+			ioctl(ctl, GPUSLEEP_IOC_RELEASE, &op);
+		} else {
+			op.flags &= GPUSLEEP_OPF_RESUME_MASK;
+			ioctl(ctl, GPUSLEEP_IOC_RESUME, &op);
+		}
+		return 0;
+	}
+}
+
+static void controller_main(unsigned int seed)
+{
+	int dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	int efds[3] = { -1, -1, -1 };
+	int ctl = -1, n = 0;
+
+	if (dev < 0)
+		_exit(2);
+	for (;;) {
+		if (ctl < 0 || !rnd(&seed, 50)) {
+			if (ctl >= 0)
+				close(ctl);
+			ctl = gs_attach(dev, sh->slot[rnd(&seed, SLOTS)].id,
+					GPUSLEEP_ROLE_CONTROLLER);
+			if (ctl < 0) {
+				usleep(1000);
+				continue;
+			}
+		}
+		if (random_call(dev, ctl, efds, &seed))
+			__sync_fetch_and_add(&sh->bad_inputs, 1);
+		__sync_fetch_and_add(&sh->ops, 1);
+		if (!(++n % 64))
+			sched_yield();
+	}
+}
+
+static pid_t spawn_fn(int role, int s, unsigned int seed)
+{
+	pid_t pid = fork();
+
+	if (pid)
+		return pid;
+	if (role == 0)
+		engine_main(s, seed);
+	else if (role == 1)
+		agent_main(s, sh->slot[s].id, seed);
+	else
+		controller_main(seed);
+	_exit(0);
+}
+
+/* Start slot s: an engine (which creates the domain), then its agent. */
+static void start_slot(int s, unsigned int *seed)
+{
+	uint32_t gen = sh->slot[s].generation;
+	int i;
+
+	sh->slot[s].id = 0;
+	sh->slot[s].engine = spawn_fn(0, s, rand_r(seed));
+	for (i = 0; i < 2000 && sh->slot[s].generation == gen; i++)
+		usleep(1000);
+	sh->slot[s].agent = spawn_fn(1, s, rand_r(seed));
+}
+
+static void reap_all(void)
+{
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+}
+
+static int alive(pid_t pid)
+{
+	return pid > 0 && kill(pid, 0) == 0 &&
+	       waitpid(pid, NULL, WNOHANG) == 0;
+}
+
+TEST(fuzz_processes)
+{
+	const char *s_secs = getenv("GS_FUZZ_SECONDS");
+	const char *s_seed = getenv("GS_FUZZ_SEED");
+	unsigned int secs = s_secs ? atoi(s_secs) : 60;
+	unsigned int seed = s_seed ? strtoul(s_seed, NULL, 0) : time(NULL);
+	unsigned long kills = 0, faults = 0, checked = 0;
+	char old_drain[32], old_step[32];
+	pid_t ctl[CONTROLLERS];
+	time_t end;
+	int i, dev;
+
+	dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	if (dev < 0)
+		SKIP(return, "%s: %s (module not loaded)", GS_DEV, strerror(errno));
+	TH_LOG("seed %u (GS_FUZZ_SEED=%u repeats its choices), %u s", seed, seed, secs);
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, sh);
+	memset(sh, 0, sizeof(*sh));
+	/* Short timeouts, so that unanswered steps end within the run. */
+	param_get("drain_timeout_ms", old_drain, sizeof(old_drain));
+	param_get("step_timeout_ms", old_step, sizeof(old_step));
+	param_set("drain_timeout_ms", "300");
+	param_set("step_timeout_ms", "300");
+
+	for (i = 0; i < SLOTS; i++)
+		start_slot(i, &seed);
+	for (i = 0; i < CONTROLLERS; i++)
+		ctl[i] = spawn_fn(2, 0, rand_r(&seed));
+
+	end = time(NULL) + secs;
+	while (time(NULL) < end) {
+		int s = rnd(&seed, SLOTS);
+
+		usleep(20000 + rnd(&seed, 80000));
+		reap_all();
+		switch (rnd(&seed, 8)) {
+		case 0:		/* kill an engine: its domain dies */
+			kill(sh->slot[s].engine, SIGKILL);
+			kill(sh->slot[s].agent, SIGKILL);
+			kills += 2;
+			reap_all();
+			start_slot(s, &seed);
+			break;
+		case 1:		/* kill an agent, attach a new one */
+			kill(sh->slot[s].agent, SIGKILL);
+			kills++;
+			waitpid(sh->slot[s].agent, NULL, 0);
+			sh->slot[s].inflight = 0;
+			sh->slot[s].agent = spawn_fn(1, s, rand_r(&seed));
+			break;
+		case 2:		/* kill a controller */
+			i = rnd(&seed, CONTROLLERS);
+			kill(ctl[i], SIGKILL);
+			kills++;
+			waitpid(ctl[i], NULL, 0);
+			ctl[i] = spawn_fn(2, 0, rand_r(&seed));
+			break;
+		case 3: {	/* arm a fault somewhere ahead */
+			char v[16];
+
+			snprintf(v, sizeof(v), "%u", 1 + rnd(&seed, 200));
+			param_set("fail_nth", v);
+			faults++;
+			break;
+		}
+		default:
+			/* An agent that exited (its domain died) is replaced
+			 * together with its engine. */
+			if (!alive(sh->slot[s].agent) ||
+			    !alive(sh->slot[s].engine)) {
+				kill(sh->slot[s].engine, SIGKILL);
+				kill(sh->slot[s].agent, SIGKILL);
+				reap_all();
+				start_slot(s, &seed);
+			}
+			break;
+		}
+	}
+
+	/* Stop the controllers and the fault; let the domains settle. */
+	for (i = 0; i < CONTROLLERS; i++) {
+		kill(ctl[i], SIGKILL);
+		waitpid(ctl[i], NULL, 0);
+	}
+	param_set("fail_nth", "0");
+	for (i = 0; i < SLOTS; i++) {
+		struct slot *sl = &sh->slot[i];
+		struct gpusleep_state st;
+		int c, tries;
+
+		if (!alive(sl->engine) || !alive(sl->agent))
+			continue;
+		c = gs_attach(dev, sl->id, GPUSLEEP_ROLE_CONTROLLER);
+		if (c < 0)
+			continue;
+		/* Bounded: every step has a 300 ms deadline. */
+		for (tries = 0; tries < 200; tries++) {
+			ASSERT_EQ(0, gs_state(c, &st));
+			if (!st.op_in_flight && !sl->inflight)
+				break;
+			usleep(50000);
+		}
+		EXPECT_EQ(0, st.op_in_flight);
+		if (st.released != sl->confirmed)
+			TH_LOG("slot %d domain %u: released %#x, agent confirmed %#x",
+			       i, sl->id, st.released, sl->confirmed);
+		EXPECT_EQ(sl->confirmed, st.released);
+		EXPECT_EQ(st.released ? GPUSLEEP_S_RELEASED : GPUSLEEP_S_AWAKE,
+			  st.state);
+		checked++;
+		close(c);
+	}
+	for (i = 0; i < SLOTS; i++) {
+		kill(sh->slot[i].engine, SIGKILL);
+		kill(sh->slot[i].agent, SIGKILL);
+	}
+	while (wait(NULL) > 0)
+		;
+	param_set("drain_timeout_ms", old_drain);
+	param_set("step_timeout_ms", old_step);
+	TH_LOG("ops %lu, bad inputs %lu, answers %lu, kills %lu, faults armed %lu, domains checked %lu",
+	       sh->ops, sh->bad_inputs, sh->answers, kills, faults, checked);
+	EXPECT_LT(0, sh->ops);
+	close(dev);
+}
+
+TEST_HARNESS_MAIN
