@@ -1,19 +1,410 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * gpusleep: the "gpusleep" generic netlink family (placeholder).
+ * gpusleep: the "gpusleep" generic netlink family.
+ *
+ * Spec: docs/netlink/gpusleep.yaml; uAPI: uapi/linux/gpusleep_netlink.h.
+ * GET (do and dump) reads domains; RELEASE and RESUME start an operation
+ * without waiting for it; STATE_NTF goes to the "events" multicast group at
+ * every state transition. One fill function, gs_nl_fill(), writes a domain
+ * for all of them, always under domain->lock.
+ *
+ * Locking: doit and dumpit look a domain up in the id table (taking and
+ * dropping gs_domains_lock), then take domain->lock to fill; the two are
+ * never held together here. gs_genl_notify() is called with domain->lock
+ * held and only allocates (GFP_KERNEL) and multicasts.
  */
+#include <linux/capability.h>
+#include <linux/cred.h>
+#include <linux/lockdep.h>
+#include <linux/uidgid.h>
+#include <net/genetlink.h>
+#include <net/net_namespace.h>
+#include <net/netlink.h>
+
+#include <linux/gpusleep_netlink.h>
+
 #include "gpusleep.h"
+
+enum gs_nl_mcgrp {
+	GS_NL_MCGRP_EVENTS,
+};
+
+static const struct genl_multicast_group gs_nl_mcgrps[] = {
+	[GS_NL_MCGRP_EVENTS] = { .name = GPUSLEEP_MCGRP_EVENTS, },
+};
+
+static const struct nla_policy gs_nl_get_policy[GPUSLEEP_A_ID + 1] = {
+	[GPUSLEEP_A_ID]		= { .type = NLA_U32 },
+};
+
+static const struct nla_policy gs_nl_release_policy[GPUSLEEP_A_TIMEOUT_MS + 1] = {
+	[GPUSLEEP_A_ID]		= { .type = NLA_U32 },
+	[GPUSLEEP_A_TAGS]	= NLA_POLICY_MASK(NLA_U32, GPUSLEEP_TAG_ALL),
+	[GPUSLEEP_A_OP_FLAGS]	= NLA_POLICY_MASK(NLA_U32,
+						  GPUSLEEP_OPF_RELEASE_MASK),
+	[GPUSLEEP_A_TIMEOUT_MS]	= { .type = NLA_U32 },
+};
+
+static const struct nla_policy gs_nl_resume_policy[GPUSLEEP_A_TIMEOUT_MS + 1] = {
+	[GPUSLEEP_A_ID]		= { .type = NLA_U32 },
+	[GPUSLEEP_A_TAGS]	= NLA_POLICY_MASK(NLA_U32, GPUSLEEP_TAG_ALL),
+	[GPUSLEEP_A_OP_FLAGS]	= NLA_POLICY_MASK(NLA_U32,
+						  GPUSLEEP_OPF_RESUME_MASK),
+	[GPUSLEEP_A_TIMEOUT_MS]	= { .type = NLA_U32 },
+};
+
+static struct genl_family gs_nl_family;
+
+/* What a message adds to the domain's own attributes. */
+struct gs_nl_extra {
+	/* RELEASE / RESUME reply */
+	const struct gpusleep_op *op;
+	int err;
+	/* STATE_NTF */
+	bool ntf;
+	u32 from;
+	u32 to;
+	u64 op_id;
+	const struct gpusleep_result *res;
+};
+
+static int gs_nl_put_u64(struct sk_buff *skb, int type, u64 v, int pad)
+{
+	return nla_put_u64_64bit(skb, type, v, pad);
+}
+
+static int gs_nl_put_counters(struct sk_buff *skb, const struct gs_counters *c)
+{
+	struct nlattr *nest;
+
+	nest = nla_nest_start(skb, GPUSLEEP_A_COUNTERS);
+	if (!nest)
+		return -EMSGSIZE;
+	if (gs_nl_put_u64(skb, GPUSLEEP_A_CNT_RELEASES, c->releases,
+			  GPUSLEEP_A_CNT_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_CNT_RESUMES, c->resumes,
+			  GPUSLEEP_A_CNT_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_CNT_FAILURES, c->failures,
+			  GPUSLEEP_A_CNT_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_CNT_CANCELS, c->cancels,
+			  GPUSLEEP_A_CNT_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_CNT_TIMEOUTS, c->timeouts,
+			  GPUSLEEP_A_CNT_PAD))
+		return -EMSGSIZE;
+	nla_nest_end(skb, nest);
+	return 0;
+}
+
+static int gs_nl_put_result(struct sk_buff *skb,
+			    const struct gpusleep_result *r)
+{
+	struct nlattr *nest;
+
+	nest = nla_nest_start(skb, GPUSLEEP_A_RESULT);
+	if (!nest)
+		return -EMSGSIZE;
+	if (gs_nl_put_u64(skb, GPUSLEEP_A_RES_OP_ID, r->op_id,
+			  GPUSLEEP_A_RES_PAD) ||
+	    nla_put_u32(skb, GPUSLEEP_A_RES_KIND, r->kind) ||
+	    nla_put_u32(skb, GPUSLEEP_A_RES_TAGS, r->tags) ||
+	    nla_put_s32(skb, GPUSLEEP_A_RES_ERROR, r->error) ||
+	    nla_put_u32(skb, GPUSLEEP_A_RES_REASON, r->reason) ||
+	    nla_put_u32(skb, GPUSLEEP_A_RES_DONE_TAGS, r->done_tags) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_RES_DURATION_NS, r->duration_ns,
+			  GPUSLEEP_A_RES_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_RES_BYTES_WEIGHTS,
+			  r->bytes[gs_tag_index(GPUSLEEP_TAG_WEIGHTS)],
+			  GPUSLEEP_A_RES_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_RES_BYTES_KV_CACHE,
+			  r->bytes[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)],
+			  GPUSLEEP_A_RES_PAD))
+		return -EMSGSIZE;
+	nla_nest_end(skb, nest);
+	return 0;
+}
+
+/*
+ * One message about d: its attributes, plus what x adds. With cb (a dump),
+ * the message is checked against the id table's generation.
+ */
+static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
+		      u32 seq, int flags, u8 cmd, const struct gs_nl_extra *x,
+		      struct netlink_callback *cb)
+{
+	struct gpusleep_state st;
+	void *hdr;
+
+	lockdep_assert_held(&d->lock);
+	gs_fill_state(d, &st);
+	if (x && x->ntf)
+		st.state = x->to;
+
+	hdr = genlmsg_put(skb, portid, seq, &gs_nl_family, flags, cmd);
+	if (!hdr)
+		return -EMSGSIZE;
+	if (cb)
+		genl_dump_check_consistent(cb, hdr);
+
+	if (nla_put_u32(skb, GPUSLEEP_A_ID, d->id) ||
+	    nla_put_string(skb, GPUSLEEP_A_NAME, d->name) ||
+	    nla_put_string(skb, GPUSLEEP_A_GPU, d->gpu) ||
+	    nla_put_u32(skb, GPUSLEEP_A_OWNER_UID,
+			from_kuid_munged(&init_user_ns, d->owner)) ||
+	    nla_put_u32(skb, GPUSLEEP_A_OWNER_PID, d->owner_pid) ||
+	    nla_put_u32(skb, GPUSLEEP_A_STATE, st.state) ||
+	    nla_put_u32(skb, GPUSLEEP_A_RELEASED, st.released) ||
+	    nla_put_u32(skb, GPUSLEEP_A_FLAGS, st.flags) ||
+	    nla_put_u32(skb, GPUSLEEP_A_CAPS, st.caps) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_OP_IN_FLIGHT, st.op_in_flight,
+			  GPUSLEEP_A_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_LAST_OP_ID, st.last_op_id,
+			  GPUSLEEP_A_PAD) ||
+	    nla_put_u32(skb, GPUSLEEP_A_LAST_REASON, d->last_reason) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_LAST_RELEASE_NS, d->last_release_ns,
+			  GPUSLEEP_A_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_LAST_RESUME_NS, d->last_resume_ns,
+			  GPUSLEEP_A_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_BYTES_WEIGHTS,
+			  st.bytes_released[gs_tag_index(GPUSLEEP_TAG_WEIGHTS)],
+			  GPUSLEEP_A_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_BYTES_KV_CACHE,
+			  st.bytes_released[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)],
+			  GPUSLEEP_A_PAD) ||
+	    gs_nl_put_counters(skb, &d->cnt))
+		goto err_cancel;
+
+	if (x && x->op &&
+	    (gs_nl_put_u64(skb, GPUSLEEP_A_OP_ID, x->op->op_id,
+			   GPUSLEEP_A_PAD) ||
+	     nla_put_u32(skb, GPUSLEEP_A_REASON, x->op->reason) ||
+	     nla_put_s32(skb, GPUSLEEP_A_ERROR, x->err) ||
+	     nla_put_u32(skb, GPUSLEEP_A_BAD_TAGS, x->op->bad_tags)))
+		goto err_cancel;
+
+	if (x && x->ntf &&
+	    (nla_put_u32(skb, GPUSLEEP_A_FROM_STATE, x->from) ||
+	     gs_nl_put_u64(skb, GPUSLEEP_A_OP_ID, x->op_id, GPUSLEEP_A_PAD) ||
+	     (x->res && gs_nl_put_result(skb, x->res))))
+		goto err_cancel;
+
+	genlmsg_end(skb, hdr);
+	return 0;
+
+err_cancel:
+	genlmsg_cancel(skb, hdr);
+	return -EMSGSIZE;
+}
+
+static struct gs_domain *gs_nl_domain(struct genl_info *info)
+{
+	struct nlattr *a = info->attrs[GPUSLEEP_A_ID];
+	struct gs_domain *d;
+
+	d = gs_ids_get(nla_get_u32(a));
+	if (!d)
+		NL_SET_ERR_MSG_ATTR(info->extack, a, "no such domain");
+	return d;
+}
+
+static int gs_nl_get_doit(struct sk_buff *skb, struct genl_info *info)
+{
+	struct gs_domain *d;
+	struct sk_buff *msg;
+	int ret;
+
+	if (GENL_REQ_ATTR_CHECK(info, GPUSLEEP_A_ID))
+		return -EINVAL;
+	d = gs_nl_domain(info);
+	if (!d)
+		return -ENOENT;
+	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
+	if (!msg) {
+		ret = -ENOMEM;
+		goto err_put;
+	}
+	mutex_lock(&d->lock);
+	ret = gs_nl_fill(msg, d, info->snd_portid, info->snd_seq, 0,
+			 GPUSLEEP_CMD_GET, NULL, NULL);
+	mutex_unlock(&d->lock);
+	if (ret)
+		goto err_free;
+	gs_domain_put(d);
+	return genlmsg_reply(msg, info);
+
+err_free:
+	nlmsg_free(msg);
+err_put:
+	gs_domain_put(d);
+	return ret;
+}
+
+/* cb->args[0]: the next domain id to visit. */
+static int gs_nl_get_dumpit(struct sk_buff *skb, struct netlink_callback *cb)
+{
+	u32 id = cb->args[0];
+	struct gs_domain *d;
+	int ret = 0;
+
+	/* A create or destroy between two parts of the dump flags the next. */
+	cb->seq = gs_ids_generation();
+	while ((d = gs_ids_next(&id))) {
+		mutex_lock(&d->lock);
+		ret = gs_nl_fill(skb, d, NETLINK_CB(cb->skb).portid,
+				 cb->nlh->nlmsg_seq, NLM_F_MULTI,
+				 GPUSLEEP_CMD_GET, NULL, cb);
+		mutex_unlock(&d->lock);
+		gs_domain_put(d);
+		if (ret)
+			break;
+		id++;
+	}
+	cb->args[0] = id;
+	if (ret && !skb->len)
+		return ret;
+	return skb->len;
+}
+
+static bool gs_nl_may_control(struct sk_buff *skb, const struct gs_domain *d)
+{
+	return uid_eq(current_euid(), d->owner) ||
+	       netlink_capable(skb, CAP_SYS_ADMIN);
+}
+
+/* RELEASE / RESUME: start the operation, reply with how it went. */
+static int gs_nl_op(struct sk_buff *skb, struct genl_info *info, u32 kind)
+{
+	struct gpusleep_op req = {};
+	struct gs_nl_extra x = {};
+	struct gs_domain *d;
+	struct sk_buff *msg;
+	int ret;
+
+	if (GENL_REQ_ATTR_CHECK(info, GPUSLEEP_A_ID))
+		return -EINVAL;
+	d = gs_nl_domain(info);
+	if (!d)
+		return -ENOENT;
+	if (!gs_nl_may_control(skb, d)) {
+		NL_SET_ERR_MSG(info->extack,
+			       "not the domain's owner and no CAP_SYS_ADMIN");
+		ret = -EPERM;
+		goto err_put;
+	}
+	if (info->attrs[GPUSLEEP_A_TAGS])
+		req.tags = nla_get_u32(info->attrs[GPUSLEEP_A_TAGS]);
+	if (info->attrs[GPUSLEEP_A_OP_FLAGS])
+		req.flags = nla_get_u32(info->attrs[GPUSLEEP_A_OP_FLAGS]);
+	if (info->attrs[GPUSLEEP_A_TIMEOUT_MS])
+		req.timeout_ms = nla_get_u32(info->attrs[GPUSLEEP_A_TIMEOUT_MS]);
+	/* Nobody waits in the kernel for netlink: the reply has the op id. */
+	req.flags |= GPUSLEEP_OPF_NONBLOCK;
+
+	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
+	if (!msg) {
+		ret = -ENOMEM;
+		goto err_put;
+	}
+	mutex_lock(&d->lock);
+	if (d->dead) {
+		ret = -ENODEV;
+	} else {
+		x.op = &req;
+		x.err = kind == GPUSLEEP_OP_RELEASE ? gs_op_release(d, &req) :
+						      gs_op_resume(d, &req);
+		ret = gs_nl_fill(msg, d, info->snd_portid, info->snd_seq, 0,
+				 info->genlhdr->cmd, &x, NULL);
+	}
+	mutex_unlock(&d->lock);
+	if (ret)
+		goto err_free;
+	gs_domain_put(d);
+	return genlmsg_reply(msg, info);
+
+err_free:
+	nlmsg_free(msg);
+err_put:
+	gs_domain_put(d);
+	return ret;
+}
+
+static int gs_nl_release_doit(struct sk_buff *skb, struct genl_info *info)
+{
+	return gs_nl_op(skb, info, GPUSLEEP_OP_RELEASE);
+}
+
+static int gs_nl_resume_doit(struct sk_buff *skb, struct genl_info *info)
+{
+	return gs_nl_op(skb, info, GPUSLEEP_OP_RESUME);
+}
+
+static const struct genl_ops gs_nl_ops[] = {
+	{
+		.cmd		= GPUSLEEP_CMD_GET,
+		.doit		= gs_nl_get_doit,
+		.dumpit		= gs_nl_get_dumpit,
+		.policy		= gs_nl_get_policy,
+		.maxattr	= ARRAY_SIZE(gs_nl_get_policy) - 1,
+	},
+	{
+		.cmd		= GPUSLEEP_CMD_RELEASE,
+		.doit		= gs_nl_release_doit,
+		.policy		= gs_nl_release_policy,
+		.maxattr	= ARRAY_SIZE(gs_nl_release_policy) - 1,
+	},
+	{
+		.cmd		= GPUSLEEP_CMD_RESUME,
+		.doit		= gs_nl_resume_doit,
+		.policy		= gs_nl_resume_policy,
+		.maxattr	= ARRAY_SIZE(gs_nl_resume_policy) - 1,
+	},
+};
+
+static struct genl_family gs_nl_family __ro_after_init = {
+	.name		= GPUSLEEP_GENL_NAME,
+	.version	= GPUSLEEP_GENL_VERSION,
+	.maxattr	= GPUSLEEP_A_MAX,
+	.parallel_ops	= true,
+	.module		= THIS_MODULE,
+	.ops		= gs_nl_ops,
+	.n_ops		= ARRAY_SIZE(gs_nl_ops),
+	.resv_start_op	= GPUSLEEP_CMD_STATE_NTF + 1,
+	.mcgrps		= gs_nl_mcgrps,
+	.n_mcgrps	= ARRAY_SIZE(gs_nl_mcgrps),
+};
 
 int gs_genl_init(void)
 {
-	return 0;
+	return genl_register_family(&gs_nl_family);
 }
 
 void gs_genl_exit(void)
 {
+	genl_unregister_family(&gs_nl_family);
 }
 
+/* Under domain->lock: announce d's transition from -> to. */
 void gs_genl_notify(struct gs_domain *d, u32 from, u32 to, u64 op_id,
 		    const struct gpusleep_result *res)
 {
+	struct gs_nl_extra x = {
+		.ntf = true,
+		.from = from,
+		.to = to,
+		.op_id = op_id,
+		.res = res,
+	};
+	struct sk_buff *msg;
+
+	lockdep_assert_held(&d->lock);
+	if (!genl_has_listeners(&gs_nl_family, &init_net, GS_NL_MCGRP_EVENTS))
+		return;
+	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
+	if (!msg)
+		return;
+	if (gs_nl_fill(msg, d, 0, 0, 0, GPUSLEEP_CMD_STATE_NTF, &x, NULL)) {
+		nlmsg_free(msg);
+		return;
+	}
+	genlmsg_multicast(&gs_nl_family, msg, 0, GS_NL_MCGRP_EVENTS,
+			  GFP_KERNEL);
 }

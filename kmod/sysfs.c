@@ -1,28 +1,274 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * gpusleep: sysfs state for node tooling (placeholder until the class
- * devices land).
+ * gpusleep: /sys/class/gpusleep/ for node tooling.
+ *
+ * One device per live domain, /sys/class/gpusleep/domain<ID>/, with one
+ * read-only ASCII value per file (docs/ABI/testing/sysfs-class-gpusleep).
+ * The attributes come from the class's dev_groups, so they exist before the
+ * KOBJ_ADD uevent. The class itself has "version" and "domains".
+ *
+ * show() takes domain->lock. The device is therefore never removed under
+ * that lock: gs_sysfs_remove() runs from the engine fd's release before the
+ * lock is taken, and device_unregister() waits for every show() in flight.
+ * gs_sysfs_changed() runs under domain->lock; it only calls kernfs_notify()
+ * (an RCU read section and a spinlock) on nodes looked up at creation.
  */
+#include <linux/device.h>
+#include <linux/kdev_t.h>
+#include <linux/kernfs.h>
+#include <linux/sysfs.h>
+#include <linux/uidgid.h>
+
 #include "gpusleep.h"
+
+/* Everything a show() needs, copied under domain->lock. */
+struct gs_snap {
+	struct gpusleep_state st;
+	struct gs_counters cnt;
+	u32 last_reason;
+	u64 last_release_ns;
+	u64 last_resume_ns;
+};
+
+static void gs_snap(struct gs_domain *d, struct gs_snap *s)
+{
+	mutex_lock(&d->lock);
+	gs_fill_state(d, &s->st);
+	s->cnt = d->cnt;
+	s->last_reason = d->last_reason;
+	s->last_release_ns = d->last_release_ns;
+	s->last_resume_ns = d->last_resume_ns;
+	mutex_unlock(&d->lock);
+}
+
+static struct gs_domain *gs_dev_domain(struct device *dev)
+{
+	return dev_get_drvdata(dev);
+}
+
+/* Fixed at creation: no lock needed. */
+static ssize_t id_show(struct device *dev, struct device_attribute *attr,
+		       char *buf)
+{
+	return sysfs_emit(buf, "%u\n", gs_dev_domain(dev)->id);
+}
+static DEVICE_ATTR_RO(id);
+
+static ssize_t name_show(struct device *dev, struct device_attribute *attr,
+			 char *buf)
+{
+	return sysfs_emit(buf, "%s\n", gs_dev_domain(dev)->name);
+}
+static DEVICE_ATTR_RO(name);
+
+static ssize_t gpu_show(struct device *dev, struct device_attribute *attr,
+			char *buf)
+{
+	return sysfs_emit(buf, "%s\n", gs_dev_domain(dev)->gpu);
+}
+static DEVICE_ATTR_RO(gpu);
+
+static ssize_t owner_uid_show(struct device *dev,
+			      struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n",
+			  from_kuid_munged(&init_user_ns,
+					   gs_dev_domain(dev)->owner));
+}
+static DEVICE_ATTR_RO(owner_uid);
+
+static ssize_t owner_pid_show(struct device *dev,
+			      struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", gs_dev_domain(dev)->owner_pid);
+}
+static DEVICE_ATTR_RO(owner_pid);
+
+static ssize_t state_show(struct device *dev, struct device_attribute *attr,
+			  char *buf)
+{
+	struct gs_snap s;
+
+	gs_snap(gs_dev_domain(dev), &s);
+	return sysfs_emit(buf, "%s\n", gs_state_name(s.st.state));
+}
+static DEVICE_ATTR_RO(state);
+
+static ssize_t released_tags_show(struct device *dev,
+				  struct device_attribute *attr, char *buf)
+{
+	struct gs_snap s;
+
+	gs_snap(gs_dev_domain(dev), &s);
+	return sysfs_emit(buf, "%s%s%s\n",
+			  s.st.released & GPUSLEEP_TAG_WEIGHTS ? "weights" : "",
+			  (s.st.released & GPUSLEEP_TAG_ALL) == GPUSLEEP_TAG_ALL ?
+			  "," : "",
+			  s.st.released & GPUSLEEP_TAG_KV_CACHE ? "kv_cache" : "");
+}
+static DEVICE_ATTR_RO(released_tags);
+
+#define GS_FLAG_ATTR(_name, _flag)					\
+static ssize_t _name##_show(struct device *dev,				\
+			    struct device_attribute *attr, char *buf)	\
+{									\
+	struct gs_snap s;						\
+									\
+	gs_snap(gs_dev_domain(dev), &s);				\
+	return sysfs_emit(buf, "%d\n", !!(s.st.flags & (_flag)));	\
+}									\
+static DEVICE_ATTR_RO(_name)
+
+GS_FLAG_ATTR(drain_pending, GPUSLEEP_SF_DRAIN_PENDING);
+GS_FLAG_ATTR(agent_attached, GPUSLEEP_SF_AGENT_ATTACHED);
+GS_FLAG_ATTR(kv_release_allowed, GPUSLEEP_SF_KV_RELEASE_ALLOWED);
+
+/* A u64 of the snapshot, as an expression of s. */
+#define GS_U64_ATTR(_name, _expr)					\
+static ssize_t _name##_show(struct device *dev,				\
+			    struct device_attribute *attr, char *buf)	\
+{									\
+	struct gs_snap s;						\
+									\
+	gs_snap(gs_dev_domain(dev), &s);				\
+	return sysfs_emit(buf, "%llu\n", (unsigned long long)(_expr));	\
+}									\
+static DEVICE_ATTR_RO(_name)
+
+GS_U64_ATTR(op_in_flight, s.st.op_in_flight);
+GS_U64_ATTR(releases, s.cnt.releases);
+GS_U64_ATTR(resumes, s.cnt.resumes);
+GS_U64_ATTR(failures, s.cnt.failures);
+GS_U64_ATTR(cancels, s.cnt.cancels);
+GS_U64_ATTR(timeouts, s.cnt.timeouts);
+GS_U64_ATTR(last_release_us, div_u64(s.last_release_ns, NSEC_PER_USEC));
+GS_U64_ATTR(last_resume_us, div_u64(s.last_resume_ns, NSEC_PER_USEC));
+GS_U64_ATTR(bytes_weights,
+	    s.st.bytes_released[gs_tag_index(GPUSLEEP_TAG_WEIGHTS)]);
+GS_U64_ATTR(bytes_kv_cache,
+	    s.st.bytes_released[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)]);
+
+static ssize_t last_error_show(struct device *dev,
+			       struct device_attribute *attr, char *buf)
+{
+	struct gs_snap s;
+
+	gs_snap(gs_dev_domain(dev), &s);
+	return sysfs_emit(buf, "%s\n", gs_reason_name(s.last_reason));
+}
+static DEVICE_ATTR_RO(last_error);
+
+static struct attribute *gs_domain_attrs[] = {
+	&dev_attr_id.attr,
+	&dev_attr_name.attr,
+	&dev_attr_gpu.attr,
+	&dev_attr_owner_uid.attr,
+	&dev_attr_owner_pid.attr,
+	&dev_attr_state.attr,
+	&dev_attr_released_tags.attr,
+	&dev_attr_drain_pending.attr,
+	&dev_attr_agent_attached.attr,
+	&dev_attr_kv_release_allowed.attr,
+	&dev_attr_op_in_flight.attr,
+	&dev_attr_releases.attr,
+	&dev_attr_resumes.attr,
+	&dev_attr_failures.attr,
+	&dev_attr_cancels.attr,
+	&dev_attr_timeouts.attr,
+	&dev_attr_last_error.attr,
+	&dev_attr_last_release_us.attr,
+	&dev_attr_last_resume_us.attr,
+	&dev_attr_bytes_weights.attr,
+	&dev_attr_bytes_kv_cache.attr,
+	NULL
+};
+ATTRIBUTE_GROUPS(gs_domain);
+
+static ssize_t version_show(struct class *class, struct class_attribute *attr,
+			    char *buf)
+{
+	return sysfs_emit(buf, "%d\n", GPUSLEEP_API_VERSION);
+}
+static CLASS_ATTR_RO(version);
+
+static ssize_t domains_show(struct class *class, struct class_attribute *attr,
+			    char *buf)
+{
+	return sysfs_emit(buf, "%u\n", gs_ids_count());
+}
+static CLASS_ATTR_RO(domains);
+
+static struct attribute *gs_class_attrs[] = {
+	&class_attr_version.attr,
+	&class_attr_domains.attr,
+	NULL
+};
+ATTRIBUTE_GROUPS(gs_class);
+
+static struct class gs_class = {
+	.name		= GPUSLEEP_DEVICE_NAME,
+	.owner		= THIS_MODULE,
+	.class_groups	= gs_class_groups,
+	.dev_groups	= gs_domain_groups,
+};
 
 int gs_sysfs_init(void)
 {
-	return 0;
+	return class_register(&gs_class);
 }
 
 void gs_sysfs_exit(void)
 {
+	class_unregister(&gs_class);
 }
 
+/* Called at creation, before the engine fd exists. */
 int gs_sysfs_add(struct gs_domain *d)
 {
+	struct kernfs_node *kn_state, *kn_released;
+	struct device *dev;
+
+	dev = device_create(&gs_class, NULL, MKDEV(0, 0), d, "domain%u", d->id);
+	if (IS_ERR(dev))
+		return PTR_ERR(dev);
+	/* A missing node only costs a poll() wake-up, not the domain. */
+	kn_state = sysfs_get_dirent(dev->kobj.sd, "state");
+	kn_released = sysfs_get_dirent(dev->kobj.sd, "released_tags");
+	/* A controller may have attached already (the id is public). */
+	mutex_lock(&d->lock);
+	d->dev = dev;
+	d->kn_state = kn_state;
+	d->kn_released = kn_released;
+	mutex_unlock(&d->lock);
 	return 0;
 }
 
+/* Not under domain->lock: device_unregister() waits for show(). */
 void gs_sysfs_remove(struct gs_domain *d)
 {
+	struct kernfs_node *kn_state, *kn_released;
+	struct device *dev;
+
+	mutex_lock(&d->lock);
+	dev = d->dev;
+	kn_state = d->kn_state;
+	kn_released = d->kn_released;
+	d->dev = NULL;
+	d->kn_state = NULL;
+	d->kn_released = NULL;
+	mutex_unlock(&d->lock);
+	if (!dev)
+		return;
+	sysfs_put(kn_released);
+	sysfs_put(kn_state);
+	device_unregister(dev);
 }
 
 void gs_sysfs_changed(struct gs_domain *d)
 {
+	lockdep_assert_held(&d->lock);
+	if (d->kn_state)
+		sysfs_notify_dirent(d->kn_state);
+	if (d->kn_released)
+		sysfs_notify_dirent(d->kn_released);
 }
