@@ -295,8 +295,9 @@ static int gs_refuse(struct gpusleep_op *req, int err, u32 reason, u32 bad)
 
 static bool gs_op_req_valid(const struct gpusleep_op *req, u32 flag_mask)
 {
+	/* Output fields (reason, op_id, bad_tags) are ignored on input. */
 	return !(req->tags & ~GPUSLEEP_TAG_ALL) && !(req->flags & ~flag_mask) &&
-	       !req->pad && !req->reason && !req->op_id && !req->bad_tags &&
+	       !req->pad &&
 	       gs_reserved_zero(req->reserved, ARRAY_SIZE(req->reserved));
 }
 
