@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""gpusleepctl in the VM: list/status --json, metrics in the exposition
+format, release/resume/wait against a domain whose engine and agent this
+script plays by hand, monitor --json, and the exit codes. Prints TAP."""
+
+import fcntl
+import json
+import os
+import re
+import select
+import struct
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CTL = os.path.join(HERE, "..", "..", "build", "bin", "gpusleepctl")
+DEV = "/dev/gpusleep"
+BOUND = 20.0  # seconds: a bound for "never happens", not a timing check
+
+
+def _ioc(d, nr, size):
+    return (d << 30) | (size << 16) | (0xB5 << 8) | nr
+
+
+IOC_CREATE = _ioc(3, 0x01, 128)
+IOC_ATTACH = _ioc(1, 0x02, 32)
+IOC_COMPLETE = _ioc(1, 0x20, 48)
+EV_FMT = "<QIIII2Q"       # struct gpusleep_event
+EV_DRAIN, EV_RESET, EV_REPAIR, EV_RESUME_SCHED = 1, 3, 4, 5
+EV_PAUSE_TAG, EV_RESUME_TAG = 6, 7
+ROLE_AGENT, ROLE_CONTROLLER = 2, 3
+W, KV = 1, 2
+
+
+def create(dev, name, caps=0):
+    buf = bytearray(struct.pack("<32s64sIIII2Q", name.encode(), b"gpu-ctl-0",
+                                caps, 0, 0, 0, 0, 0))
+    fd = fcntl.ioctl(dev, IOC_CREATE, buf, True)
+    return fd, struct.unpack_from("<I", buf, 32 + 64 + 8)[0]
+
+
+def attach(dev, dom, role):
+    return fcntl.ioctl(dev, IOC_ATTACH,
+                       bytearray(struct.pack("<IIII2Q", dom, role, 0, 0, 0, 0)),
+                       True)
+
+
+def next_event(fd):
+    r, _, _ = select.select([fd], [], [], BOUND)
+    if not r:
+        raise RuntimeError("no event within the bound")
+    op, typ, tags, flags, step, _, _ = struct.unpack(EV_FMT, os.read(fd, 40))
+    return {"op": op, "type": typ, "tags": tags, "step": step}
+
+
+def answer(fd, typ, tags=0, status=0, nbytes=0):
+    ev = next_event(fd)
+    # Notifications left over from a failed release (drain_cancelled,
+    # resume_sched) come before what is asked for.
+    while ev["type"] in (2, EV_RESUME_SCHED) and ev["type"] != typ:
+        ev = next_event(fd)
+    if ev["type"] != typ or (tags and ev["tags"] != tags):
+        raise RuntimeError("expected event %d/%d, got %r" % (typ, tags, ev))
+    if typ != EV_RESUME_SCHED:
+        fcntl.ioctl(fd, IOC_COMPLETE,
+                    bytearray(struct.pack("<QIIiIQ2Q", ev["op"], ev["step"],
+                                          typ, status, 0, nbytes, 0, 0)))
+    return ev
+
+
+def ctl(*args, **kw):
+    return subprocess.run([CTL] + list(args), capture_output=True, text=True,
+                          timeout=BOUND * 3, **kw)
+
+
+def bg(*args, **kw):
+    return subprocess.Popen([CTL] + list(args), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+class Tap:
+    def __init__(self):
+        self.n = 0
+        self.failed = 0
+
+    def check(self, name, cond, diag=""):
+        self.n += 1
+        if cond:
+            print("ok %d %s" % (self.n, name))
+        else:
+            self.failed += 1
+            print("not ok %d %s" % (self.n, name))
+            for line in str(diag).splitlines():
+                print("# " + line)
+        sys.stdout.flush()
+
+
+# One metric line: name{labels} value, or a HELP/TYPE comment.
+METRIC_RE = re.compile(
+    r'^(# HELP [a-zA-Z_:][a-zA-Z0-9_:]* .+'
+    r'|# TYPE [a-zA-Z_:][a-zA-Z0-9_:]* (counter|gauge|histogram|summary|untyped)'
+    r'|[a-zA-Z_:][a-zA-Z0-9_:]*'
+    r'(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*"'
+    r'(,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*")*)?\})?'
+    r' -?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?)$')
+
+
+def main():
+    print("TAP version 13")
+    if not os.path.exists(DEV):
+        print("1..0 # SKIP %s missing (module not loaded)" % DEV)
+        return 0
+    if not os.access(CTL, os.X_OK):
+        print("1..0 # SKIP %s not built" % CTL)
+        return 0
+    print("1..23")
+    t = Tap()
+    dev = os.open(DEV, os.O_RDWR | os.O_CLOEXEC)
+    engine, dom = create(dev, "ctltest")
+    agent = attach(dev, dom, ROLE_AGENT)
+
+    # list / status --json
+    r = ctl("list", "--json")
+    doms = json.loads(r.stdout) if r.returncode == 0 else []
+    mine = [d for d in doms if d["id"] == dom]
+    t.check("list --json has the domain, awake",
+            len(mine) == 1 and mine[0]["name"] == "ctltest" and
+            mine[0]["state"] == "awake" and mine[0]["released_tags"] == [] and
+            mine[0]["agent_attached"] is True, r)
+    r = ctl("status", "ctltest", "--json")
+    st = json.loads(r.stdout) if r.returncode == 0 else {}
+    t.check("status NAME --json: values",
+            st.get("id") == dom and st.get("gpu") == "gpu-ctl-0" and
+            st.get("owner_uid") == os.geteuid() and
+            st.get("owner_pid") == os.getpid() and
+            st.get("last_error") == "none" and
+            st.get("counters", {}).get("releases") == 0, r)
+    r = ctl("status", "--json")
+    t.check("status --json: an array with the domain",
+            r.returncode == 0 and
+            any(d["id"] == dom for d in json.loads(r.stdout)), r)
+
+    # release, blocking, driven by hand
+    p = bg("release", str(dom), "--tags", "weights")
+    answer(engine, EV_DRAIN, W)
+    answer(agent, EV_PAUSE_TAG, W, 0, 4096)
+    out, err = p.communicate(timeout=BOUND)
+    t.check("release ID --tags weights: exit 0, op 1 ok",
+            p.returncode == 0 and "op 1 release weights: ok" in out,
+            out + err)
+    st = json.loads(ctl("status", str(dom), "--json").stdout)
+    t.check("status after release",
+            st["state"] == "released" and st["released_tags"] == ["weights"]
+            and st["bytes"]["weights"] == 4096 and
+            st["counters"]["releases"] == 1, st)
+
+    # refusal: exit 1, reason on stderr naming the domain
+    r = ctl("release", "ctltest", "--tags", "weights")
+    t.check("release of a released tag: exit 1, reason on stderr",
+            r.returncode == 1 and "ctltest" in r.stderr and
+            "already released" in r.stderr.lower(), r)
+
+    # metrics
+    r = ctl("metrics")
+    lines = r.stdout.splitlines()
+    bad = [ln for ln in lines if not METRIC_RE.match(ln)]
+    t.check("metrics: every line in the exposition format",
+            r.returncode == 0 and lines and not bad, "\n".join(bad) or r)
+    want = [
+        'gpusleep_domain_state{domain="%d",name="ctltest",state="released"} 1' % dom,
+        'gpusleep_domain_state{domain="%d",name="ctltest",state="awake"} 0' % dom,
+        'gpusleep_tag_released{domain="%d",name="ctltest",tag="weights"} 1' % dom,
+        'gpusleep_released_bytes{domain="%d",name="ctltest",tag="weights"} 4096' % dom,
+        'gpusleep_releases_total{domain="%d",name="ctltest"} 1' % dom,
+        'gpusleep_agent_attached{domain="%d",name="ctltest"} 1' % dom,
+    ]
+    t.check("metrics: the domain's values", all(w in lines for w in want),
+            "\n".join(w for w in want if w not in lines))
+    types = {}
+    for ln in lines:
+        m = re.match(r"# TYPE (\S+) (\S+)", ln)
+        if m:
+            types[m.group(1)] = m.group(2)
+    samples = {re.split(r"[{ ]", ln)[0] for ln in lines if not ln.startswith("#")}
+    t.check("metrics: every sample has a TYPE; counters end in _total",
+            samples <= set(types) and
+            all(n.endswith("_total") for n, k in types.items() if k == "counter"),
+            sorted(samples - set(types)))
+
+    # resume --no-wait, then wait
+    r = ctl("resume", str(dom), "--no-wait")
+    t.check("resume --no-wait: op 2 started",
+            r.returncode == 0 and "op 2 resume started" in r.stdout, r)
+    p = bg("wait", str(dom), "2")
+    answer(agent, EV_RESUME_TAG, W, 0, 4096)
+    out, err = p.communicate(timeout=BOUND)
+    t.check("wait ID 2: exit 0, result printed",
+            p.returncode == 0 and "op 2 resume weights: ok" in out, out + err)
+    answer(engine, EV_RESUME_SCHED)
+    r = ctl("wait", "ctltest")
+    t.check("wait NAME on a finished op: newest result",
+            r.returncode == 0 and "op 2 resume" in r.stdout, r)
+
+    # a failed operation: wait exits 1 with the reason
+    r = ctl("release", "ctltest", "--no-wait", "--tags", "weights")
+    p = bg("wait", "ctltest")
+    answer(engine, EV_DRAIN, W, -5)
+    out, err = p.communicate(timeout=BOUND)
+    t.check("wait on a failed op: exit 1, reason on stderr",
+            p.returncode == 1 and "engine" in err.lower(), out + err)
+    st = json.loads(ctl("status", str(dom), "--json").stdout)
+    t.check("status: failure counted, last_error",
+            st["counters"]["failures"] == 1 and
+            st["last_error"] == "engine_failed", st)
+
+    # monitor --json: snapshot first, then the transitions in order
+    p = bg("monitor", "--json", "--count", "3")
+    first = p.stdout.readline()
+    snap = json.loads(first) if first else {}
+    t.check("monitor: starts with a snapshot",
+            snap.get("event") == "snapshot", first)
+    # Wait for the snapshot of every domain (ours included), then act.
+    while snap.get("domain") != dom:
+        line = p.stdout.readline()
+        if not line:
+            break
+        snap = json.loads(line)
+    r = ctl("release", str(dom), "--no-wait", "--tags", "weights")
+    answer(engine, EV_DRAIN, W)
+    answer(agent, EV_PAUSE_TAG, W, 0, 1)
+    out, err = p.communicate(timeout=BOUND)
+    evs = [json.loads(ln) for ln in out.splitlines() if ln]
+    evs = [e for e in evs if e.get("event") == "transition"]
+    t.check("monitor --json: draining, releasing, released",
+            p.returncode == 0 and
+            [(e["from"], e["to"]) for e in evs] ==
+            [("awake", "draining"), ("draining", "releasing"),
+             ("releasing", "released")] and
+            all(e["domain"] == dom and e["op"] == 4 for e in evs) and
+            evs[2]["result"]["error"] == 0 and
+            evs[2]["result"]["tags"] == ["weights"], out + err)
+
+    # exit codes
+    r = ctl("status", "4000000")
+    t.check("status of an unknown id: exit 3", r.returncode == 3, r)
+    r = ctl("release", "no-such-name")
+    t.check("release of an unknown name: exit 3, named on stderr",
+            r.returncode == 3 and "no-such-name" in r.stderr, r)
+    r = ctl("release")
+    t.check("release without DOMAIN: exit 2", r.returncode == 2, r)
+    r = ctl("frobnicate")
+    t.check("unknown command: exit 2", r.returncode == 2, r)
+    r = ctl("release", "--help")
+    t.check("release --help: usage on stdout, exit 0",
+            r.returncode == 0 and "Usage: gpusleepctl release" in r.stdout, r)
+
+    def drop():
+        os.setresgid(65534, 65534, 65534)
+        os.setresuid(65534, 65534, 65534)
+
+    r = ctl("resume", str(dom), preexec_fn=drop)
+    t.check("resume of root's domain as nobody: exit 4",
+            r.returncode == 4 and "permitted" in r.stderr, r)
+    r = ctl("status", str(dom), "--json", preexec_fn=drop)
+    t.check("status as nobody: readable",
+            r.returncode == 0 and json.loads(r.stdout)["id"] == dom, r)
+
+    os.close(agent)
+    os.close(engine)
+    os.close(dev)
+    return 1 if t.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,657 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The "gpusleep" generic netlink family over raw netlink sockets: GET (do
+ * and dump), every transition of a release/resume cycle on the "events"
+ * group in order, a dump of 100 domains while another process creates and
+ * destroys domains (NLM_F_DUMP_INTR), RELEASE/RESUME and their permission
+ * check, policy refusals.
+ */
+#define _GNU_SOURCE
+#include <sys/socket.h>
+#include <linux/genetlink.h>
+#include <linux/netlink.h>
+#include <linux/gpusleep_netlink.h>
+
+#include "kselftest_harness.h"
+#include "gs_test.h"
+
+#define W	GPUSLEEP_TAG_WEIGHTS
+#define KV	GPUSLEEP_TAG_KV_CACHE
+#define ALL	GPUSLEEP_TAG_ALL
+#define NB	GPUSLEEP_OPF_NONBLOCK
+
+#define NL_BUF		8192	/* also sizes the kernel's dump skbs */
+#define NL_MAX_ATTR	64
+
+/* ------------------------------------------------------------------ */
+/* A minimal raw generic netlink client                                */
+
+struct nl_req {
+	struct nlmsghdr nh;
+	struct genlmsghdr gh;
+	char attrs[256];
+};
+
+static int nl_open(void)
+{
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(fd);
+		return -errno;
+	}
+	return fd;
+}
+
+static void nl_init(struct nl_req *r, uint16_t family, uint8_t cmd,
+		    uint16_t flags)
+{
+	memset(r, 0, sizeof(*r));
+	r->nh.nlmsg_len = NLMSG_LENGTH(GENL_HDRLEN);
+	r->nh.nlmsg_type = family;
+	r->nh.nlmsg_flags = NLM_F_REQUEST | flags;
+	r->nh.nlmsg_seq = 1;
+	r->gh.cmd = cmd;
+	r->gh.version = GPUSLEEP_GENL_VERSION;
+}
+
+static void nl_put(struct nl_req *r, uint16_t type, const void *data,
+		   uint16_t len)
+{
+	struct nlattr *a = (void *)((char *)r + NLMSG_ALIGN(r->nh.nlmsg_len));
+
+	a->nla_type = type;
+	a->nla_len = NLA_HDRLEN + len;
+	memcpy((char *)a + NLA_HDRLEN, data, len);
+	r->nh.nlmsg_len = NLMSG_ALIGN(r->nh.nlmsg_len) + NLA_ALIGN(a->nla_len);
+}
+
+static void nl_put_u32(struct nl_req *r, uint16_t type, uint32_t v)
+{
+	nl_put(r, type, &v, sizeof(v));
+}
+
+static int nl_send(int fd, struct nl_req *r)
+{
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+
+	if (sendto(fd, r, r->nh.nlmsg_len, 0, (struct sockaddr *)&sa,
+		   sizeof(sa)) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Parse the attributes at p..p+len into tb (indexed by type). */
+static void nl_parse(struct nlattr **tb, void *p, int len)
+{
+	struct nlattr *a;
+
+	memset(tb, 0, NL_MAX_ATTR * sizeof(*tb));
+	for (a = p; len >= NLA_HDRLEN && a->nla_len >= NLA_HDRLEN &&
+	     a->nla_len <= len;
+	     len -= NLA_ALIGN(a->nla_len),
+	     a = (void *)((char *)a + NLA_ALIGN(a->nla_len)))
+		if ((a->nla_type & NLA_TYPE_MASK) < NL_MAX_ATTR)
+			tb[a->nla_type & NLA_TYPE_MASK] = a;
+}
+
+static void nl_parse_genl(struct nlattr **tb, struct nlmsghdr *nh)
+{
+	nl_parse(tb, (char *)NLMSG_DATA(nh) + GENL_HDRLEN,
+		 nh->nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN));
+}
+
+static void *nla_data_(struct nlattr *a)
+{
+	return (char *)a + NLA_HDRLEN;
+}
+
+static uint32_t nla_u32(struct nlattr *a)
+{
+	uint32_t v;
+
+	memcpy(&v, nla_data_(a), sizeof(v));
+	return v;
+}
+
+static uint64_t nla_u64(struct nlattr *a)
+{
+	uint64_t v;
+
+	memcpy(&v, nla_data_(a), sizeof(v));
+	return v;
+}
+
+/* Receive one datagram within GS_WAIT_MS. Returns its length or -errno. */
+static int nl_recv(int fd, char *buf, size_t len)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	ssize_t n;
+	int r = poll(&p, 1, GS_WAIT_MS);
+
+	if (r < 0)
+		return -errno;
+	if (!r)
+		return -ETIMEDOUT;
+	n = recv(fd, buf, len, 0);
+	return n < 0 ? -errno : (int)n;
+}
+
+/*
+ * Send r and read the answer: 0 with the first reply message copied to out
+ * (if out), or the -errno of an NLMSG_ERROR.
+ */
+static int nl_call(int fd, struct nl_req *r, char *out, size_t outlen)
+{
+	char buf[NL_BUF];
+	struct nlmsghdr *nh;
+	int n, ret = 1;
+
+	r->nh.nlmsg_flags |= NLM_F_ACK;
+	n = nl_send(fd, r);
+	if (n)
+		return n;
+	while (ret > 0) {
+		n = nl_recv(fd, buf, sizeof(buf));
+		if (n < 0)
+			return n;
+		for (nh = (void *)buf; NLMSG_OK(nh, n); nh = NLMSG_NEXT(nh, n)) {
+			if (nh->nlmsg_type == NLMSG_ERROR) {
+				struct nlmsgerr *e = NLMSG_DATA(nh);
+
+				ret = e->error;
+				break;
+			}
+			if (out && nh->nlmsg_len <= outlen)
+				memcpy(out, nh, nh->nlmsg_len);
+		}
+	}
+	return ret;
+}
+
+/* Resolve the family id and the events group id. */
+static int nl_resolve(int fd, uint16_t *family, uint32_t *group)
+{
+	struct nlattr *tb[NL_MAX_ATTR], *gt[NL_MAX_ATTR], *a;
+	char out[NL_BUF];
+	struct nl_req r;
+	int ret, len;
+
+	nl_init(&r, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 0);
+	r.gh.version = 1;
+	nl_put(&r, CTRL_ATTR_FAMILY_NAME, GPUSLEEP_GENL_NAME,
+	       sizeof(GPUSLEEP_GENL_NAME));
+	ret = nl_call(fd, &r, out, sizeof(out));
+	if (ret)
+		return ret;
+	nl_parse_genl(tb, (void *)out);
+	if (!tb[CTRL_ATTR_FAMILY_ID] || !tb[CTRL_ATTR_MCAST_GROUPS])
+		return -EPROTO;
+	memcpy(family, nla_data_(tb[CTRL_ATTR_FAMILY_ID]), sizeof(*family));
+	a = nla_data_(tb[CTRL_ATTR_MCAST_GROUPS]);
+	len = tb[CTRL_ATTR_MCAST_GROUPS]->nla_len - NLA_HDRLEN;
+	for (; len >= NLA_HDRLEN; len -= NLA_ALIGN(a->nla_len),
+	     a = (void *)((char *)a + NLA_ALIGN(a->nla_len))) {
+		nl_parse(gt, nla_data_(a), a->nla_len - NLA_HDRLEN);
+		if (gt[CTRL_ATTR_MCAST_GRP_NAME] && gt[CTRL_ATTR_MCAST_GRP_ID] &&
+		    !strcmp(nla_data_(gt[CTRL_ATTR_MCAST_GRP_NAME]),
+			    GPUSLEEP_MCGRP_EVENTS)) {
+			*group = nla_u32(gt[CTRL_ATTR_MCAST_GRP_ID]);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/* GET doit, reply into out. */
+static int nl_get(int fd, uint16_t family, uint32_t id, char *out, size_t len)
+{
+	struct nl_req r;
+
+	nl_init(&r, family, GPUSLEEP_CMD_GET, 0);
+	nl_put_u32(&r, GPUSLEEP_A_ID, id);
+	return nl_call(fd, &r, out, len);
+}
+
+static int nl_op(int fd, uint16_t family, uint8_t cmd, uint32_t id,
+		 uint32_t tags, char *out, size_t len)
+{
+	struct nl_req r;
+
+	nl_init(&r, family, cmd, 0);
+	nl_put_u32(&r, GPUSLEEP_A_ID, id);
+	if (tags)
+		nl_put_u32(&r, GPUSLEEP_A_TAGS, tags);
+	return nl_call(fd, &r, out, len);
+}
+
+/* ------------------------------------------------------------------ */
+
+FIXTURE(nl) {
+	int dev, engine, agent, ctl, sk;
+	uint32_t id, group;
+	uint16_t family;
+};
+
+FIXTURE_SETUP(nl)
+{
+	self->sk = -1;
+	self->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	if (self->dev < 0)
+		SKIP(return, "%s: %s (module not loaded)", GS_DEV, strerror(errno));
+	self->sk = nl_open();
+	ASSERT_LE(0, self->sk);
+	ASSERT_EQ(0, nl_resolve(self->sk, &self->family, &self->group));
+	self->engine = gs_create(self->dev, "genl", 0, &self->id);
+	ASSERT_LE(0, self->engine);
+	self->agent = gs_attach(self->dev, self->id, GPUSLEEP_ROLE_AGENT);
+	ASSERT_LE(0, self->agent);
+	self->ctl = gs_attach(self->dev, self->id, GPUSLEEP_ROLE_CONTROLLER);
+	ASSERT_LE(0, self->ctl);
+}
+
+FIXTURE_TEARDOWN(nl)
+{
+	if (self->dev < 0)
+		return;
+	close(self->sk);
+	close(self->ctl);
+	if (self->agent >= 0)
+		close(self->agent);
+	if (self->engine >= 0)
+		close(self->engine);
+	close(self->dev);
+}
+
+TEST_F(nl, get_one)
+{
+	struct nlattr *tb[NL_MAX_ATTR], *cb[NL_MAX_ATTR];
+	char out[NL_BUF];
+
+	ASSERT_EQ(0, nl_get(self->sk, self->family, self->id, out, sizeof(out)));
+	nl_parse_genl(tb, (void *)out);
+	ASSERT_NE(NULL, tb[GPUSLEEP_A_ID]);
+	EXPECT_EQ(self->id, nla_u32(tb[GPUSLEEP_A_ID]));
+	ASSERT_NE(NULL, tb[GPUSLEEP_A_NAME]);
+	EXPECT_STREQ("genl", (char *)nla_data_(tb[GPUSLEEP_A_NAME]));
+	EXPECT_STREQ("test-gpu-0", (char *)nla_data_(tb[GPUSLEEP_A_GPU]));
+	EXPECT_EQ(GPUSLEEP_S_AWAKE, nla_u32(tb[GPUSLEEP_A_STATE]));
+	EXPECT_EQ(0, nla_u32(tb[GPUSLEEP_A_RELEASED]));
+	EXPECT_TRUE(nla_u32(tb[GPUSLEEP_A_FLAGS]) & GPUSLEEP_SF_AGENT_ATTACHED);
+	EXPECT_EQ(geteuid(), nla_u32(tb[GPUSLEEP_A_OWNER_UID]));
+	EXPECT_EQ(getpid(), nla_u32(tb[GPUSLEEP_A_OWNER_PID]));
+	EXPECT_EQ(0, nla_u64(tb[GPUSLEEP_A_OP_IN_FLIGHT]));
+	ASSERT_NE(NULL, tb[GPUSLEEP_A_COUNTERS]);
+	nl_parse(cb, nla_data_(tb[GPUSLEEP_A_COUNTERS]),
+		 tb[GPUSLEEP_A_COUNTERS]->nla_len - NLA_HDRLEN);
+	ASSERT_NE(NULL, cb[GPUSLEEP_A_CNT_RELEASES]);
+	EXPECT_EQ(0, nla_u64(cb[GPUSLEEP_A_CNT_RELEASES]));
+}
+
+TEST_F(nl, get_unknown_id)
+{
+	char out[NL_BUF];
+
+	EXPECT_EQ(-ENOENT, nl_get(self->sk, self->family, 0x7ffffff0, out,
+				  sizeof(out)));
+}
+
+TEST_F(nl, get_without_id)
+{
+	struct nl_req r;
+
+	nl_init(&r, self->family, GPUSLEEP_CMD_GET, 0);
+	EXPECT_EQ(-EINVAL, nl_call(self->sk, &r, NULL, 0));
+}
+
+TEST_F(nl, unknown_attribute_rejected)
+{
+	struct nl_req r;
+
+	nl_init(&r, self->family, GPUSLEEP_CMD_GET, 0);
+	nl_put_u32(&r, GPUSLEEP_A_ID, self->id);
+	nl_put_u32(&r, GPUSLEEP_A_MAX + 1, 0);
+	EXPECT_EQ(-EINVAL, nl_call(self->sk, &r, NULL, 0));
+}
+
+TEST_F(nl, release_bad_tags_rejected)
+{
+	char out[NL_BUF];
+
+	EXPECT_EQ(-EINVAL, nl_op(self->sk, self->family, GPUSLEEP_CMD_RELEASE,
+				 self->id, 1u << 7, out, sizeof(out)));
+}
+
+TEST_F(nl, notification_command_not_requestable)
+{
+	struct nl_req r;
+
+	nl_init(&r, self->family, GPUSLEEP_CMD_STATE_NTF, 0);
+	EXPECT_EQ(-EOPNOTSUPP, nl_call(self->sk, &r, NULL, 0));
+}
+
+/* Transition n of the expected sequence. */
+struct trans {
+	uint32_t from, to;
+	uint64_t op;
+	int res;		/* 1: carries a result */
+	int32_t error;
+};
+
+static int expect_trans(int fd, uint32_t id, const struct trans *t)
+{
+	struct nlattr *tb[NL_MAX_ATTR], *rb[NL_MAX_ATTR];
+	char buf[NL_BUF];
+	struct nlmsghdr *nh;
+	int n;
+
+	for (;;) {
+		n = nl_recv(fd, buf, sizeof(buf));
+		if (n < 0)
+			return n;
+		nh = (void *)buf;
+		if (!NLMSG_OK(nh, n))
+			return -EPROTO;
+		nl_parse_genl(tb, nh);
+		if (!tb[GPUSLEEP_A_ID] || nla_u32(tb[GPUSLEEP_A_ID]) != id)
+			continue;	/* another domain's */
+		break;
+	}
+	if (((struct genlmsghdr *)NLMSG_DATA(nh))->cmd != GPUSLEEP_CMD_STATE_NTF ||
+	    !tb[GPUSLEEP_A_FROM_STATE] || !tb[GPUSLEEP_A_STATE] ||
+	    !tb[GPUSLEEP_A_OP_ID])
+		return -EPROTO;
+	if (nla_u32(tb[GPUSLEEP_A_FROM_STATE]) != t->from ||
+	    nla_u32(tb[GPUSLEEP_A_STATE]) != t->to ||
+	    nla_u64(tb[GPUSLEEP_A_OP_ID]) != t->op ||
+	    !!tb[GPUSLEEP_A_RESULT] != t->res) {
+		fprintf(stderr, "# got %u -> %u op %llu result %d; expected %u -> %u op %llu result %d\n",
+			nla_u32(tb[GPUSLEEP_A_FROM_STATE]),
+			nla_u32(tb[GPUSLEEP_A_STATE]),
+			(unsigned long long)nla_u64(tb[GPUSLEEP_A_OP_ID]),
+			!!tb[GPUSLEEP_A_RESULT], t->from, t->to,
+			(unsigned long long)t->op, t->res);
+		return -EPROTO;
+	}
+	if (t->res) {
+		nl_parse(rb, nla_data_(tb[GPUSLEEP_A_RESULT]),
+			 tb[GPUSLEEP_A_RESULT]->nla_len - NLA_HDRLEN);
+		if (!rb[GPUSLEEP_A_RES_OP_ID] || !rb[GPUSLEEP_A_RES_ERROR] ||
+		    nla_u64(rb[GPUSLEEP_A_RES_OP_ID]) != t->op ||
+		    (int32_t)nla_u32(rb[GPUSLEEP_A_RES_ERROR]) != t->error)
+			return -EPROTO;
+	}
+	return 0;
+}
+
+TEST_F(nl, events_follow_a_cycle)
+{
+	static const struct trans seq[] = {
+		{ GPUSLEEP_S_AWAKE, GPUSLEEP_S_DRAINING, 1, 0, 0 },
+		{ GPUSLEEP_S_DRAINING, GPUSLEEP_S_RELEASING, 1, 0, 0 },
+		{ GPUSLEEP_S_RELEASING, GPUSLEEP_S_RELEASED, 1, 1, 0 },
+		{ GPUSLEEP_S_RELEASED, GPUSLEEP_S_RESUMING, 2, 0, 0 },
+		{ GPUSLEEP_S_RESUMING, GPUSLEEP_S_AWAKE, 2, 1, 0 },
+		{ GPUSLEEP_S_AWAKE, GPUSLEEP_S_DRAINING, 3, 0, 0 },
+		{ GPUSLEEP_S_DRAINING, GPUSLEEP_S_AWAKE, 3, 1, -EIO },
+		{ GPUSLEEP_S_AWAKE, GPUSLEEP_S_DEAD, 0, 0, 0 },
+	};
+	struct gpusleep_event ev;
+	struct gpusleep_op op;
+	int lsn, grp;
+	size_t i;
+
+	lsn = nl_open();
+	ASSERT_LE(0, lsn);
+	grp = self->group;
+	ASSERT_EQ(0, setsockopt(lsn, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP,
+				&grp, sizeof(grp)));
+
+	ASSERT_EQ(0, gs_release(self->ctl, W, NB, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, 0,
+				    100));
+	ASSERT_EQ(0, gs_resume(self->ctl, 0, NB, &op));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0,
+				    100));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
+	ASSERT_EQ(0, gs_release(self->ctl, W, NB, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, -EIO,
+				    0));
+	close(self->engine);
+	self->engine = -1;
+
+	for (i = 0; i < sizeof(seq) / sizeof(seq[0]); i++)
+		ASSERT_EQ(0, expect_trans(lsn, self->id, &seq[i]))
+			TH_LOG("transition %zu", i);
+	close(lsn);
+}
+
+TEST_F(nl, release_and_resume_by_netlink)
+{
+	struct nlattr *tb[NL_MAX_ATTR];
+	struct gpusleep_result res;
+	char out[NL_BUF];
+
+	ASSERT_EQ(0, nl_op(self->sk, self->family, GPUSLEEP_CMD_RELEASE,
+			   self->id, W, out, sizeof(out)));
+	nl_parse_genl(tb, (void *)out);
+	ASSERT_NE(NULL, tb[GPUSLEEP_A_OP_ID]);
+	EXPECT_EQ(1, nla_u64(tb[GPUSLEEP_A_OP_ID]));
+	EXPECT_EQ(0, (int32_t)nla_u32(tb[GPUSLEEP_A_ERROR]));
+	EXPECT_EQ(GPUSLEEP_R_NONE, nla_u32(tb[GPUSLEEP_A_REASON]));
+	EXPECT_EQ(GPUSLEEP_S_DRAINING, nla_u32(tb[GPUSLEEP_A_STATE]));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, 0,
+				    100));
+	ASSERT_EQ(0, gs_wait(self->ctl, 1, GS_WAIT_MS, &res));
+	EXPECT_EQ(0, res.error);
+
+	/* Already released: a refusal is a reply with its reason. */
+	ASSERT_EQ(0, nl_op(self->sk, self->family, GPUSLEEP_CMD_RELEASE,
+			   self->id, W, out, sizeof(out)));
+	nl_parse_genl(tb, (void *)out);
+	EXPECT_EQ(0, nla_u64(tb[GPUSLEEP_A_OP_ID]));
+	EXPECT_EQ(-EALREADY, (int32_t)nla_u32(tb[GPUSLEEP_A_ERROR]));
+	EXPECT_EQ(GPUSLEEP_R_ALREADY_RELEASED, nla_u32(tb[GPUSLEEP_A_REASON]));
+	EXPECT_EQ(W, nla_u32(tb[GPUSLEEP_A_BAD_TAGS]));
+
+	ASSERT_EQ(0, nl_op(self->sk, self->family, GPUSLEEP_CMD_RESUME,
+			   self->id, 0, out, sizeof(out)));
+	nl_parse_genl(tb, (void *)out);
+	EXPECT_EQ(2, nla_u64(tb[GPUSLEEP_A_OP_ID]));
+	EXPECT_EQ(GPUSLEEP_S_RESUMING, nla_u32(tb[GPUSLEEP_A_STATE]));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0,
+				    100));
+	ASSERT_EQ(0, gs_wait(self->ctl, 2, GS_WAIT_MS, &res));
+	EXPECT_EQ(0, res.error);
+}
+
+TEST_F(nl, release_refused_without_agent)
+{
+	struct nlattr *tb[NL_MAX_ATTR];
+	char out[NL_BUF];
+
+	close(self->agent);
+	self->agent = -1;
+	ASSERT_EQ(0, nl_op(self->sk, self->family, GPUSLEEP_CMD_RELEASE,
+			   self->id, 0, out, sizeof(out)));
+	nl_parse_genl(tb, (void *)out);
+	EXPECT_EQ(0, nla_u64(tb[GPUSLEEP_A_OP_ID]));
+	EXPECT_EQ(-ENOTCONN, (int32_t)nla_u32(tb[GPUSLEEP_A_ERROR]));
+	EXPECT_EQ(GPUSLEEP_R_NOT_ENABLED, nla_u32(tb[GPUSLEEP_A_REASON]));
+}
+
+/* Run fn in a child with uid/gid 65534; returns its exit status. */
+static int as_nobody(int (*fn)(void *), void *arg)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0) {
+		if (setresgid(65534, 65534, 65534) ||
+		    setresuid(65534, 65534, 65534))
+			_exit(100);
+		_exit(fn(arg));
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+struct perm_arg {
+	uint16_t family;
+	uint32_t id;
+};
+
+/* 0 if RELEASE of root's domain is refused with EPERM. */
+static int nobody_release_root(void *p)
+{
+	struct perm_arg *a = p;
+	char out[NL_BUF];
+	int sk = nl_open();
+
+	if (sk < 0)
+		return 101;
+	return nl_op(sk, a->family, GPUSLEEP_CMD_RELEASE, a->id, 0, out,
+		     sizeof(out)) == -EPERM ? 0 : 1;
+}
+
+/* 0 if nobody's RELEASE of its own domain starts operation 1. */
+static int nobody_release_own(void *p)
+{
+	struct perm_arg *a = p;
+	struct nlattr *tb[NL_MAX_ATTR];
+	char out[NL_BUF];
+	uint32_t id = 0;
+	int dev, e, ag, sk, r;
+
+	dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	if (dev < 0)
+		return 102;
+	e = gs_create(dev, "nobody", 0, &id);
+	if (e < 0)
+		return 103;
+	ag = gs_attach(dev, id, GPUSLEEP_ROLE_AGENT);
+	sk = nl_open();
+	if (ag < 0 || sk < 0)
+		return 104;
+	r = nl_op(sk, a->family, GPUSLEEP_CMD_RELEASE, id, 0, out, sizeof(out));
+	if (r)
+		return 105;
+	nl_parse_genl(tb, (void *)out);
+	if (!tb[GPUSLEEP_A_OP_ID] || nla_u64(tb[GPUSLEEP_A_OP_ID]) != 1)
+		return 106;
+	return 0;
+}
+
+TEST_F(nl, unprivileged_release_of_roots_domain_eperm)
+{
+	struct perm_arg a = { .family = self->family, .id = self->id };
+	struct gpusleep_state st;
+
+	EXPECT_EQ(0, as_nobody(nobody_release_root, &a));
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(GPUSLEEP_S_AWAKE, st.state);
+	EXPECT_EQ(0, st.last_op_id);
+	a.id = 0;
+	EXPECT_EQ(0, as_nobody(nobody_release_own, &a));
+}
+
+/* ------------------------------------------------------------------ */
+/* Dump consistency                                                    */
+
+#define NR_DOMAINS	100
+#define MAX_DUMPS	3000
+
+/* One dump: *intr if a message had NLM_F_DUMP_INTR; ids seen in seen[]. */
+static int dump_all(int sk, uint16_t family, const uint32_t *ids,
+		    int *found, int *intr)
+{
+	struct nlattr *tb[NL_MAX_ATTR];
+	char buf[NL_BUF];
+	struct nl_req r;
+	struct nlmsghdr *nh;
+	int n, i, done = 0;
+
+	*found = 0;
+	*intr = 0;
+	nl_init(&r, family, GPUSLEEP_CMD_GET, NLM_F_DUMP);
+	n = nl_send(sk, &r);
+	if (n)
+		return n;
+	while (!done) {
+		n = nl_recv(sk, buf, sizeof(buf));
+		if (n < 0)
+			return n;
+		for (nh = (void *)buf; NLMSG_OK(nh, n); nh = NLMSG_NEXT(nh, n)) {
+			if (nh->nlmsg_flags & NLM_F_DUMP_INTR)
+				*intr = 1;
+			if (nh->nlmsg_type == NLMSG_DONE) {
+				done = 1;
+				break;
+			}
+			if (nh->nlmsg_type == NLMSG_ERROR)
+				return ((struct nlmsgerr *)NLMSG_DATA(nh))->error;
+			nl_parse_genl(tb, nh);
+			if (!tb[GPUSLEEP_A_ID])
+				return -EPROTO;
+			for (i = 0; i < NR_DOMAINS; i++)
+				if (ids[i] == nla_u32(tb[GPUSLEEP_A_ID]))
+					(*found)++;
+		}
+	}
+	return 0;
+}
+
+TEST_F_TIMEOUT(nl, dump_100_domains_under_churn, 600)
+{
+	int fds[NR_DOMAINS], found, intr, seen_intr = 0, complete = 0, i, st;
+	uint32_t ids[NR_DOMAINS];
+	char name[32];
+	pid_t churn;
+
+	for (i = 0; i < NR_DOMAINS; i++) {
+		snprintf(name, sizeof(name), "dump-%d", i);
+		fds[i] = gs_create(self->dev, name, 0, &ids[i]);
+		ASSERT_LE(0, fds[i]);
+	}
+	/* Quiet: one complete dump without interruption. */
+	ASSERT_EQ(0, dump_all(self->sk, self->family, ids, &found, &intr));
+	EXPECT_EQ(0, intr);
+	EXPECT_EQ(NR_DOMAINS, found);
+
+	churn = fork();
+	ASSERT_LE(0, churn);
+	if (churn == 0) {
+		int dev = open(GS_DEV, O_RDWR | O_CLOEXEC), e;
+
+		for (;;) {
+			e = gs_create(dev, "churn", 0, NULL);
+			if (e >= 0)
+				close(e);
+		}
+	}
+	for (i = 0; i < MAX_DUMPS && !seen_intr; i++) {
+		ASSERT_EQ(0, dump_all(self->sk, self->family, ids, &found,
+				      &intr));
+		if (intr) {
+			seen_intr = 1;
+		} else {
+			/* Not interrupted: every one of the 100 is there. */
+			EXPECT_EQ(NR_DOMAINS, found);
+			complete++;
+		}
+	}
+	kill(churn, SIGKILL);
+	waitpid(churn, &st, 0);
+	TH_LOG("%d dumps, %d complete without interruption", i, complete);
+	EXPECT_TRUE(seen_intr);
+	for (i = 0; i < NR_DOMAINS; i++)
+		close(fds[i]);
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * /sys/class/gpusleep/: the class files and every value of a domain's
+ * directory through a release/resume cycle driven step by step, failures,
+ * cancels, poll() wake-ups on "state", and the directory's removal.
+ */
+#include <sys/stat.h>
+
+#include "kselftest_harness.h"
+#include "gs_test.h"
+
+#define W	GPUSLEEP_TAG_WEIGHTS
+#define KV	GPUSLEEP_TAG_KV_CACHE
+#define ALL	GPUSLEEP_TAG_ALL
+#define NB	GPUSLEEP_OPF_NONBLOCK
+#define CLASS	"/sys/class/gpusleep"
+
+/* Read CLASS/domain<id>/<name> (or CLASS/<name> with id 0), no newline. */
+static int sysfs_read(uint32_t id, const char *name, char *buf, size_t len)
+{
+	char path[256];
+	ssize_t n;
+	int fd;
+
+	if (id)
+		snprintf(path, sizeof(path), CLASS "/domain%u/%s", id, name);
+	else
+		snprintf(path, sizeof(path), CLASS "/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	if (n && buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+	return 0;
+}
+
+static long long sysfs_num(uint32_t id, const char *name)
+{
+	char buf[64];
+
+	if (sysfs_read(id, name, buf, sizeof(buf)))
+		return -1;
+	return strtoll(buf, NULL, 10);
+}
+
+/* Compare a file with an expected string; prints both on a mismatch. */
+static int sysfs_is(uint32_t id, const char *name, const char *want)
+{
+	char buf[128];
+	int r = sysfs_read(id, name, buf, sizeof(buf));
+
+	if (r) {
+		fprintf(stderr, "# %s: %s\n", name, strerror(-r));
+		return 0;
+	}
+	if (strcmp(buf, want)) {
+		fprintf(stderr, "# %s: \"%s\", expected \"%s\"\n", name, buf, want);
+		return 0;
+	}
+	return 1;
+}
+
+FIXTURE(sys) {
+	int dev, engine, agent, ctl;
+	uint32_t id;
+};
+
+FIXTURE_SETUP(sys)
+{
+	self->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	if (self->dev < 0)
+		SKIP(return, "%s: %s (module not loaded)", GS_DEV, strerror(errno));
+	self->engine = gs_create(self->dev, "sysfs", GPUSLEEP_CAP_PREFIX_CACHING |
+				 GPUSLEEP_CAP_PREFIX_CACHE_RESET, &self->id);
+	ASSERT_LE(0, self->engine);
+	self->agent = gs_attach(self->dev, self->id, GPUSLEEP_ROLE_AGENT);
+	ASSERT_LE(0, self->agent);
+	self->ctl = gs_attach(self->dev, self->id, GPUSLEEP_ROLE_CONTROLLER);
+	ASSERT_LE(0, self->ctl);
+}
+
+FIXTURE_TEARDOWN(sys)
+{
+	if (self->dev < 0)
+		return;
+	close(self->ctl);
+	if (self->agent >= 0)
+		close(self->agent);
+	if (self->engine >= 0)
+		close(self->engine);
+	close(self->dev);
+}
+
+TEST_F(sys, class_files)
+{
+	EXPECT_TRUE(sysfs_is(0, "version", "1"));
+	EXPECT_LE(1, sysfs_num(0, "domains"));
+}
+
+TEST_F(sys, initial_values)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%u", self->id);
+	EXPECT_TRUE(sysfs_is(self->id, "id", buf));
+	EXPECT_TRUE(sysfs_is(self->id, "name", "sysfs"));
+	EXPECT_TRUE(sysfs_is(self->id, "gpu", "test-gpu-0"));
+	EXPECT_EQ(geteuid(), sysfs_num(self->id, "owner_uid"));
+	EXPECT_EQ(getpid(), sysfs_num(self->id, "owner_pid"));
+	EXPECT_TRUE(sysfs_is(self->id, "state", "awake"));
+	EXPECT_TRUE(sysfs_is(self->id, "released_tags", ""));
+	EXPECT_TRUE(sysfs_is(self->id, "drain_pending", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "agent_attached", "1"));
+	EXPECT_TRUE(sysfs_is(self->id, "kv_release_allowed", "1"));
+	EXPECT_TRUE(sysfs_is(self->id, "op_in_flight", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "releases", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "resumes", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "failures", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "cancels", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "timeouts", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "last_error", "none"));
+	EXPECT_TRUE(sysfs_is(self->id, "last_release_us", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "last_resume_us", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "bytes_weights", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "bytes_kv_cache", "0"));
+}
+
+TEST_F(sys, files_are_read_only_for_all)
+{
+	static const char * const names[] = {
+		"id", "name", "gpu", "owner_uid", "owner_pid", "state",
+		"released_tags", "drain_pending", "agent_attached",
+		"kv_release_allowed", "op_in_flight", "releases", "resumes",
+		"failures", "cancels", "timeouts", "last_error",
+		"last_release_us", "last_resume_us", "bytes_weights",
+		"bytes_kv_cache",
+	};
+	char path[256];
+	struct stat st;
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), CLASS "/domain%u/%s", self->id,
+			 names[i]);
+		ASSERT_EQ(0, stat(path, &st)) TH_LOG("%s", path);
+		EXPECT_EQ(0444, st.st_mode & 0777) TH_LOG("%s", path);
+	}
+}
+
+TEST_F(sys, values_follow_a_cycle)
+{
+	struct gpusleep_op op;
+	struct gpusleep_event ev;
+
+	ASSERT_EQ(0, gs_release(self->ctl, 0, NB, &op));
+	EXPECT_TRUE(sysfs_is(self->id, "state", "draining"));
+	EXPECT_TRUE(sysfs_is(self->id, "drain_pending", "1"));
+	EXPECT_TRUE(sysfs_is(self->id, "op_in_flight", "1"));
+
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, ALL, 0, 0));
+	EXPECT_TRUE(sysfs_is(self->id, "state", "releasing"));
+	EXPECT_TRUE(sysfs_is(self->id, "drain_pending", "0"));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_RESET_CACHES, 0,
+				    0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, 0,
+				    4096));
+	EXPECT_TRUE(sysfs_is(self->id, "state", "releasing"));
+	EXPECT_TRUE(sysfs_is(self->id, "released_tags", "weights"));
+	EXPECT_TRUE(sysfs_is(self->id, "bytes_weights", "4096"));
+	EXPECT_TRUE(sysfs_is(self->id, "bytes_kv_cache", "0"));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, KV, 0,
+				    8192));
+	EXPECT_TRUE(sysfs_is(self->id, "state", "released"));
+	EXPECT_TRUE(sysfs_is(self->id, "released_tags", "weights,kv_cache"));
+	EXPECT_TRUE(sysfs_is(self->id, "bytes_kv_cache", "8192"));
+	EXPECT_TRUE(sysfs_is(self->id, "op_in_flight", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "releases", "1"));
+	EXPECT_TRUE(sysfs_is(self->id, "failures", "0"));
+	EXPECT_LE(0, sysfs_num(self->id, "last_release_us"));
+
+	ASSERT_EQ(0, gs_resume(self->ctl, 0, NB, &op));
+	EXPECT_EQ(2, op.op_id);
+	EXPECT_TRUE(sysfs_is(self->id, "state", "resuming"));
+	EXPECT_TRUE(sysfs_is(self->id, "op_in_flight", "2"));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0,
+				    4096));
+	EXPECT_TRUE(sysfs_is(self->id, "released_tags", "kv_cache"));
+	EXPECT_TRUE(sysfs_is(self->id, "bytes_weights", "0"));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, KV, 0,
+				    8192));
+	EXPECT_TRUE(sysfs_is(self->id, "state", "resuming"));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_REPAIR_KV, 0, 0,
+				    0));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
+	EXPECT_TRUE(sysfs_is(self->id, "state", "awake"));
+	EXPECT_TRUE(sysfs_is(self->id, "released_tags", ""));
+	EXPECT_TRUE(sysfs_is(self->id, "bytes_kv_cache", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "op_in_flight", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "resumes", "1"));
+	EXPECT_TRUE(sysfs_is(self->id, "releases", "1"));
+	EXPECT_TRUE(sysfs_is(self->id, "last_error", "none"));
+}
+
+TEST_F(sys, failure_sets_last_error)
+{
+	struct gpusleep_op op;
+
+	ASSERT_EQ(0, gs_release(self->ctl, W, NB, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, -EIO,
+				    0));
+	EXPECT_TRUE(sysfs_is(self->id, "state", "awake"));
+	EXPECT_TRUE(sysfs_is(self->id, "failures", "1"));
+	EXPECT_TRUE(sysfs_is(self->id, "releases", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "last_error", "engine_failed"));
+	EXPECT_TRUE(sysfs_is(self->id, "op_in_flight", "0"));
+}
+
+TEST_F(sys, agent_failure_keeps_confirmed_tags)
+{
+	struct gpusleep_op op;
+
+	ASSERT_EQ(0, gs_release(self->ctl, ALL, NB, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, ALL, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_RESET_CACHES, 0,
+				    0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, 0,
+				    100));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, KV,
+				    -ENOMEM, 0));
+	EXPECT_TRUE(sysfs_is(self->id, "state", "released"));
+	EXPECT_TRUE(sysfs_is(self->id, "released_tags", "weights"));
+	EXPECT_TRUE(sysfs_is(self->id, "last_error", "agent_failed"));
+	EXPECT_TRUE(sysfs_is(self->id, "failures", "1"));
+}
+
+TEST_F(sys, cancel_counts)
+{
+	struct gpusleep_op op;
+
+	ASSERT_EQ(0, gs_release(self->ctl, 0, NB, &op));
+	ASSERT_EQ(0, gs_resume(self->ctl, 0, NB, &op));
+	EXPECT_TRUE(sysfs_is(self->id, "cancels", "1"));
+	EXPECT_TRUE(sysfs_is(self->id, "failures", "1"));
+	EXPECT_TRUE(sysfs_is(self->id, "last_error", "cancelled"));
+	EXPECT_TRUE(sysfs_is(self->id, "state", "awake"));
+}
+
+TEST_F(sys, agent_attached_follows_the_agent)
+{
+	close(self->agent);
+	self->agent = -1;
+	EXPECT_TRUE(sysfs_is(self->id, "agent_attached", "0"));
+	self->agent = gs_attach(self->dev, self->id, GPUSLEEP_ROLE_AGENT);
+	ASSERT_LE(0, self->agent);
+	EXPECT_TRUE(sysfs_is(self->id, "agent_attached", "1"));
+}
+
+TEST_F(sys, kv_release_not_allowed)
+{
+	uint32_t id;
+	int e = gs_create(self->dev, "sysfs-kv", GPUSLEEP_CAP_PREFIX_CACHING,
+			  &id);
+
+	ASSERT_LE(0, e);
+	EXPECT_TRUE(sysfs_is(id, "kv_release_allowed", "0"));
+	close(e);
+}
+
+/* sysfs_notify on "state": poll() reports POLLPRI after a transition. */
+TEST_F(sys, poll_state_wakes)
+{
+	struct gpusleep_op op;
+	struct pollfd p;
+	char path[256], buf[32];
+
+	snprintf(path, sizeof(path), CLASS "/domain%u/state", self->id);
+	p.fd = open(path, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, p.fd);
+	ASSERT_LT(0, read(p.fd, buf, sizeof(buf)));
+	p.events = POLLPRI | POLLERR;
+	p.revents = 0;
+	ASSERT_EQ(0, poll(&p, 1, 0));
+	ASSERT_EQ(0, gs_release(self->ctl, 0, NB, &op));
+	ASSERT_EQ(1, poll(&p, 1, GS_WAIT_MS));
+	EXPECT_TRUE(p.revents & (POLLPRI | POLLERR));
+	ASSERT_EQ(0, lseek(p.fd, 0, SEEK_SET));
+	ASSERT_LT(0, read(p.fd, buf, sizeof(buf)));
+	EXPECT_EQ(0, strncmp(buf, "draining", 8));
+	close(p.fd);
+}
+
+/* A reader holding the file open sees ENODEV-like errors, not a crash. */
+TEST_F(sys, directory_goes_with_the_engine)
+{
+	char path[256], buf[32];
+	long long before = sysfs_num(0, "domains");
+	int fd;
+
+	snprintf(path, sizeof(path), CLASS "/domain%u/state", self->id);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, fd);
+	close(self->engine);
+	self->engine = -1;
+	snprintf(path, sizeof(path), CLASS "/domain%u", self->id);
+	EXPECT_EQ(-1, access(path, F_OK));
+	EXPECT_EQ(ENOENT, errno);
+	EXPECT_EQ(before - 1, sysfs_num(0, "domains"));
+	EXPECT_EQ(-1, read(fd, buf, sizeof(buf)));
+	EXPECT_EQ(ENODEV, errno);
+	close(fd);
+}
+
+TEST_HARNESS_MAIN
