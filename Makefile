@@ -63,6 +63,7 @@ VM_TESTS	:=
 	clean deps
 
 -include user/user.mk tools/tools.mk
+-include tools/demo.mk
 include tests/tests.mk
 
 all: module userspace kselftests

@@ -157,7 +157,7 @@ demo:
 	@$(MAKE) --no-print-directory all
 	@if [ -f tools/demo.sh ]; then \
 		tools/vm/run.sh --module gpusleep.ko --kernel /boot/vmlinuz-$(KVER) \
-			--out $(BUILD)/vm/demo -- sh tools/demo.sh; \
+			--out $(BUILD)/vm/demo -- sh tools/demo.sh $(DEMO_ARGS); \
 	else \
 		echo "demo: tools/demo.sh does not exist yet; running the VM smoke test instead"; \
 		tools/vm/run.sh --module gpusleep.ko --kernel /boot/vmlinuz-$(KVER) \
