@@ -63,6 +63,7 @@ VM_TESTS	:=
 	clean deps
 
 -include user/user.mk tools/tools.mk
+-include user/python/python.mk
 -include tools/demo.mk
 include tests/tests.mk
 

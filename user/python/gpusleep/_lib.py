@@ -1,0 +1,383 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""ctypes view of libgpusleep and of the uAPI (uapi/linux/gpusleep.h).
+
+Everything here mirrors a C declaration; the layouts are checked against the
+C compiler's by tests/host/test_python.py and tests/vm-py/ (offsets and sizes
+printed by tests/vm-py/uapi_layout.c). The library is loaded on first use,
+not at import, so ``import gpusleep`` works without it.
+
+Where the library comes from, first found wins:
+  1. the package directory (a copy vendored next to this file),
+  2. $GPUSLEEP_LIB (a path to libgpusleep.so.0),
+  3. the directory ``make install`` put it in (_install.py, when installed),
+  4. the build tree this file sits in (build/lib of the repository),
+  5. the system's search path (ldconfig, LD_LIBRARY_PATH).
+"""
+
+import ctypes
+import os
+import threading
+
+SONAME = "libgpusleep.so.0"
+
+# ------------------------------------------------------------------ uAPI
+API_VERSION = 1
+
+TAG_WEIGHTS = 1 << 0
+TAG_KV_CACHE = 1 << 1
+TAG_ALL = TAG_WEIGHTS | TAG_KV_CACHE
+NR_TAGS = 2
+MAX_TAGS = 8
+TAG_NAMES = ("weights", "kv_cache")	# bit index order
+
+NAME_LEN = 32
+GPU_LEN = 64
+
+ROLE_ENGINE = 1
+ROLE_AGENT = 2
+ROLE_CONTROLLER = 3
+
+CAP_PREFIX_CACHING = 1 << 0
+CAP_PREFIX_CACHE_RESET = 1 << 1
+
+OP_RELEASE = 1
+OP_RESUME = 2
+OPF_ABORT_INFLIGHT = 1 << 0
+OPF_NONBLOCK = 1 << 1
+
+SF_DRAIN_PENDING = 1 << 0
+SF_OP_IN_FLIGHT = 1 << 1
+SF_AGENT_ATTACHED = 1 << 2
+SF_KV_RELEASE_ALLOWED = 1 << 3
+SF_SCHED_PAUSED = 1 << 4
+SF_DEAD = 1 << 5
+
+EFD_DRAINED = 1 << 0
+EFD_OP_DONE = 1 << 1
+
+EV_DRAIN = 1
+EV_DRAIN_CANCELLED = 2
+EV_RESET_CACHES = 3
+EV_REPAIR_KV = 4
+EV_RESUME_SCHED = 5
+EV_PAUSE_TAG = 6
+EV_RESUME_TAG = 7
+
+# enum gpusleep_reason
+R_NONE = 0
+R_NOT_ENABLED = 1
+R_INVALID = 2
+R_KV_NOT_ALLOWED = 3
+R_ALREADY_RELEASED = 4
+R_BUSY = 5
+R_NOT_RELEASED = 6
+R_CANCELLED = 7
+R_DRAIN_TIMEOUT = 8
+R_AGENT_TIMEOUT = 9
+R_ENGINE_FAILED = 10
+R_AGENT_FAILED = 11
+R_AGENT_GONE = 12
+R_ENGINE_GONE = 13
+R_NO_MEMORY = 14
+R_QUEUE_FULL = 15
+R_ENGINE_TIMEOUT = 16
+R_MAX = 17
+
+# enum gpusleep_dstate
+STATE_NAMES = ("awake", "draining", "releasing", "released", "resuming",
+               "dead")
+
+# libgpusleep.h
+GS_PENDING = 1
+GS_MM_DISCARD = 0
+GS_MM_BACKUP = 1
+GS_MM_ALIGN = 512
+
+u8, u32, s32, u64 = ctypes.c_uint8, ctypes.c_uint32, ctypes.c_int32, \
+    ctypes.c_uint64
+
+
+class gpusleep_api(ctypes.Structure):
+    _fields_ = [("api", u32), ("max_domains", u32), ("features", u64),
+                ("reserved", u64 * 2)]
+
+
+class gpusleep_create(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * NAME_LEN),
+                ("gpu", ctypes.c_char * GPU_LEN),
+                ("caps", u32), ("flags", u32), ("id", u32), ("pad", u32),
+                ("reserved", u64 * 2)]
+
+
+class gpusleep_attach(ctypes.Structure):
+    _fields_ = [("id", u32), ("role", u32), ("flags", u32), ("pad", u32),
+                ("reserved", u64 * 2)]
+
+
+class gpusleep_op(ctypes.Structure):
+    _fields_ = [("tags", u32), ("flags", u32), ("timeout_ms", u32),
+                ("reason", u32), ("op_id", u64), ("bad_tags", u32),
+                ("pad", u32), ("reserved", u64 * 2)]
+
+
+class gpusleep_result(ctypes.Structure):
+    _fields_ = [("op_id", u64), ("kind", u32), ("tags", u32),
+                ("error", s32), ("reason", u32), ("done_tags", u32),
+                ("pad", u32), ("duration_ns", u64),
+                ("bytes", u64 * MAX_TAGS)]
+
+
+class gpusleep_wait(ctypes.Structure):
+    _fields_ = [("op_id", u64), ("timeout_ms", u32), ("pad", u32),
+                ("reserved", u64 * 2), ("result", gpusleep_result)]
+
+
+class gpusleep_state(ctypes.Structure):
+    _fields_ = [("id", u32), ("state", u32), ("released", u32),
+                ("flags", u32), ("caps", u32), ("pad", u32),
+                ("op_in_flight", u64), ("last_op_id", u64),
+                ("bytes_released", u64 * MAX_TAGS),
+                ("reserved", u64 * 4), ("last", gpusleep_result)]
+
+
+class gpusleep_eventfd(ctypes.Structure):
+    _fields_ = [("fd", s32), ("events", u32), ("reserved", u64)]
+
+
+class gpusleep_event(ctypes.Structure):
+    _fields_ = [("op_id", u64), ("type", u32), ("tags", u32),
+                ("flags", u32), ("step", u32), ("reserved", u64 * 2)]
+
+
+class gpusleep_complete(ctypes.Structure):
+    _fields_ = [("op_id", u64), ("step", u32), ("type", u32),
+                ("status", s32), ("pad", u32), ("bytes", u64),
+                ("reserved", u64 * 2)]
+
+
+# ------------------------------------------------------------ libgpusleep
+DRAIN_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                            u32, ctypes.c_bool)
+VOID_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+INT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class gs_engine_ops(ctypes.Structure):
+    _fields_ = [("drain", DRAIN_FN), ("drain_cancelled", VOID_FN),
+                ("reset_caches", INT_FN), ("repair_kv", INT_FN),
+                ("resume_sched", VOID_FN)]
+
+
+class gs_engine_config(ctypes.Structure):
+    _fields_ = [("dev_path", ctypes.c_char_p), ("name", ctypes.c_char_p),
+                ("gpu", ctypes.c_char_p), ("caps", u32)]
+
+
+class gs_mm_tag_info(ctypes.Structure):
+    _fields_ = [("policy", u32), ("paused", u32), ("nr_chunks", u32),
+                ("nr_allocs", u32), ("chunk_bytes", u64),
+                ("mapped_bytes", u64), ("used_bytes", u64),
+                ("staging", ctypes.c_void_p), ("staging_bytes", u64),
+                ("pauses", u64), ("resumes", u64), ("lost", u32),
+                ("pad", u32)]
+
+
+class gs_agent_stats(ctypes.Structure):
+    _fields_ = [("events", u64), ("pauses", u64), ("resumes", u64),
+                ("failures", u64), ("complete_errors", u64)]
+
+
+# Every struct the bindings mirror, by its C name (for the layout tests).
+STRUCTS = {
+    "gpusleep_api": gpusleep_api,
+    "gpusleep_create": gpusleep_create,
+    "gpusleep_attach": gpusleep_attach,
+    "gpusleep_op": gpusleep_op,
+    "gpusleep_result": gpusleep_result,
+    "gpusleep_wait": gpusleep_wait,
+    "gpusleep_state": gpusleep_state,
+    "gpusleep_eventfd": gpusleep_eventfd,
+    "gpusleep_event": gpusleep_event,
+    "gpusleep_complete": gpusleep_complete,
+    "gs_engine_ops": gs_engine_ops,
+    "gs_engine_config": gs_engine_config,
+    "gs_mm_tag_info": gs_mm_tag_info,
+    "gs_agent_stats": gs_agent_stats,
+}
+
+P = ctypes.POINTER
+c_int, c_uint, c_char_p, c_void_p = ctypes.c_int, ctypes.c_uint, \
+    ctypes.c_char_p, ctypes.c_void_p
+
+# name: (restype, argtypes). Pointers to opaque objects are c_void_p.
+PROTOTYPES = {
+    "gs_open": (c_int, [c_char_p, u64, P(gpusleep_api)]),
+    "gs_create_domain": (c_int, [c_int, c_char_p, c_char_p, u32, P(u32)]),
+    "gs_attach": (c_int, [c_int, u32, u32]),
+    "gs_release": (c_int, [c_int, u32, u32, u32, P(gpusleep_op)]),
+    "gs_resume": (c_int, [c_int, u32, u32, u32, P(gpusleep_op)]),
+    "gs_is_sleeping": (c_int, [c_int]),
+    "gs_get_state": (c_int, [c_int, P(gpusleep_state)]),
+    "gs_wait": (c_int, [c_int, u64, u32, P(gpusleep_result)]),
+    "gs_eventfd": (c_int, [c_int, c_int, u32]),
+    "gs_read_event": (c_int, [c_int, P(gpusleep_event)]),
+    "gs_complete": (c_int, [c_int, P(gpusleep_event), c_int, u64]),
+    "gs_reason_str": (c_char_p, [u32]),
+    "gs_reason_name": (c_char_p, [u32]),
+    "gs_reason_errno": (c_int, [u32]),
+    "gs_state_name": (c_char_p, [u32]),
+    "gs_event_name": (c_char_p, [u32]),
+    "gs_tag_name": (c_char_p, [u32]),
+    "gs_tags_parse": (c_int, [c_char_p, P(u32)]),
+    "gs_tags_format": (c_int, [u32, c_char_p, ctypes.c_size_t]),
+    # engine
+    "gs_engine_create": (c_int, [P(gs_engine_config), P(gs_engine_ops),
+                                 c_void_p, P(c_void_p)]),
+    "gs_engine_destroy": (None, [c_void_p]),
+    "gs_engine_fd": (c_int, [c_void_p]),
+    "gs_engine_id": (u32, [c_void_p]),
+    "gs_engine_sched_paused": (ctypes.c_bool, [c_void_p]),
+    "gs_engine_pending": (ctypes.c_bool, [c_void_p]),
+    "gs_engine_dispatch": (c_int, [c_void_p]),
+    "gs_engine_complete": (c_int, [c_void_p, c_int]),
+    # memory manager
+    "gs_backend_host_new": (c_void_p, []),
+    "gs_backend_cuda_new": (c_void_p, [c_int, c_char_p, P(c_int)]),
+    "gs_mm_new": (c_int, [c_void_p, P(c_void_p)]),
+    "gs_mm_destroy": (None, [c_void_p]),
+    "gs_mm_set_policy": (c_int, [c_void_p, u32, c_int, ctypes.c_size_t]),
+    "gs_mm_alloc": (c_void_p, [c_void_p, u32, ctypes.c_size_t]),
+    "gs_mm_free": (c_int, [c_void_p, c_void_p]),
+    "gs_mm_tag_of": (u32, [c_void_p, c_void_p]),
+    "gs_mm_pause": (c_int, [c_void_p, u32, P(u64)]),
+    "gs_mm_resume": (c_int, [c_void_p, u32, P(u64)]),
+    "gs_mm_tag_info": (c_int, [c_void_p, u32, P(gs_mm_tag_info)]),
+    # agent
+    "gs_agent_attach": (c_int, [c_char_p, u32, c_void_p, P(c_void_p)]),
+    "gs_agent_destroy": (None, [c_void_p]),
+    "gs_agent_fd": (c_int, [c_void_p]),
+    "gs_agent_dispatch": (c_int, [c_void_p]),
+    "gs_agent_start": (c_int, [c_void_p]),
+    "gs_agent_stop": (c_int, [c_void_p]),
+    "gs_agent_get_stats": (None, [c_void_p, P(gs_agent_stats)]),
+    # PyTorch pluggable allocator
+    "gpusleep_malloc": (c_void_p, [ctypes.c_ssize_t, c_int, c_void_p]),
+    "gpusleep_free": (None, [c_void_p, ctypes.c_ssize_t, c_int, c_void_p]),
+    "gpusleep_set_tag": (c_int, [c_char_p]),
+    "gpusleep_mm": (c_void_p, []),
+    "gpusleep_agent_start": (c_int, [c_uint]),
+    "gpusleep_agent_stop": (c_int, []),
+}
+
+_here = os.path.dirname(os.path.abspath(__file__))
+_lock = threading.Lock()
+_lib = None
+_path = None
+
+
+def candidates():
+    """The paths tried, in order (the system's search path last, as the
+    bare soname)."""
+    out = [os.path.join(_here, SONAME)]
+    env = os.environ.get("GPUSLEEP_LIB")
+    if env:
+        out.append(env)
+    try:
+        from . import _install	# written by `make python-install`
+        out.append(os.path.join(_install.LIBDIR, SONAME))
+    except ImportError:
+        pass
+    out.append(os.path.normpath(os.path.join(_here, "..", "..", "..",
+                                             "build", "lib", SONAME)))
+    out.append(SONAME)
+    return out
+
+
+def _declare(lib):
+    for name, (restype, argtypes) in PROTOTYPES.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+def lib():
+    """The loaded library (ctypes.CDLL: calls release the GIL)."""
+    global _lib, _path
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for p in candidates():
+            if os.sep in p and not os.path.exists(p):
+                tried.append(f"{p}: no such file")
+                continue
+            try:
+                loaded = ctypes.CDLL(p, use_errno=True)
+            except OSError as e:
+                tried.append(f"{p}: {e}")
+                continue
+            _declare(loaded)
+            _path = p if os.sep not in p else os.path.realpath(p)
+            _lib = loaded
+            return _lib
+        raise OSError("libgpusleep not found; tried:\n  " + "\n  ".join(tried)
+                      + "\nset GPUSLEEP_LIB to the path of " + SONAME)
+
+
+def path():
+    """The file the library was loaded from (loads it)."""
+    lib()
+    return _path
+
+
+def tags_to_mask(tags, *, default=0):
+    """None -> default; an int -> itself (unknown bits go to the kernel,
+    which refuses them); a name or an iterable of names -> bits.
+    [] -> ValueError (the uAPI has no empty explicit list). Unknown names
+    raise errors.InvalidRequest."""
+    from . import errors
+    if tags is None:
+        return default
+    if isinstance(tags, bool):
+        raise TypeError("tags: want None, a list of names or an int")
+    if isinstance(tags, int):
+        if tags == 0:
+            raise ValueError("tags: 0 is not an explicit tag set "
+                             "(use None for the default)")
+        return tags
+    if isinstance(tags, str):
+        tags = [tags]
+    tags = list(tags)
+    if not tags:
+        raise ValueError("tags: an empty list is not allowed "
+                         "(use None for the default)")
+    mask = 0
+    bad = []
+    for t in tags:
+        if t in TAG_NAMES:
+            mask |= 1 << TAG_NAMES.index(t)
+        else:
+            bad.append(t)
+    if bad:
+        raise errors.InvalidRequest(
+            R_INVALID, message=f"invalid tags: {bad!r}; valid: "
+            f"{list(TAG_NAMES)}")
+    return mask
+
+
+def mask_to_tags(mask):
+    """Bits -> names in the fixed order; unknown bits as '0x..'."""
+    out = [n for i, n in enumerate(TAG_NAMES) if mask & (1 << i)]
+    rest = mask & ~TAG_ALL
+    if rest:
+        out.append(hex(rest))
+    return out
+
+
+def check(ret, what):
+    """A libgpusleep int result: negative -> OSError(-ret)."""
+    if ret < 0:
+        raise OSError(-ret, f"{what}: {os.strerror(-ret)}")
+    return ret

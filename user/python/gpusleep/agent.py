@@ -1,0 +1,243 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The agent's side: tagged memory (gs_mm) served to a domain (gs_agent).
+
+    from gpusleep.agent import MemoryManager, Agent
+    mm = MemoryManager()                    # CUDA if libcuda loads, else host
+    mm.set_policy("weights", backup=True)   # copied to host on release
+    w = mm.alloc("weights", 64 << 20)       # w.addr, w.size (and w.view)
+    agent = Agent(domain_id, mm)            # attached, io_uring thread runs
+    ...
+    agent.close()
+
+Or, for the whole process, start_agent(domain) makes both.
+
+Buffers keep their addresses across release/resume. On the host backend
+Buffer.view is a writable memoryview of the memory (for tests and CPU-only
+runs); touching it while its tag is released faults (the pages are
+PROT_NONE), as a GPU kernel would on unmapped memory. On the CUDA backend
+view is None and addr is a device pointer.
+"""
+
+import ctypes
+import errno as _errno
+import os
+
+from . import _lib, errors
+from .trainer import resolve_domain
+
+
+def _tag_bit(tag):
+    if isinstance(tag, int):
+        return tag
+    if tag not in _lib.TAG_NAMES:
+        raise errors.InvalidRequest(
+            _lib.R_INVALID, message=f"invalid tag {tag!r}; valid: "
+            f"{list(_lib.TAG_NAMES)}")
+    return 1 << _lib.TAG_NAMES.index(tag)
+
+
+def _make_backend(backend, device, cuda_lib):
+    """(gs_backend pointer, its name). auto: CUDA when libcuda loads and
+    the backend starts on device, else host."""
+    L = _lib.lib()
+    if backend not in ("auto", "cuda", "host"):
+        raise ValueError("backend: want 'auto', 'cuda' or 'host'")
+    if backend == "auto":
+        try:	# quietly: libgpusleep reports a missing driver on stderr
+            ctypes.CDLL(cuda_lib or "libcuda.so.1")
+        except OSError:
+            backend = "host"
+    if backend in ("auto", "cuda"):
+        err = ctypes.c_int(0)
+        b = L.gs_backend_cuda_new(device,
+                                  cuda_lib.encode() if cuda_lib else None,
+                                  ctypes.byref(err))
+        if b:
+            return b, "cuda"
+        if backend == "cuda":
+            e = -err.value or _errno.ENODEV
+            raise OSError(e, f"CUDA backend (device {device}): "
+                          f"{os.strerror(e)}")
+    b = L.gs_backend_host_new()
+    if not b:
+        e = ctypes.get_errno() or _errno.ENOMEM
+        raise OSError(e, f"host backend: {os.strerror(e)}")
+    return b, "host"
+
+
+class Buffer:
+    """One allocation: addr, size, tag; view (host backend) or None."""
+
+    def __init__(self, mm, addr, size, tag):
+        self.mm = mm
+        self.addr = addr
+        self.size = size
+        self.tag = tag
+        self.view = None
+        if mm.backend == "host":
+            arr = (ctypes.c_ubyte * size).from_address(addr)
+            self.view = memoryview(arr).cast("B")
+
+    def as_ctypes(self):
+        """A ctypes array over the memory (host backend only)."""
+        if self.view is None:
+            raise TypeError("device memory has no host view")
+        return (ctypes.c_ubyte * self.size).from_address(self.addr)
+
+    def __repr__(self):
+        return f"Buffer(addr={self.addr:#x}, size={self.size}, tag={self.tag!r})"
+
+
+class MemoryManager:
+    """A gs_mm on the CUDA backend (when libcuda loads and a device is
+    there) or the host backend. backend: 'auto', 'cuda' or 'host'."""
+
+    def __init__(self, backend="auto", device=0, cuda_lib=None):
+        L = _lib.lib()
+        b, self.backend = _make_backend(backend, device, cuda_lib)
+        mm = ctypes.c_void_p()
+        ret = L.gs_mm_new(b, ctypes.byref(mm))	# owns b, even on failure
+        if ret < 0:
+            raise OSError(-ret, f"memory manager: {os.strerror(-ret)}")
+        self._mm = mm
+        self._bufs = {}
+
+    @property
+    def handle(self):
+        return self._mm
+
+    def set_policy(self, tag, backup, chunk_size=0):
+        """backup=True: copied to host on release, restored on resume;
+        False: discarded, reads as zeros after resume."""
+        p = _lib.GS_MM_BACKUP if backup else _lib.GS_MM_DISCARD
+        _lib.check(_lib.lib().gs_mm_set_policy(self._mm, _tag_bit(tag), p,
+                                               chunk_size),
+                   f"set_policy({tag!r})")
+
+    def alloc(self, tag, size):
+        """A Buffer of size bytes in tag (EBUSY while the tag is released)."""
+        addr = _lib.lib().gs_mm_alloc(self._mm, _tag_bit(tag), size)
+        if not addr:
+            e = ctypes.get_errno() or _errno.ENOMEM
+            raise OSError(e, f"alloc({tag!r}, {size}): {os.strerror(e)}")
+        name = tag if isinstance(tag, str) else _lib.mask_to_tags(tag)[0]
+        buf = Buffer(self, addr, size, name)
+        self._bufs[addr] = buf
+        return buf
+
+    def free(self, buf):
+        addr = buf.addr if isinstance(buf, Buffer) else buf
+        self._bufs.pop(addr, None)
+        _lib.check(_lib.lib().gs_mm_free(self._mm, addr), "free")
+
+    def pause(self, tag):
+        """Unmap a tag directly (no domain involved); the bytes unmapped."""
+        n = ctypes.c_uint64()
+        _lib.check(_lib.lib().gs_mm_pause(self._mm, _tag_bit(tag),
+                                          ctypes.byref(n)), f"pause({tag!r})")
+        return n.value
+
+    def resume(self, tag):
+        n = ctypes.c_uint64()
+        _lib.check(_lib.lib().gs_mm_resume(self._mm, _tag_bit(tag),
+                                           ctypes.byref(n)),
+                   f"resume({tag!r})")
+        return n.value
+
+    def tag_info(self, tag):
+        """struct gs_mm_tag_info as a dict."""
+        i = _lib.gs_mm_tag_info()
+        _lib.check(_lib.lib().gs_mm_tag_info(self._mm, _tag_bit(tag),
+                                             ctypes.byref(i)), "tag_info")
+        return {k: getattr(i, k) for k, _ in i._fields_ if k != "pad"}
+
+    def close(self):
+        if self._mm:
+            _lib.lib().gs_mm_destroy(self._mm)
+            self._mm = None
+            self._bufs.clear()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Agent:
+    """The agent of a domain (GPUSLEEP_ROLE_AGENT) serving a MemoryManager.
+    thread=True: on libgpusleep's io_uring thread; thread=False: poll
+    fileno() and call dispatch() from your loop."""
+
+    def __init__(self, domain, mm, *, thread=True, dev_path=None):
+        L = _lib.lib()
+        self.domain_id = resolve_domain(domain)
+        self.mm = mm
+        a = ctypes.c_void_p()
+        ret = L.gs_agent_attach(dev_path.encode() if dev_path else None,
+                                self.domain_id, mm.handle, ctypes.byref(a))
+        if ret < 0:
+            raise OSError(-ret, f"agent for domain {self.domain_id}: "
+                          f"{os.strerror(-ret)}")
+        self._a = a
+        self._thread = False
+        if thread:
+            ret = L.gs_agent_start(a)
+            if ret < 0:
+                L.gs_agent_destroy(a)
+                self._a = None
+                raise OSError(-ret, f"agent thread: {os.strerror(-ret)}")
+            self._thread = True
+
+    def fileno(self):
+        return _lib.lib().gs_agent_fd(self._a)
+
+    def dispatch(self):
+        """Serve the queued events; the number handled. EngineGone at the
+        end (the domain died)."""
+        ret = _lib.lib().gs_agent_dispatch(self._a)
+        if ret == -_errno.EPIPE:
+            raise errors.EngineGone(_lib.R_ENGINE_GONE)
+        return _lib.check(ret, "agent dispatch")
+
+    def stats(self):
+        st = _lib.gs_agent_stats()
+        _lib.lib().gs_agent_get_stats(self._a, ctypes.byref(st))
+        return {k: getattr(st, k) for k, _ in st._fields_}
+
+    def stop(self):
+        """Stop the thread; 0, or the -errno that ended it."""
+        if self._thread:
+            self._thread = False
+            return _lib.lib().gs_agent_stop(self._a)
+        return 0
+
+    def close(self):
+        """Stop, and close the agent fd (the domain is 'not enabled' then)."""
+        if self._a:
+            self.stop()
+            _lib.lib().gs_agent_destroy(self._a)
+            self._a = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def start_agent(domain, backend="auto", *, device=0, backup=("weights",),
+                dev_path=None):
+    """The agent of this process: a MemoryManager (CUDA when a GPU is
+    there, else host) with the tags in backup backed up and the others
+    discarded, served on a thread. Returns the Agent (agent.mm allocates)."""
+    mm = MemoryManager(backend, device)
+    for t in _lib.TAG_NAMES:
+        mm.set_policy(t, backup=t in backup)
+    return Agent(domain, mm, dev_path=dev_path)

@@ -1,0 +1,252 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The engine's side: a domain and its callbacks (libgpusleep's gs_engine).
+
+    from gpusleep.engine import Engine, PENDING
+
+    def drain(tags, abort_inflight):
+        scheduler.pause(abort=abort_inflight)
+        return PENDING                # answered once in-flight work is done
+
+    eng = Engine("llm0", gpu="0000:41:00.0", prefix_caching=True,
+                 prefix_cache_reset=True, drain=drain,
+                 reset_caches=scheduler.reset_prefix_cache,
+                 repair_kv=kv_pools.zero_, resume_sched=scheduler.resume,
+                 drain_cancelled=scheduler.resume)
+    loop.add_reader(eng.fileno(), eng.dispatch)   # or eng.add_to_loop()
+    ...
+    eng.complete(0)                   # when the last request finished
+
+Callbacks (each may be None: answered with success / ignored):
+  drain(tags, abort_inflight)  tags: list of names being released
+  reset_caches()               reset the prefix cache (kv_cache released)
+  repair_kv()                  KV memory is back (zeros): rebuild the pools
+  resume_sched()               start scheduling again (no answer)
+  drain_cancelled()            a resume came before the drain finished:
+                               stop draining, a pending drain is dropped
+drain, reset_caches and repair_kv return None or 0 (done), a negative errno
+(fails the operation: ENGINE_FAILED), or PENDING (answer later with
+complete()). An exception in a callback fails the step with its errno
+(EIO when it has none) and is logged. Callbacks may be set or replaced any
+time (they are looked up when an event arrives).
+"""
+
+import ctypes
+import errno as _errno
+import logging
+import os
+import select
+
+from . import _lib, errors
+from .trainer import _Ops
+
+PENDING = _lib.GS_PENDING
+log = logging.getLogger("gpusleep.engine")
+
+
+def _answer(value):
+    if value is None or value is False:
+        return 0
+    if value is True:
+        return 0
+    if isinstance(value, int):
+        if value == PENDING or value <= 0:
+            return value
+    log.error("callback returned %r: want None, 0, -errno or PENDING", value)
+    return -_errno.EINVAL
+
+
+class Engine(_Ops):
+    """A domain, owned: closing the engine (or the process) kills it."""
+
+    PENDING = PENDING
+
+    def __init__(self, name, gpu="", *, prefix_caching=False,
+                 prefix_cache_reset=False, dev_path=None, drain=None,
+                 drain_cancelled=None, reset_caches=None, repair_kv=None,
+                 resume_sched=None):
+        L = _lib.lib()
+        self.drain = drain
+        self.drain_cancelled = drain_cancelled
+        self.reset_caches = reset_caches
+        self.repair_kv = repair_kv
+        self.resume_sched = resume_sched
+        self._e = None
+        self._loop = None
+        # trampolines: kept alive as long as the engine
+        self._c_ops = _lib.gs_engine_ops(
+            drain=_lib.DRAIN_FN(self._t_drain),
+            drain_cancelled=_lib.VOID_FN(self._t_cancelled),
+            reset_caches=_lib.INT_FN(self._t_reset),
+            repair_kv=_lib.INT_FN(self._t_repair),
+            resume_sched=_lib.VOID_FN(self._t_resume))
+        caps = (_lib.CAP_PREFIX_CACHING if prefix_caching else 0) | \
+            (_lib.CAP_PREFIX_CACHE_RESET if prefix_cache_reset else 0)
+        cfg = _lib.gs_engine_config(
+            dev_path=dev_path.encode() if dev_path else None,
+            name=name.encode(), gpu=(gpu or "").encode(), caps=caps)
+        e = ctypes.c_void_p()
+        ret = L.gs_engine_create(ctypes.byref(cfg), ctypes.byref(self._c_ops),
+                                 None, ctypes.byref(e))
+        if ret < 0:
+            raise OSError(-ret, f"creating domain {name!r}: "
+                          f"{os.strerror(-ret)}")
+        self._e = e
+        self.name = name
+        self.id = L.gs_engine_id(e)
+        self._fd = L.gs_engine_fd(e)
+
+    # -- trampolines (called by gs_engine_dispatch, GIL re-acquired) ----
+    def _call(self, what, fn, *args, void=False):
+        if fn is None:
+            return 0
+        try:
+            ret = fn(*args)
+            return 0 if void else _answer(ret)
+        except Exception as e:	# a callback's failure fails the step
+            log.exception("engine callback %s failed", what)
+            err = getattr(e, "errno", None)
+            return -(err if isinstance(err, int) and err > 0 else _errno.EIO)
+
+    def _t_drain(self, e, arg, tags, abort):
+        return self._call("drain", self.drain, _lib.mask_to_tags(tags),
+                          bool(abort))
+
+    def _t_reset(self, e, arg):
+        return self._call("reset_caches", self.reset_caches)
+
+    def _t_repair(self, e, arg):
+        return self._call("repair_kv", self.repair_kv)
+
+    def _t_cancelled(self, e, arg):
+        self._call("drain_cancelled", self.drain_cancelled, void=True)
+
+    def _t_resume(self, e, arg):
+        self._call("resume_sched", self.resume_sched, void=True)
+
+    # -- the loop ----------------------------------------------------------
+    def _check_open(self):
+        if self._e is None:
+            raise ValueError("engine closed")
+
+    def dispatch(self):
+        """Read every queued event and run its callback. Returns the number
+        handled (0: none queued); EngineGone once the domain is dead."""
+        self._check_open()
+        ret = _lib.lib().gs_engine_dispatch(self._e)
+        if ret == -_errno.EPIPE:
+            raise errors.EngineGone(_lib.R_ENGINE_GONE)
+        if ret < 0:
+            raise OSError(-ret, f"engine dispatch: {os.strerror(-ret)}")
+        return ret
+
+    def complete(self, status=0):
+        """Answer the pending step (a callback returned PENDING) with 0 or
+        -errno. False if nothing is pending (it was cancelled or timed
+        out), True when answered."""
+        self._check_open()
+        ret = _lib.lib().gs_engine_complete(self._e, status)
+        if ret == -_errno.ESTALE:
+            return False
+        if ret < 0:
+            raise OSError(-ret, f"engine complete: {os.strerror(-ret)}")
+        return True
+
+    @property
+    def sched_paused(self):
+        """True between DRAIN and RESUME_SCHED / DRAIN_CANCELLED."""
+        self._check_open()
+        return bool(_lib.lib().gs_engine_sched_paused(self._e))
+
+    @property
+    def pending(self):
+        """True while a step answered PENDING awaits complete()."""
+        self._check_open()
+        return bool(_lib.lib().gs_engine_pending(self._e))
+
+    def add_to_loop(self, loop=None):
+        """Dispatch from an asyncio loop whenever the fd is readable."""
+        import asyncio
+        self._loop = loop or asyncio.get_event_loop()
+        self._loop.add_reader(self._fd, self._dispatch_quietly)
+
+    def remove_from_loop(self):
+        if self._loop is not None:
+            self._loop.remove_reader(self._fd)
+            self._loop = None
+
+    def _dispatch_quietly(self):
+        try:
+            self.dispatch()
+        except errors.EngineGone:
+            self.remove_from_loop()
+
+    # -- operations started by the engine itself ---------------------------
+    def run_until_done(self, op_id):
+        """Drive this engine's events until operation op_id has finished
+        (for an operation the engine's own loop started: nobody else would
+        answer its drain). Returns its Result or raises its error. A
+        callback that answers PENDING must complete() from inside another
+        callback or a signal handler, else the kernel's step timeout ends
+        the operation."""
+        efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        try:
+            self.register_eventfd(efd, _lib.EFD_OP_DONE)
+            p = select.poll()
+            p.register(self._fd, select.POLLIN)
+            p.register(efd, select.POLLIN)
+            try:
+                while not self._done(op_id):
+                    for fd, ev in p.poll():
+                        if fd == efd:
+                            try:
+                                os.eventfd_read(efd)
+                            except BlockingIOError:
+                                pass
+                        elif ev & select.POLLIN:
+                            self.dispatch()
+                        elif ev & (select.POLLHUP | select.POLLERR):
+                            raise errors.EngineGone(_lib.R_ENGINE_GONE)
+                self.dispatch()		# e.g. RESUME_SCHED sent at the end
+            finally:
+                try:
+                    self.register_eventfd(efd, 0)
+                except OSError:
+                    pass
+        finally:
+            os.close(efd)
+        return self.wait(op_id)
+
+    def release(self, tags=None, abort_inflight=False, timeout=None,
+                wait=True):
+        """Release from the engine itself (always non-blocking in the
+        kernel). wait=True drives this engine's loop until it is done
+        (run_until_done) and returns the Result; wait=False returns the op
+        id, and the engine's loop answers the steps."""
+        op_id = super().release(tags, abort_inflight=abort_inflight,
+                                timeout=timeout, wait=False)
+        return self.run_until_done(op_id) if wait else op_id
+
+    def resume(self, tags=None, timeout=None, wait=True):
+        """Resume from the engine itself; see release()."""
+        op_id = super().resume(tags, timeout=timeout, wait=False)
+        return self.run_until_done(op_id) if wait else op_id
+
+    def close(self):
+        """Close the engine fd: the domain dies."""
+        if self._e is not None:
+            self.remove_from_loop()
+            _lib.lib().gs_engine_destroy(self._e)
+            self._e = None
+            self._fd = -1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,209 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Exceptions: one per refusal or failure reason of the module.
+
+Every exception is a GpuSleepError (an OSError), carrying
+  reason       the uAPI reason code (enum gpusleep_reason, int)
+  reason_name  "NOT_ENABLED", "ALREADY_RELEASED", ...
+  errno        the errno the module returned (ENOTCONN, EALREADY, ...)
+  message      a sentence (libgpusleep's gs_reason_str, or more precise)
+  op_id        the operation's id (0 when refused before it started)
+  tags         the tags a refusal names (AlreadyReleased, NotReleased),
+               else the tags of the failed operation, as names
+  result       the operation's Result when one was fetched, else None
+"""
+
+import errno as _errno
+import os
+
+from . import _lib
+
+# name, errno, sentence: the same table as libgpusleep's (user/lib.c), kept
+# here so that the exceptions need not load the library.
+_REASONS = {
+    _lib.R_NONE: ("NONE", 0, "success"),
+    _lib.R_NOT_ENABLED: ("NOT_ENABLED", _errno.ENOTCONN,
+                         "memory saver not enabled: no agent attached"),
+    _lib.R_INVALID: ("INVALID", _errno.EINVAL,
+                     "invalid request: unknown tags or flags"),
+    _lib.R_KV_NOT_ALLOWED: ("KV_NOT_ALLOWED", _errno.EPERM,
+                            "cannot release kv_cache: prefix caching is on "
+                            "and the engine cannot reset it"),
+    _lib.R_ALREADY_RELEASED: ("ALREADY_RELEASED", _errno.EALREADY,
+                              "tags already released"),
+    _lib.R_BUSY: ("BUSY", _errno.EBUSY,
+                  "a pause or release is already in progress"),
+    _lib.R_NOT_RELEASED: ("NOT_RELEASED", _errno.ENOENT,
+                          "tags not released"),
+    _lib.R_CANCELLED: ("CANCELLED", _errno.ECANCELED,
+                       "resumed before release drained"),
+    _lib.R_DRAIN_TIMEOUT: ("DRAIN_TIMEOUT", _errno.ETIMEDOUT,
+                           "the engine did not drain in time"),
+    _lib.R_AGENT_TIMEOUT: ("AGENT_TIMEOUT", _errno.ETIMEDOUT,
+                           "the agent did not answer in time"),
+    _lib.R_ENGINE_FAILED: ("ENGINE_FAILED", 0,
+                           "the engine failed a step (drain, cache reset "
+                           "or KV repair)"),
+    _lib.R_AGENT_FAILED: ("AGENT_FAILED", 0,
+                          "the agent failed to unmap or remap a tag"),
+    _lib.R_AGENT_GONE: ("AGENT_GONE", _errno.EPIPE,
+                        "the agent closed its fd during the operation"),
+    _lib.R_ENGINE_GONE: ("ENGINE_GONE", _errno.EOWNERDEAD,
+                         "the engine closed its fd: the domain is dead"),
+    _lib.R_NO_MEMORY: ("NO_MEMORY", _errno.ENOMEM,
+                       "the kernel could not allocate memory"),
+    _lib.R_QUEUE_FULL: ("QUEUE_FULL", _errno.ENOBUFS, "event queue overflow"),
+    _lib.R_ENGINE_TIMEOUT: ("ENGINE_TIMEOUT", _errno.ETIMEDOUT,
+                            "the engine did not answer a cache reset or KV "
+                            "repair in time"),
+}
+
+
+def reason_name(reason):
+    return _REASONS.get(reason, ("UNKNOWN",))[0]
+
+
+def reason_errno(reason):
+    return _REASONS.get(reason, (None, 0))[1]
+
+
+def reason_str(reason):
+    return _REASONS.get(reason, (None, 0, "unknown reason"))[2]
+
+
+class GpuSleepError(OSError):
+    """Base of every gpusleep refusal or failure."""
+
+    def __init__(self, reason=_lib.R_NONE, err=None, message=None, *,
+                 op_id=0, tags=(), result=None):
+        if err is None:
+            err = reason_errno(reason) or _errno.EIO
+        if message is None:
+            message = reason_str(reason) if reason else os.strerror(err)
+        super().__init__(err, message)
+        self.reason = reason
+        self.reason_name = reason_name(reason)
+        self.message = message
+        self.op_id = op_id
+        self.tags = list(tags)
+        self.result = result
+
+    def __str__(self):
+        s = f"[{self.reason_name}, {_errno.errorcode.get(self.errno, self.errno)}]"
+        s += f" {self.message}"
+        if self.tags:
+            s += f": {self.tags!r}"
+        if self.op_id:
+            s += f" (op {self.op_id})"
+        return s
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), self.reason, self.errno, self.message,
+                           self.op_id, self.tags))
+
+
+def _rebuild(cls, reason, err, message, op_id, tags):
+    return cls(reason, err, message, op_id=op_id, tags=tags)
+
+
+class NotEnabled(GpuSleepError):
+    """No agent attached: the memory saver is not enabled (ENOTCONN)."""
+
+
+class InvalidRequest(GpuSleepError, ValueError):
+    """Unknown tags or flags (EINVAL)."""
+
+
+class KvReleaseNotAllowed(GpuSleepError):
+    """kv_cache with prefix caching and no prefix-cache reset (EPERM)."""
+
+
+class AlreadyReleased(GpuSleepError):
+    """Some requested tag is already released; .tags names them (EALREADY)."""
+
+
+class Busy(GpuSleepError):
+    """Another operation is in flight (EBUSY)."""
+
+
+class NotReleased(GpuSleepError):
+    """Resume of tags that are awake; .tags names them (ENOENT)."""
+
+
+class Cancelled(GpuSleepError):
+    """A resume came before the release drained (ECANCELED)."""
+
+
+class Timeout(GpuSleepError):
+    """A step or a wait ran out of time (ETIMEDOUT)."""
+
+
+class DrainTimeout(Timeout):
+    """The engine did not drain in time."""
+
+
+class AgentTimeout(Timeout):
+    """The agent did not answer in time."""
+
+
+class EngineTimeout(Timeout):
+    """The engine did not answer a cache reset or KV repair in time."""
+
+
+class EngineFailed(GpuSleepError):
+    """The engine failed a step; .errno is the engine's."""
+
+
+class AgentFailed(GpuSleepError):
+    """The agent failed to unmap or remap; .errno is the agent's."""
+
+
+class AgentGone(GpuSleepError):
+    """The agent closed its fd during the operation (EPIPE)."""
+
+
+class EngineGone(GpuSleepError):
+    """The engine closed its fd: the domain is dead (EOWNERDEAD)."""
+
+
+class NoMemory(GpuSleepError):
+    """The kernel could not allocate memory (ENOMEM)."""
+
+
+class QueueFull(GpuSleepError):
+    """An event queue overflowed (ENOBUFS)."""
+
+
+_BY_REASON = {
+    _lib.R_NOT_ENABLED: NotEnabled,
+    _lib.R_INVALID: InvalidRequest,
+    _lib.R_KV_NOT_ALLOWED: KvReleaseNotAllowed,
+    _lib.R_ALREADY_RELEASED: AlreadyReleased,
+    _lib.R_BUSY: Busy,
+    _lib.R_NOT_RELEASED: NotReleased,
+    _lib.R_CANCELLED: Cancelled,
+    _lib.R_DRAIN_TIMEOUT: DrainTimeout,
+    _lib.R_AGENT_TIMEOUT: AgentTimeout,
+    _lib.R_ENGINE_FAILED: EngineFailed,
+    _lib.R_AGENT_FAILED: AgentFailed,
+    _lib.R_AGENT_GONE: AgentGone,
+    _lib.R_ENGINE_GONE: EngineGone,
+    _lib.R_NO_MEMORY: NoMemory,
+    _lib.R_QUEUE_FULL: QueueFull,
+    _lib.R_ENGINE_TIMEOUT: EngineTimeout,
+}
+
+# Errors without a reason (a WAIT that timed out, a dead domain's -ENODEV...)
+_BY_ERRNO = {
+    _errno.ETIMEDOUT: Timeout,
+    _errno.EOWNERDEAD: EngineGone,
+    _errno.ENODEV: EngineGone,
+}
+
+
+def from_code(err, reason=_lib.R_NONE, *, op_id=0, tags=(), result=None,
+              message=None):
+    """The exception for errno err (positive) and a reason code."""
+    cls = _BY_REASON.get(reason) or _BY_ERRNO.get(err, GpuSleepError)
+    if message is None and not reason:
+        message = os.strerror(err)
+    return cls(reason, err, message, op_id=op_id, tags=tags, result=result)

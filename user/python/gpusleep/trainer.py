@@ -1,0 +1,332 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The trainer's side (a controller fd): release, resume, state, wait.
+
+    from gpusleep import trainer
+    trainer.release("llm0")                 # all tags, waits until done
+    ... train ...
+    trainer.resume("llm0", ["weights"])     # push fresh weights, then
+    trainer.resume("llm0")                  # what is still released
+
+A domain is its id (int) or its name, looked up in
+/sys/class/gpusleep/*/name. Tags: None = the default (release: every tag;
+resume: exactly what is released now), or a list of names ("weights",
+"kv_cache"); [] is a ValueError. Refusals and failures raise the
+gpusleep.errors exception of their reason.
+"""
+
+import asyncio
+import ctypes
+import errno as _errno
+import glob
+import os
+
+from . import _lib, errors
+
+SYSFS_CLASS = "/sys/class/gpusleep"
+
+
+def resolve_domain(domain):
+    """An id (int, or a string of digits) as is; else the id of the domain
+    with that name in sysfs. LookupError if no domain has it."""
+    if isinstance(domain, bool):
+        raise TypeError("domain: want an id or a name")
+    if isinstance(domain, int):
+        return domain
+    if isinstance(domain, str) and domain.isdigit():
+        return int(domain)
+    if not isinstance(domain, str):
+        raise TypeError("domain: want an id or a name")
+    for d in sorted(glob.glob(os.path.join(SYSFS_CLASS, "*", "name"))):
+        try:
+            with open(d) as f:
+                if f.read().strip() != domain:
+                    continue
+            with open(os.path.join(os.path.dirname(d), "id")) as f:
+                return int(f.read().strip())
+        except OSError:
+            continue	# the domain went away meanwhile
+    if not os.path.isdir(SYSFS_CLASS):
+        raise LookupError(f"domain {domain!r}: no {SYSFS_CLASS} "
+                          "(module not loaded?); pass the id")
+    raise LookupError(f"no gpusleep domain named {domain!r}")
+
+
+class Result:
+    """A finished operation (struct gpusleep_result)."""
+
+    def __init__(self, r):
+        self.op_id = r.op_id
+        self.kind = {_lib.OP_RELEASE: "release",
+                     _lib.OP_RESUME: "resume"}.get(r.kind, str(r.kind))
+        self.tags = _lib.mask_to_tags(r.tags)
+        self.done_tags = _lib.mask_to_tags(r.done_tags)
+        self.error = -r.error		# errno, 0 on success
+        self.reason = r.reason
+        self.reason_name = errors.reason_name(r.reason)
+        self.duration = r.duration_ns / 1e9
+        self.bytes = {n: r.bytes[i] for i, n in enumerate(_lib.TAG_NAMES)
+                      if r.bytes[i]}
+
+    @property
+    def ok(self):
+        return self.error == 0
+
+    def raise_for_error(self):
+        if self.error:
+            raise errors.from_code(self.error, self.reason, op_id=self.op_id,
+                                   tags=self.tags, result=self)
+        return self
+
+    def __repr__(self):
+        return (f"Result(op_id={self.op_id}, kind={self.kind!r}, "
+                f"tags={self.tags!r}, error={self.error}, "
+                f"reason={self.reason_name}, bytes={self.bytes!r})")
+
+
+class State:
+    """struct gpusleep_state, with names."""
+
+    def __init__(self, s):
+        self.id = s.id
+        self.state = (_lib.STATE_NAMES[s.state]
+                      if s.state < len(_lib.STATE_NAMES) else str(s.state))
+        self.released = _lib.mask_to_tags(s.released)
+        self.flags = s.flags
+        self.caps = s.caps
+        self.op_in_flight = s.op_in_flight
+        self.last_op_id = s.last_op_id
+        self.bytes_released = {n: s.bytes_released[i]
+                               for i, n in enumerate(_lib.TAG_NAMES)
+                               if s.bytes_released[i]}
+        self.last = Result(s.last) if s.last.op_id else None
+        f = s.flags
+        self.drain_pending = bool(f & _lib.SF_DRAIN_PENDING)
+        self.agent_attached = bool(f & _lib.SF_AGENT_ATTACHED)
+        self.kv_release_allowed = bool(f & _lib.SF_KV_RELEASE_ALLOWED)
+        self.sched_paused = bool(f & _lib.SF_SCHED_PAUSED)
+        self.dead = bool(f & _lib.SF_DEAD)
+        self.prefix_caching = bool(s.caps & _lib.CAP_PREFIX_CACHING)
+        self.prefix_cache_reset = bool(s.caps & _lib.CAP_PREFIX_CACHE_RESET)
+
+    @property
+    def is_sleeping(self):
+        return bool(self.released)
+
+    def __repr__(self):
+        return (f"State(id={self.id}, state={self.state!r}, "
+                f"released={self.released!r}, "
+                f"op_in_flight={self.op_in_flight}, "
+                f"agent_attached={self.agent_attached})")
+
+
+def _timeout_ms(timeout):
+    if timeout is None:
+        return 0
+    if timeout <= 0:
+        raise ValueError("timeout: want None or seconds > 0")
+    return max(1, min(int(timeout * 1000), 0xffffffff))
+
+
+class _Ops:
+    """Release/resume/state/wait over any controlling fd (a controller fd,
+    or the engine fd for gpusleep.engine.Engine)."""
+
+    _fd = -1
+
+    def fileno(self):
+        return self._fd
+
+    def _op(self, kind, tags, flags, timeout, wait):
+        L = _lib.lib()
+        if kind == _lib.OP_RELEASE:
+            mask, call = _lib.tags_to_mask(tags), L.gs_release
+        else:
+            mask, call = _lib.tags_to_mask(tags), L.gs_resume
+        if not wait:
+            flags |= _lib.OPF_NONBLOCK
+        op = _lib.gpusleep_op()
+        ret = call(self._fd, mask, flags, _timeout_ms(timeout),
+                   ctypes.byref(op))
+        if ret == -_errno.EINTR and op.op_id:
+            # a signal (whose handler did not raise): the operation goes on
+            return self.wait(op.op_id)
+        if ret < 0:
+            err = -ret
+            if op.op_id and wait:
+                # a started operation failed: its full result, when kept
+                res = self._result(op.op_id)
+                if res is not None:
+                    res.raise_for_error()
+            bad = _lib.mask_to_tags(op.bad_tags) if op.bad_tags else \
+                _lib.mask_to_tags(mask)
+            raise errors.from_code(err, op.reason, op_id=op.op_id, tags=bad)
+        if not wait:
+            return op.op_id
+        res = self._result(op.op_id)
+        if res is None:	# already out of the kept history
+            r = _lib.gpusleep_result(op_id=op.op_id, kind=kind, tags=mask)
+            res = Result(r)
+        return res
+
+    def _result(self, op_id):
+        """The finished operation op_id's Result, None if forgotten."""
+        r = _lib.gpusleep_result()
+        ret = _lib.lib().gs_wait(self._fd, op_id, 1, ctypes.byref(r))
+        return Result(r) if ret == 0 else None
+
+    def release(self, tags=None, abort_inflight=False, timeout=None,
+                wait=True):
+        """Release tags (None = all). timeout: seconds per step (None = the
+        module's defaults). wait=True: block until done, return its Result
+        (raise on failure); wait=False: return the op id once started."""
+        flags = _lib.OPF_ABORT_INFLIGHT if abort_inflight else 0
+        return self._op(_lib.OP_RELEASE, tags, flags, timeout, wait)
+
+    def resume(self, tags=None, timeout=None, wait=True):
+        """Resume tags (None = exactly what is released now)."""
+        return self._op(_lib.OP_RESUME, tags, 0, timeout, wait)
+
+    def is_sleeping(self):
+        ret = _lib.lib().gs_is_sleeping(self._fd)
+        if ret < 0:
+            raise errors.from_code(-ret)
+        return bool(ret)
+
+    def state(self):
+        st = _lib.gpusleep_state()
+        ret = _lib.lib().gs_get_state(self._fd, ctypes.byref(st))
+        if ret < 0:
+            raise errors.from_code(-ret)
+        return State(st)
+
+    def wait(self, op_id=0, timeout=None):
+        """Wait for operation op_id (0 = the newest) to finish; its Result,
+        or its exception when it failed. errors.Timeout when timeout (s)
+        passes first."""
+        r = _lib.gpusleep_result()
+        ret = _lib.lib().gs_wait(self._fd, op_id, _timeout_ms(timeout),
+                                 ctypes.byref(r))
+        if ret < 0:
+            raise errors.from_code(-ret, op_id=op_id)
+        return Result(r).raise_for_error()
+
+    def register_eventfd(self, efd, events=_lib.EFD_OP_DONE):
+        """Register (events != 0), update or remove (0) an eventfd."""
+        ret = _lib.lib().gs_eventfd(self._fd, efd, events)
+        if ret < 0:
+            raise errors.from_code(-ret)
+
+    def _done(self, op_id):
+        try:
+            st = self.state()
+        except errors.EngineGone:
+            return True		# the domain died: WAIT tells the rest
+        return op_id <= st.last_op_id and st.op_in_flight != op_id
+
+    async def wait_async(self, op_id=0):
+        """Await operation op_id (0 = the newest at call time): an eventfd
+        registered for OP_DONE wakes the loop (loop.add_reader), then the
+        WAIT ioctl fetches the result. Returns the Result or raises."""
+        loop = asyncio.get_running_loop()
+        if op_id == 0:
+            op_id = self.state().last_op_id
+            if op_id == 0:
+                raise errors.from_code(_errno.ENOENT,
+                                       message="no operation issued yet")
+        efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        try:
+            self.register_eventfd(efd, _lib.EFD_OP_DONE)
+            try:
+                # registered first, then checked: no wake-up is lost
+                while not self._done(op_id):
+                    fut = loop.create_future()
+
+                    def ready(f=fut):
+                        if not f.done():
+                            f.set_result(None)
+                    loop.add_reader(efd, ready)
+                    try:
+                        await fut
+                    finally:
+                        loop.remove_reader(efd)
+                    try:
+                        os.eventfd_read(efd)
+                    except BlockingIOError:
+                        pass
+            finally:
+                try:
+                    self.register_eventfd(efd, 0)
+                except OSError:
+                    pass	# the domain died: registrations are gone
+        finally:
+            os.close(efd)
+        return self.wait(op_id)
+
+
+class Controller(_Ops):
+    """A controller fd on one domain (GPUSLEEP_ROLE_CONTROLLER)."""
+
+    def __init__(self, domain, dev_path=None):
+        L = _lib.lib()
+        self.domain_id = resolve_domain(domain)
+        dev = L.gs_open(dev_path.encode() if dev_path else None, 0, None)
+        if dev < 0:
+            raise OSError(-dev, f"{dev_path or '/dev/gpusleep'}: "
+                          f"{os.strerror(-dev)}")
+        try:
+            fd = L.gs_attach(dev, self.domain_id, _lib.ROLE_CONTROLLER)
+        finally:
+            os.close(dev)
+        if fd < 0:
+            raise OSError(-fd, f"attaching to domain {self.domain_id}: "
+                          f"{os.strerror(-fd)}")
+        self._fd = fd
+
+    def close(self):
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+# ---------------------------------------------------- one-call functions
+
+def release(domain, tags=None, abort_inflight=False, timeout=None,
+            wait=True, dev_path=None):
+    """Release tags of domain (None = all). wait=True: the Result (raises on
+    refusal or failure); wait=False: the op id (wait with wait())."""
+    with Controller(domain, dev_path) as c:
+        return c.release(tags, abort_inflight=abort_inflight,
+                         timeout=timeout, wait=wait)
+
+
+def resume(domain, tags=None, timeout=None, wait=True, dev_path=None):
+    """Resume tags of domain (None = exactly what is released)."""
+    with Controller(domain, dev_path) as c:
+        return c.resume(tags, timeout=timeout, wait=wait)
+
+
+def is_sleeping(domain, dev_path=None):
+    with Controller(domain, dev_path) as c:
+        return c.is_sleeping()
+
+
+def state(domain, dev_path=None):
+    with Controller(domain, dev_path) as c:
+        return c.state()
+
+
+def wait(domain, op_id=0, timeout=None, dev_path=None):
+    with Controller(domain, dev_path) as c:
+        return c.wait(op_id, timeout)
