@@ -1,0 +1,170 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""Host tests of the Python bindings (no module needed): import without
+the library, ctypes layouts against the C compiler's, tag lists, the
+exception table against libgpusleep's, the engine's callback answers, the
+host-backend memory manager with its memoryviews, the adapter disabled
+without /dev/gpusleep, and `make python-install DESTDIR=...`."""
+
+import ctypes
+import errno
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "vm-py"))
+from gstest import Tap, Skip, check, check_layouts, raises, REPO  # noqa: E402
+
+TESTS = ["import gpusleep loads no library",
+         "ctypes layouts match the C header",
+         "tag lists: None, names, order, [] and unknown names",
+         "one exception class per reason, names and errnos as libgpusleep",
+         "engine callback answers",
+         "memory manager on the host backend: views, backup, discard",
+         "no /dev/gpusleep: Controller raises, adapter disabled",
+         "make python-install DESTDIR: import gpusleep from the stage"]
+
+
+def lazy_import():
+    code = ("import sys; sys.path.insert(0, %r); import gpusleep, "
+            "gpusleep.engine, gpusleep.agent, gpusleep.torch_memory_saver; "
+            "from gpusleep import _lib; assert _lib._lib is None; "
+            "print(gpusleep.lib_path())" % os.path.join(REPO, "user", "python"))
+    out = subprocess.run([sys.executable, "-B", "-c", code], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    check(out.endswith("libgpusleep.so") or out.endswith("libgpusleep.so.0"),
+          out)
+
+
+def tags():
+    from gpusleep import _lib
+    import gpusleep
+    m = _lib.tags_to_mask
+    check(m(None) == 0 and m(None, default=3) == 3, "None")
+    check(m(["kv_cache", "weights"]) == 3 and m("weights") == 1, "names")
+    check(_lib.mask_to_tags(3) == ["weights", "kv_cache"], "fixed order")
+    check(_lib.mask_to_tags(0x81) == ["weights", "0x80"], "unknown bits")
+    raises(ValueError, m, [])
+    raises(ValueError, m, 0)
+    e = raises(gpusleep.InvalidRequest, m, ["weights", "cuda_graph"])
+    check(e.errno == errno.EINVAL and "cuda_graph" in str(e), str(e))
+    check(m(1 << 7) == 1 << 7, "raw bits go to the kernel")
+
+
+def exceptions():
+    from gpusleep import _lib, errors
+    L = _lib.lib()
+    for r in range(1, _lib.R_MAX):
+        e = errors.from_code(errors.reason_errno(r) or errno.EIO, r)
+        check(type(e).__name__ != "GpuSleepError", f"reason {r} has a class")
+        check(e.reason_name == L.gs_reason_name(r).decode(), e.reason_name)
+        check(errors.reason_errno(r) == L.gs_reason_errno(r), f"errno {r}")
+        check(errors.reason_str(r) and e.message, "message")
+    want = {"NOT_ENABLED": "NotEnabled", "INVALID": "InvalidRequest",
+            "KV_NOT_ALLOWED": "KvReleaseNotAllowed",
+            "ALREADY_RELEASED": "AlreadyReleased", "BUSY": "Busy",
+            "NOT_RELEASED": "NotReleased", "CANCELLED": "Cancelled"}
+    for r in range(1, _lib.R_MAX):
+        n = errors.reason_name(r)
+        if n in want:
+            check(type(errors.from_code(1, r)).__name__ == want[n], n)
+    for r in (_lib.R_DRAIN_TIMEOUT, _lib.R_AGENT_TIMEOUT,
+              _lib.R_ENGINE_TIMEOUT):
+        check(isinstance(errors.from_code(errno.ETIMEDOUT, r),
+                         errors.Timeout), "timeouts")
+    e = errors.from_code(errno.ETIMEDOUT)
+    check(type(e) is errors.Timeout and e.reason == 0, "a wait's timeout")
+
+
+def answers():
+    from gpusleep import engine
+    a = engine._answer
+    check(a(None) == 0 and a(0) == 0 and a(True) == 0, "done")
+    check(a(engine.PENDING) == engine.PENDING, "pending")
+    check(a(-errno.EIO) == -errno.EIO, "errno")
+    check(a(7) == -errno.EINVAL and a("x") == -errno.EINVAL, "bad")
+
+
+def memory():
+    from gpusleep import agent
+    mm = agent.MemoryManager("host")
+    check(mm.backend == "host", mm.backend)
+    mm.set_policy("weights", backup=True)
+    mm.set_policy("kv_cache", backup=False)
+    w = mm.alloc("weights", 1 << 20)
+    k = mm.alloc("kv_cache", 1 << 20)
+    check(w.addr % 512 == 0 and len(w.view) == 1 << 20, repr(w))
+    pat = bytes(range(256)) * 4096
+    w.view[:] = pat
+    k.view[:] = b"\x55" * (1 << 20)
+    check(mm.pause("weights") >= 1 << 20 and mm.pause("kv_cache") >= 1 << 20,
+          "pause")
+    check(mm.tag_info("weights")["paused"] == 1, "paused")
+    e = raises(OSError, mm.alloc, "weights", 4096)
+    check(e.errno == errno.EBUSY, str(e))
+    mm.resume("weights")
+    mm.resume("kv_cache")
+    check(w.view.tobytes() == pat, "weights restored")
+    check(k.view.tobytes() == bytes(1 << 20), "KV zero")
+    check(bytes(w.as_ctypes()[:4]) == pat[:4], "ctypes view")
+    e = raises(OSError, mm.resume, "weights")
+    check(e.errno == errno.EALREADY, str(e))
+    mm.free(w)
+    mm.free(k)
+    mm.close()
+    check(agent.MemoryManager("auto").backend in ("host", "cuda"), "auto")
+
+
+def no_device():
+    if os.path.exists("/dev/gpusleep"):
+        raise Skip("/dev/gpusleep exists here")
+    import gpusleep
+    from gpusleep.torch_memory_saver import torch_memory_saver as tms
+    e = raises(OSError, gpusleep.Controller, 1)
+    check(e.errno == errno.ENOENT, str(e))
+    raises(LookupError, gpusleep.resolve_domain, "nosuchdomain")
+    check(not tms.enabled, "adapter disabled")
+    with tms.region("weights", enable_cpu_backup=True):
+        pass
+    check(tms.pause() is None and tms.resume() is None, "no-ops")
+
+
+def install():
+    with tempfile.TemporaryDirectory() as stage:
+        r = subprocess.run(["make", "-C", REPO, "-s", "--no-print-directory",
+                            "python-install", f"DESTDIR={stage}"],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, r.stderr)
+        ver = "python%d.%d" % sys.version_info[:2]
+        site = os.path.join(stage, "usr", "local", "lib", ver,
+                            "dist-packages")
+        check(os.path.isfile(os.path.join(site, "gpusleep", "__init__.py")),
+              f"nothing in {site}")
+        env = dict(os.environ, PYTHONPATH=site, PYTHONDONTWRITEBYTECODE="1",
+                   GPUSLEEP_LIB=os.path.join(REPO, "build", "lib",
+                                             "libgpusleep.so.0"))
+        code = ("import gpusleep, gpusleep._install as i; "
+                "print(gpusleep.__file__); print(i.LIBDIR); "
+                "print(gpusleep.lib_path())")
+        out = subprocess.run(["/usr/bin/python3", "-c", code], env=env,
+                             cwd=stage, check=True, capture_output=True,
+                             text=True).stdout.split()
+        check(out[0].startswith(site), out[0])
+        check(out[1] == "/usr/local/lib", out[1])
+        check("build/lib/libgpusleep.so" in out[2], out[2])
+
+
+def main():
+    tap = Tap(TESTS)
+    tap.run(TESTS[0], lazy_import)
+    tap.run(TESTS[1], check_layouts)
+    for name, fn in zip(TESTS[2:], [tags, exceptions, answers, memory,
+                                    no_device, install]):
+        tap.run(name, fn)
+    tap.done()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""Helper processes of the Python VM tests (driven by gstest.Proc).
+
+  gsproc.py engine NAME [--hold] [--prefix-caching] [--no-reset]
+      An Engine (gpusleep.engine) on a new domain. Prints "ready ID", then
+      one line per event: "ev drain TAGS ABORT", "ev reset", "ev repair",
+      "ev resume_sched", "ev cancelled". --hold: drains are answered only
+      on "complete STATUS" (prints "completed True|False"). Commands:
+      complete STATUS, hold 0|1, paused (prints "paused 0|1"), quit.
+  gsproc.py agent DOMAIN MIB [BACKEND]
+      A MemoryManager (weights: backup, kv_cache: discard) with MIB MiB in
+      each tag, weights filled with a pattern and KV with 0xab, served by
+      an Agent thread. Prints "ready BACKEND". Commands: check (prints
+      "check weights=same|diff kv=zero|filled|other"), fill (refills KV),
+      stats (prints "stats EVENTS PAUSES RESUMES FAILURES"), quit.
+  gsproc.py trainer DOMAIN CMD [TAGS]
+      One call of the gpusleep module functions: CMD release|resume|state;
+      TAGS "weights,kv_cache" or "-" for None. Prints "result ..." or
+      "error CLASS ERRNO REASON_NAME", and exits.
+"""
+
+import os
+import select
+import sys
+
+import gstest  # noqa: F401  (sys.path, bytecode)
+import gpusleep
+from gpusleep import agent as gsagent
+from gpusleep import engine as gsengine
+
+MiB = 1 << 20
+
+
+def out(*words):
+    print(*words, flush=True)
+
+
+def engine(argv):
+    name = argv[0]
+    hold = "--hold" in argv
+    eng = gsengine.Engine(name, gpu="vm-py",
+                          prefix_caching="--prefix-caching" in argv,
+                          prefix_cache_reset="--no-reset" not in argv)
+    st = {"hold": hold}
+
+    def drain(tags, abort):
+        out("ev drain", ",".join(tags), int(abort))
+        return gsengine.PENDING if st["hold"] else 0
+
+    eng.drain = drain
+    eng.reset_caches = lambda: out("ev reset")
+    eng.repair_kv = lambda: out("ev repair")
+    eng.resume_sched = lambda: out("ev resume_sched")
+    eng.drain_cancelled = lambda: out("ev cancelled")
+    out("ready", eng.id)
+    stdin = sys.stdin.fileno()
+    buf = b""
+    while True:
+        r, _, _ = select.select([eng.fileno(), stdin], [], [])
+        if eng.fileno() in r:
+            try:
+                eng.dispatch()
+            except gpusleep.EngineGone:
+                out("gone")
+                return 0
+        if stdin in r:
+            data = os.read(stdin, 4096)
+            if not data:
+                return 0
+            buf += data
+            *cmds, buf = buf.split(b"\n")
+            for c in cmds:
+                w = c.decode().split()
+                if not w:
+                    continue
+                if w[0] == "quit":
+                    eng.close()
+                    return 0
+                if w[0] == "complete":
+                    out("completed", eng.complete(int(w[1])))
+                elif w[0] == "hold":
+                    st["hold"] = w[1] == "1"
+                    out("holding", int(st["hold"]))
+                elif w[0] == "paused":
+                    out("paused", int(eng.sched_paused))
+
+
+def pattern(n):
+    return (bytes(range(251)) * (n // 251 + 1))[:n]
+
+
+def agent(argv):
+    dom, mib = int(argv[0]), int(argv[1])
+    backend = argv[2] if len(argv) > 2 else "host"
+    mm = gsagent.MemoryManager(backend)
+    mm.set_policy("weights", backup=True)
+    mm.set_policy("kv_cache", backup=False)
+    size = mib * MiB
+    w = mm.alloc("weights", size)
+    k = mm.alloc("kv_cache", size)
+    want = pattern(size)
+    w.view[:] = want
+    k.view[:] = b"\xab" * size
+    a = gsagent.Agent(dom, mm)
+    out("ready", mm.backend)
+    for line in sys.stdin:
+        c = line.split()
+        if not c:
+            continue
+        if c[0] == "quit":
+            break
+        if c[0] == "check":
+            kv = k.view.tobytes()
+            kvs = ("zero" if kv == bytes(size) else
+                   "filled" if kv == b"\xab" * size else "other")
+            out("check", "weights=" + ("same" if w.view.tobytes() == want
+                                       else "diff"), "kv=" + kvs)
+        elif c[0] == "fill":
+            k.view[:] = b"\xab" * size
+            out("filled")
+        elif c[0] == "stats":
+            s = a.stats()
+            out("stats", s["events"], s["pauses"], s["resumes"],
+                s["failures"])
+    a.close()
+    mm.close()
+    return 0
+
+
+def trainer(argv):
+    dom, cmd = argv[0], argv[1]
+    tags = None
+    if len(argv) > 2 and argv[2] != "-":
+        tags = argv[2].split(",")
+    try:
+        if cmd == "release":
+            r = gpusleep.release(dom, tags)
+        elif cmd == "resume":
+            r = gpusleep.resume(dom, tags)
+        else:
+            s = gpusleep.state(dom)
+            out("result", s.state, ",".join(s.released) or "-")
+            return 0
+    except gpusleep.GpuSleepError as e:
+        out("error", type(e).__name__, e.errno, e.reason_name)
+        return 0
+    out("result", r.kind, ",".join(r.tags) or "-", r.error,
+        sum(r.bytes.values()))
+    return 0
+
+
+if __name__ == "__main__":
+    role = sys.argv[1]
+    sys.exit({"engine": engine, "agent": agent,
+              "trainer": trainer}[role](sys.argv[2:]))
