@@ -319,6 +319,18 @@ static void json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
+/* A reason name as the sysfs files spell it: lower case. */
+static void json_lower(FILE *f, const char *s)
+{
+	char buf[64];
+	size_t i;
+
+	for (i = 0; s[i] && i < sizeof(buf) - 1; i++)
+		buf[i] = (char)tolower((unsigned char)s[i]);
+	buf[i] = '\0';
+	json_str(f, buf);
+}
+
 /* "weights,kv_cache" as a JSON array of strings. */
 static void json_tags(FILE *f, const char *list)
 {
@@ -947,13 +959,13 @@ static void mon_print_result(struct mon *m, struct nlattr *nest)
 		printf(",\"done_tags\":");
 		json_tag_bits(stdout, attr_u32(rb, GPUSLEEP_A_RES_DONE_TAGS));
 		printf(",\"error\":%d,\"reason\":", err);
-		json_str(stdout, gs_reason_name(attr_u32(rb, GPUSLEEP_A_RES_REASON)));
+		json_lower(stdout, gs_reason_name(attr_u32(rb, GPUSLEEP_A_RES_REASON)));
 		printf(",\"duration_us\":%llu}",
 		       (unsigned long long)attr_u64(rb, GPUSLEEP_A_RES_DURATION_NS) / 1000);
 	} else if (!err) {
-		printf(" %s ok", kind_name(attr_u32(rb, GPUSLEEP_A_RES_KIND)));
+		printf("; %s ok", kind_name(attr_u32(rb, GPUSLEEP_A_RES_KIND)));
 	} else {
-		printf(" %s failed: %s (%s)",
+		printf("; %s failed: %s (%s)",
 		       kind_name(attr_u32(rb, GPUSLEEP_A_RES_KIND)),
 		       gs_reason_str(attr_u32(rb, GPUSLEEP_A_RES_REASON)),
 		       strerror(-err));
@@ -997,7 +1009,7 @@ static int mon_valid(struct nl_msg *msg, void *arg)
 			mon_print_result(m, tb[GPUSLEEP_A_RESULT]);
 		printf("}\n");
 	} else if (ntf) {
-		printf("domain %u (%s): %s -> %s op %llu released %s",
+		printf("domain %u (%s): %s -> %s, op %llu, released %s",
 		       attr_u32(tb, GPUSLEEP_A_ID), name,
 		       gs_state_name(attr_u32(tb, GPUSLEEP_A_FROM_STATE)),
 		       gs_state_name(attr_u32(tb, GPUSLEEP_A_STATE)),
@@ -1007,7 +1019,7 @@ static int mon_valid(struct nl_msg *msg, void *arg)
 			mon_print_result(m, tb[GPUSLEEP_A_RESULT]);
 		putchar('\n');
 	} else {
-		printf("%s: domain %u (%s): %s released %s\n", m->kind,
+		printf("%s: domain %u (%s): %s, released %s\n", m->kind,
 		       attr_u32(tb, GPUSLEEP_A_ID), name,
 		       gs_state_name(attr_u32(tb, GPUSLEEP_A_STATE)),
 		       released[0] ? released : "-");

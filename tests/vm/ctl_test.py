@@ -9,6 +9,7 @@ import json
 import os
 import re
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -114,7 +115,7 @@ def main():
     if not os.access(CTL, os.X_OK):
         print("1..0 # SKIP %s not built" % CTL)
         return 0
-    print("1..23")
+    print("1..24")
     t = Tap()
     dev = os.open(DEV, os.O_RDWR | os.O_CLOEXEC)
     engine, dom = create(dev, "ctltest")
@@ -240,6 +241,32 @@ def main():
             all(e["domain"] == dom and e["op"] == 4 for e in evs) and
             evs[2]["result"]["error"] == 0 and
             evs[2]["result"]["tags"] == ["weights"], out + err)
+
+    # monitor: an overrun socket (ENOBUFS) is reported, then a resync
+    p = bg("monitor", "--json")
+    line = p.stdout.readline()
+    while line and json.loads(line).get("domain") != dom:
+        line = p.stdout.readline()
+    os.kill(p.pid, signal.SIGSTOP)
+    for _ in range(3000):     # each close announces awake -> dead
+        fd, _ = create(dev, "burst")
+        os.close(fd)
+    os.kill(p.pid, signal.SIGCONT)
+    seen = []
+    while True:
+        r, _, _ = select.select([p.stdout], [], [], BOUND)
+        line = p.stdout.readline() if r else ""
+        if not line:
+            break
+        ev = json.loads(line)
+        seen.append(ev["event"])
+        if ev["event"] == "resync" and "lost" in seen:
+            break
+    p.kill()
+    p.communicate()
+    t.check("monitor: lost events reported, then a resync",
+            "lost" in seen and seen[-1] == "resync" and
+            seen.index("lost") < len(seen) - 1, seen[-5:])
 
     # exit codes
     r = ctl("status", "4000000")
