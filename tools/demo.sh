@@ -18,6 +18,9 @@
 # watcher's events are shown as they happen and checked at the end; the
 # trainer runs `gpusleepctl status` before the engine quits.
 #
+# Environment: BUILD (default REPO/build), GPUSLEEPCTL (default
+# BUILD/bin/gpusleepctl; when it is not there the demo runs without the
+# watcher and the status, and says so).
 # Files, in $GPUSLEEP_OUT (the VM's results dir, build/vm/demo) or a fresh
 # directory under /tmp: engine.log, events.jsonl, monitor.err.
 # Exit status: 0 when every check passed, 1 on a mismatch, 2 on bad usage
@@ -28,7 +31,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$REPO/build}
 ENGINE=$BUILD/demo/engine
 TRAINER=$BUILD/demo/trainer
-CTL=$BUILD/bin/gpusleepctl
+CTL=${GPUSLEEPCTL:-$BUILD/bin/gpusleepctl}
 
 ENGINE_ARGS=""
 TRAINER_ARGS=""
@@ -90,7 +93,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-note "gpusleep demo: engine ${ENGINE_ARGS:-(defaults)}; trainer ${TRAINER_ARGS:-(defaults)}"
+note "gpusleep demo: engine${ENGINE_ARGS:- (defaults)}; trainer${TRAINER_ARGS:- (defaults)}"
 note "kernel $(uname -r), $(($(sed -n 's/^MemTotal: *\([0-9]*\) kB/\1/p' /proc/meminfo) / 1024)) MiB of memory, gpusleep.ko loaded"
 
 # The engine: fills its weights and KV cache, creates the domain, listens.

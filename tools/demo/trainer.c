@@ -81,14 +81,15 @@ static double mib(uint64_t b)
 
 static void fail(struct trainer *t, const char *fmt, ...)
 {
+	char msg[512];
 	va_list ap;
 
 	t->failures++;
-	fprintf(stderr, "demo: FAIL: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	/* One write: other processes share the output. */
+	fprintf(stderr, "demo: FAIL: %s\n", msg);
 	fflush(stderr);
 }
 
