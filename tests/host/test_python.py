@@ -6,7 +6,6 @@ exception table against libgpusleep's, the engine's callback answers, the
 host-backend memory manager with its memoryviews, the adapter disabled
 without /dev/gpusleep, and `make python-install DESTDIR=...`."""
 
-import ctypes
 import errno
 import os
 import subprocess
