@@ -65,6 +65,7 @@ VM_TESTS	:=
 -include user/user.mk tools/tools.mk
 -include user/python/python.mk
 -include tools/demo.mk
+-include bench/bench.mk
 include tests/tests.mk
 
 all: module userspace kselftests
