@@ -296,7 +296,20 @@ static int alive(pid_t pid)
 	       waitpid(pid, NULL, WNOHANG) == 0;
 }
 
-TEST(fuzz_processes)
+FIXTURE(fuzz) {
+	int unused;
+};
+
+FIXTURE_SETUP(fuzz)
+{
+}
+
+FIXTURE_TEARDOWN(fuzz)
+{
+}
+
+/* The run takes GS_FUZZ_SECONDS plus settling; the bound is generous. */
+TEST_F_TIMEOUT(fuzz, processes, 900)
 {
 	const char *s_secs = getenv("GS_FUZZ_SECONDS");
 	const char *s_seed = getenv("GS_FUZZ_SEED");
