@@ -130,6 +130,8 @@ struct gs_domain {
 	struct device *dev;	/* sysfs; NULL when sysfs is unavailable */
 	struct kernfs_node *kn_state;	/* sysfs_notify targets (sysfs.c) */
 	struct kernfs_node *kn_released;
+	u32 notified_state;	/* values pollers were last woken for */
+	u32 notified_released;
 };
 
 /* private_data of every domain fd. */

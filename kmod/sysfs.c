@@ -267,8 +267,11 @@ void gs_sysfs_remove(struct gs_domain *d)
 void gs_sysfs_changed(struct gs_domain *d)
 {
 	lockdep_assert_held(&d->lock);
-	if (d->kn_state)
+	/* Wake pollers only when the value they watch really changed. */
+	if (d->kn_state && d->state != d->notified_state)
 		sysfs_notify_dirent(d->kn_state);
-	if (d->kn_released)
+	if (d->kn_released && d->released != d->notified_released)
 		sysfs_notify_dirent(d->kn_released);
+	d->notified_state = d->state;
+	d->notified_released = d->released;
 }
