@@ -39,13 +39,15 @@ $(BUILD)/tests/harness/%: tests/harness/%.c $(KSFT_STAMP)
 
 check:
 	@tools/deps.sh
-	@$(MAKE) --no-print-directory all
 	@mkdir -p $(CHECK_DIR)
-	@{ $(MAKE_SUB) check-lint; \
-	   $(MAKE_SUB) check-host; \
-	   $(MAKE_SUB) check-vm; \
-	   $(MAKE_SUB) check-harness; \
-	   $(MAKE_SUB) check-debug; } 2>&1 | tests/tap-summary.sh
+	@exec 9> $(BUILD)/.check.lock; \
+	flock -n 9 || { echo "check: waiting for another make check in this tree"; flock 9; }; \
+	$(MAKE) --no-print-directory all || exit 1; \
+	{ $(MAKE_SUB) check-lint; \
+	  $(MAKE_SUB) check-host; \
+	  $(MAKE_SUB) check-vm; \
+	  $(MAKE_SUB) check-harness; \
+	  $(MAKE_SUB) check-debug; } 2>&1 | tests/tap-summary.sh
 
 # The VM suite alone, summarised (used by the harness self-tests).
 check-vm-only: kselftests

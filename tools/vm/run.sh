@@ -153,9 +153,15 @@ boot_image() {
 }
 BOOT_IMAGE=$(boot_image "$KERNEL")
 
-# Results dir: ours alone, emptied at each run.
+# Results dir: ours alone, emptied at each run. Runs that share a results
+# dir wait for each other (lock file beside it).
 mkdir -p "$OUT"
 OUT=$(realpath "$OUT")
+exec 9> "$OUT.lock"
+if ! flock -n 9; then
+	echo "run.sh: waiting for another run using $OUT" >&2
+	flock 9
+fi
 if [ -n "$(ls -A "$OUT")" ] && [ ! -e "$OUT/.gpusleep-vm" ]; then
 	die "$OUT is not empty and not a previous results dir; refusing to empty it"
 fi
@@ -284,7 +290,7 @@ if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
 fi
 res="$OUT/.vm/result"
 if [ -f "$res" ]; then
-	status=$(sed -n 's/^status //p' "$res")
+	status=$(sed -n 's/^status \([0-9][0-9]*\)$/\1/p' "$res" | tail -n1)
 	while read -r what arg; do
 		case "$what" in
 		insmod_failed) problems+=("insmod $arg failed") ;;
