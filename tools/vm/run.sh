@@ -270,6 +270,8 @@ timeout -k 5 "$TIMEOUT" $(qemu_base "$ACCEL") \
 	-append "console=ttyS0 panic=-1 mitigations=off $APPEND" \
 	> "$OUT/qemu.log" 2>&1 &
 qpid=$!
+# timeout(1) puts qemu in a process group of its own: take it down with us.
+trap 'kill "$qpid" 2>/dev/null; exit 130' INT TERM HUP
 if [ "$QUIET" = 0 ]; then
 	tail -n +1 -s 0.2 -f --pid="$qpid" "$OUT/output.log" &
 	tpid=$!
