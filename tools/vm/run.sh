@@ -44,8 +44,9 @@
 # 125 when the command itself succeeded): timeout, a guest that did not reach
 # the end, a failed insmod, a failed rmmod (module still in use), kmemleak
 # reports, or a guest kernel log with BUG:, WARNING:, Oops, general
-# protection, KASAN, possible circular locking, refcount_t, UBSAN: or
-# Kernel panic.
+# protection, KASAN, possible circular locking, refcount_t, UBSAN:,
+# Kernel panic, a hung task ("blocked for more than"), a soft lockup, a
+# debug-objects (ODEBUG:) or list-debug report, or inconsistent lock state.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -63,6 +64,8 @@ QUIET=0
 BAD_PATTERNS=(
 	'BUG:' 'WARNING:' 'Oops' 'general protection' 'KASAN'
 	'possible circular locking' 'refcount_t' 'UBSAN:' 'Kernel panic'
+	'blocked for more than' 'soft lockup' 'ODEBUG:' 'list_add corruption'
+	'list_del corruption' 'inconsistent lock state'
 )
 
 die() {
