@@ -97,14 +97,18 @@ install: all
 	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_PATH=$(DESTDIR) modules_install
 	if [ -z "$(DESTDIR)" ]; then depmod -a $(KVER); fi
 	install -d $(DESTDIR)$(PREFIX)/include/linux
-	install -m 644 uapi/linux/gpusleep.h $(DESTDIR)$(PREFIX)/include/linux/
+	install -m 644 uapi/linux/gpusleep.h uapi/linux/gpusleep_netlink.h \
+		$(DESTDIR)$(PREFIX)/include/linux/
+	install -m 644 user/include/libgpusleep.h $(DESTDIR)$(PREFIX)/include/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 644 tools/gpusleepctl.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	set -e; for f in $(BUILD)/lib/libgpusleep.so* $(BUILD)/lib/libgpusleep.a; do \
 		[ -e $$f ] || continue; \
 		install -d $(DESTDIR)$(PREFIX)/lib; \
 		if [ -L $$f ]; then cp -P $$f $(DESTDIR)$(PREFIX)/lib/; \
 		else install -m 644 $$f $(DESTDIR)$(PREFIX)/lib/; fi; done
 	set -e; for f in $(BUILD)/bin/*; do \
-		[ -f $$f ] || continue; \
+		[ -f $$f ] && [ -x $$f ] || continue; \
 		install -d $(DESTDIR)$(PREFIX)/bin; \
 		install -m 755 $$f $(DESTDIR)$(PREFIX)/bin/; done
 	install -d $(DESTDIR)$(UDEVRULESDIR)
@@ -116,7 +120,10 @@ uninstall:
 	rm -f $(DESTDIR)/lib/modules/$(KVER)/updates/gpusleep.ko \
 		$(DESTDIR)/lib/modules/$(KVER)/extra/gpusleep.ko
 	if [ -z "$(DESTDIR)" ]; then depmod -a $(KVER); fi
-	rm -f $(DESTDIR)$(PREFIX)/include/linux/gpusleep.h
+	rm -f $(DESTDIR)$(PREFIX)/include/linux/gpusleep.h \
+		$(DESTDIR)$(PREFIX)/include/linux/gpusleep_netlink.h \
+		$(DESTDIR)$(PREFIX)/include/libgpusleep.h \
+		$(DESTDIR)$(PREFIX)/share/man/man8/gpusleepctl.8
 	rm -f $(DESTDIR)$(PREFIX)/lib/libgpusleep.so* $(DESTDIR)$(PREFIX)/lib/libgpusleep.a
 	for f in $(BUILD)/bin/*; do \
 		[ -f $$f ] && rm -f $(DESTDIR)$(PREFIX)/bin/$${f##*/}; done; true
