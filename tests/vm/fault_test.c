@@ -11,35 +11,6 @@
 #include "kselftest_harness.h"
 #include "gs_test.h"
 
-#define PARAM "/sys/module/gpusleep/parameters/"
-
-static int param_write(const char *name, unsigned int v)
-{
-	char buf[32];
-	int fd = open(name, O_WRONLY);
-	int n, r;
-
-	if (fd < 0)
-		return -errno;
-	n = snprintf(buf, sizeof(buf), "%u", v);
-	r = write(fd, buf, n) == n ? 0 : -errno;
-	close(fd);
-	return r;
-}
-
-static int param_read(const char *name)
-{
-	char buf[32] = "";
-	int fd = open(name, O_RDONLY);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	return n > 0 ? atoi(buf) : -EIO;
-}
-
 /* Errnos an injected fault may surface as. */
 static int fault_errno(int r)
 {
@@ -244,14 +215,14 @@ FIXTURE_SETUP(fault)
 	self->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
 	if (self->dev < 0)
 		GS_SETUP_SKIP("%s: %s (module not loaded)", GS_DEV, strerror(errno));
-	if (param_read(PARAM "fail_nth") < 0)
+	if (gs_param_get("fail_nth") < 0)
 		GS_SETUP_SKIP("no fail_nth parameter (need root)");
 }
 
 FIXTURE_TEARDOWN(fault)
 {
 	if (self->dev >= 0) {
-		param_write(PARAM "fail_nth", 0);
+		gs_param_set("fail_nth", "0", NULL, 0);
 		close(self->dev);
 	}
 }
@@ -264,11 +235,14 @@ TEST_F_TIMEOUT(fault, walk_every_site_of_a_cycle, 600)
 	/* A clean cycle first: the baseline must pass. */
 	ASSERT_EQ(0, child_cycle(&id));
 	for (n = 1; n < 1000; n++) {
-		ASSERT_EQ(0, param_write(PARAM "fail_nth", n));
+		char v[16];
+
+		snprintf(v, sizeof(v), "%u", n);
+		ASSERT_EQ(0, gs_param_set("fail_nth", v, NULL, 0));
 		EXPECT_EQ(0, child_cycle(&id)) {
 			TH_LOG("fault at site %u was not handled cleanly", n);
 		}
-		if (param_read(PARAM "fault_fired") != 1)
+		if (gs_param_get("fault_fired") != 1)
 			break;	/* the cycle has fewer than n sites */
 		fired++;
 		/* Nothing of the dead process's domain stays attachable. */
@@ -276,7 +250,7 @@ TEST_F_TIMEOUT(fault, walk_every_site_of_a_cycle, 600)
 			EXPECT_EQ(-ENOENT, gs_attach(self->dev, id,
 						     GPUSLEEP_ROLE_CONTROLLER));
 	}
-	ASSERT_EQ(0, param_write(PARAM "fail_nth", 0));
+	ASSERT_EQ(0, gs_param_set("fail_nth", "0", NULL, 0));
 	TH_LOG("injected %u faults", fired);
 	EXPECT_LT(20, fired);	/* the walk did reach the cycle's sites */
 	/* And a clean cycle still works afterwards. */

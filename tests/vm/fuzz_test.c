@@ -18,7 +18,6 @@
 
 #define SLOTS		4
 #define CONTROLLERS	4
-#define PARAM		"/sys/module/gpusleep/parameters/"
 
 struct slot {
 	volatile uint32_t id;		/* current domain, 0 while none */
@@ -38,36 +37,6 @@ static struct shared *sh;
 static unsigned int rnd(unsigned int *seed, unsigned int n)
 {
 	return n ? rand_r(seed) % n : 0;
-}
-
-static void param_set(const char *name, const char *val)
-{
-	char path[128];
-	int fd;
-
-	snprintf(path, sizeof(path), PARAM "%s", name);
-	fd = open(path, O_WRONLY);
-	if (fd >= 0) {
-		if (write(fd, val, strlen(val)) < 0)
-			perror("param");
-		close(fd);
-	}
-}
-
-static void param_get(const char *name, char *buf, size_t n)
-{
-	char path[128];
-	ssize_t r;
-	int fd;
-
-	snprintf(path, sizeof(path), PARAM "%s", name);
-	buf[0] = 0;
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return;
-	r = read(fd, buf, n - 1);
-	buf[r > 0 ? r : 0] = 0;
-	close(fd);
 }
 
 /* Engine of slot s: creates the domain, answers (mostly) with success. */
@@ -330,10 +299,8 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 	ASSERT_NE(MAP_FAILED, sh);
 	memset(sh, 0, sizeof(*sh));
 	/* Short timeouts, so that unanswered steps end within the run. */
-	param_get("drain_timeout_ms", old_drain, sizeof(old_drain));
-	param_get("step_timeout_ms", old_step, sizeof(old_step));
-	param_set("drain_timeout_ms", "300");
-	param_set("step_timeout_ms", "300");
+	gs_param_set("drain_timeout_ms", "300", old_drain, sizeof(old_drain));
+	gs_param_set("step_timeout_ms", "300", old_step, sizeof(old_step));
 
 	for (i = 0; i < SLOTS; i++)
 		start_slot(i, &seed);
@@ -372,7 +339,7 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 			char v[16];
 
 			snprintf(v, sizeof(v), "%u", 1 + rnd(&seed, 200));
-			param_set("fail_nth", v);
+			gs_param_set("fail_nth", v, NULL, 0);
 			faults++;
 			break;
 		}
@@ -395,7 +362,7 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 		kill(ctl[i], SIGKILL);
 		waitpid(ctl[i], NULL, 0);
 	}
-	param_set("fail_nth", "0");
+	gs_param_set("fail_nth", "0", NULL, 0);
 	for (i = 0; i < SLOTS; i++) {
 		struct slot *sl = &sh->slot[i];
 		struct gpusleep_state st;
@@ -429,8 +396,8 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 	}
 	while (wait(NULL) > 0)
 		;
-	param_set("drain_timeout_ms", old_drain);
-	param_set("step_timeout_ms", old_step);
+	gs_param_set("drain_timeout_ms", old_drain, NULL, 0);
+	gs_param_set("step_timeout_ms", old_step, NULL, 0);
 	TH_LOG("ops %lu, bad inputs %lu, answers %lu, kills %lu, faults armed %lu, domains checked %lu",
 	       sh->ops, sh->bad_inputs, sh->answers, kills, faults, checked);
 	EXPECT_LT(0, sh->ops);

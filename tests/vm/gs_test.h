@@ -125,6 +125,49 @@ static inline int gs_eventfd(int fd, int efd, uint32_t events)
 	return gs_err(ioctl(fd, GPUSLEEP_IOC_EVENTFD, &e));
 }
 
+#define GS_PARAM_DIR	"/sys/module/gpusleep/parameters/"
+
+/*
+ * Set module parameter name to val; with old, first read its value there
+ * (to put it back). Returns 0 or -errno.
+ */
+static inline int gs_param_set(const char *name, const char *val, char *old,
+			       size_t oldlen)
+{
+	char path[128];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), GS_PARAM_DIR "%s", name);
+	fd = open(path, O_RDWR);
+	if (fd < 0)
+		return -errno;
+	if (old) {
+		n = read(fd, old, oldlen - 1);
+		old[n > 0 ? n : 0] = 0;
+		lseek(fd, 0, SEEK_SET);
+	}
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n < 0 ? -errno : 0;
+}
+
+/* A module parameter's value as an int, or -errno. */
+static inline int gs_param_get(const char *name)
+{
+	char path[128], buf[32] = "";
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), GS_PARAM_DIR "%s", name);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n > 0 ? atoi(buf) : -EIO;
+}
+
 /* Read one record within ms; 0, -ETIMEDOUT, -EPIPE on hang-up/EOF. */
 static inline int gs_next(int fd, struct gpusleep_event *ev, int ms)
 {

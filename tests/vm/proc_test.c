@@ -197,36 +197,15 @@ TEST_F(proc, drain_timeout_read_not_answered)
 	EXPECT_EQ(-ESTALE, gs_answer(self->engine, &ev, 0, 0));
 }
 
-static int set_param(const char *name, const char *val, char *old, size_t n)
-{
-	char path[128];
-	ssize_t r;
-	int fd;
-
-	snprintf(path, sizeof(path), "/sys/module/gpusleep/parameters/%s",
-		 name);
-	fd = open(path, O_RDWR);
-	if (fd < 0)
-		return -errno;
-	if (old) {
-		r = read(fd, old, n - 1);
-		old[r > 0 ? r : 0] = 0;
-		lseek(fd, 0, SEEK_SET);
-	}
-	r = write(fd, val, strlen(val));
-	close(fd);
-	return r < 0 ? -errno : 0;
-}
-
 TEST_F(proc, drain_timeout_module_parameter)
 {
 	struct gpusleep_op op;
 	char old[32];
 
-	ASSERT_EQ(0, set_param("drain_timeout_ms", "50", old, sizeof(old)));
+	ASSERT_EQ(0, gs_param_set("drain_timeout_ms", "50", old, sizeof(old)));
 	EXPECT_EQ(-ETIMEDOUT, gs_release(self->ctl, W, 0, &op));
 	EXPECT_EQ(GPUSLEEP_R_DRAIN_TIMEOUT, op.reason);
-	EXPECT_EQ(0, set_param("drain_timeout_ms", old, NULL, 0));
+	EXPECT_EQ(0, gs_param_set("drain_timeout_ms", old, NULL, 0));
 }
 
 TEST_F(proc, agent_timeout_then_late_answer)

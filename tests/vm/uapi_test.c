@@ -328,28 +328,6 @@ TEST_F(dev, eventfd_bad_inputs)
 	close(e);
 }
 
-static int write_param(const char *name, const char *val, char *old,
-		       size_t oldlen)
-{
-	char path[128];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/sys/module/gpusleep/parameters/%s",
-		 name);
-	fd = open(path, O_RDWR);
-	if (fd < 0)
-		return -errno;
-	if (old) {
-		n = read(fd, old, oldlen - 1);
-		old[n > 0 ? n : 0] = 0;
-		lseek(fd, 0, SEEK_SET);
-	}
-	n = write(fd, val, strlen(val));
-	close(fd);
-	return n < 0 ? -errno : 0;
-}
-
 TEST_F(dev, eventfd_limit)
 {
 	char old[32];
@@ -357,7 +335,7 @@ TEST_F(dev, eventfd_limit)
 	int efd[4], i;
 
 	ASSERT_LE(0, e);
-	ASSERT_EQ(0, write_param("max_eventfds", "3", old, sizeof(old)));
+	ASSERT_EQ(0, gs_param_set("max_eventfds", "3", old, sizeof(old)));
 	for (i = 0; i < 4; i++) {
 		efd[i] = eventfd(0, EFD_CLOEXEC);
 		ASSERT_LE(0, efd[i]);
@@ -365,7 +343,7 @@ TEST_F(dev, eventfd_limit)
 	for (i = 0; i < 3; i++)
 		EXPECT_EQ(0, gs_eventfd(e, efd[i], GPUSLEEP_EFD_OP_DONE));
 	EXPECT_EQ(-ENOSPC, gs_eventfd(e, efd[3], GPUSLEEP_EFD_OP_DONE));
-	EXPECT_EQ(0, write_param("max_eventfds", old, NULL, 0));
+	EXPECT_EQ(0, gs_param_set("max_eventfds", old, NULL, 0));
 	for (i = 0; i < 4; i++)
 		close(efd[i]);
 	close(e);
@@ -376,14 +354,14 @@ TEST_F(dev, domain_limit)
 	char old[32];
 	int e[3], i;
 
-	ASSERT_EQ(0, write_param("max_domains", "2", old, sizeof(old)));
+	ASSERT_EQ(0, gs_param_set("max_domains", "2", old, sizeof(old)));
 	e[0] = gs_create(self->dev, "m0", 0, NULL);
 	e[1] = gs_create(self->dev, "m1", 0, NULL);
 	e[2] = gs_create(self->dev, "m2", 0, NULL);
 	EXPECT_LE(0, e[0]);
 	EXPECT_LE(0, e[1]);
 	EXPECT_EQ(-ENOSPC, e[2]);
-	EXPECT_EQ(0, write_param("max_domains", old, NULL, 0));
+	EXPECT_EQ(0, gs_param_set("max_domains", old, NULL, 0));
 	for (i = 0; i < 3; i++)
 		if (e[i] >= 0)
 			close(e[i]);
