@@ -121,15 +121,16 @@ int gs_domain_open_fd(struct gs_domain *d, u32 role)
 		goto err_put_fd;
 	}
 
-	if (role == GPUSLEEP_ROLE_AGENT) {
+	if (role != GPUSLEEP_ROLE_ENGINE) {
+		/* Nothing new attaches to a dying domain. */
 		mutex_lock(&d->lock);
 		if (d->dead)
 			ret = -ENOENT;
-		else if (d->agent)
+		else if (role == GPUSLEEP_ROLE_AGENT && d->agent)
 			ret = -EBUSY;
 		else
 			ret = 0;
-		if (!ret) {
+		if (!ret && role == GPUSLEEP_ROLE_AGENT) {
 			d->agent = gf;
 			gs_sysfs_changed(d);
 		}
@@ -309,8 +310,8 @@ static long gs_ioc_wait(struct gs_file *gf, void __user *argp)
 
 	if (gs_copy_from_user(&w, argp, sizeof(w)))
 		return -EFAULT;
-	if (w.pad || !gs_zero(w.reserved, sizeof(w.reserved)) ||
-	    !gs_zero(&w.result, sizeof(w.result)))
+	/* result is output only and ignored on input. */
+	if (w.pad || !gs_zero(w.reserved, sizeof(w.reserved)))
 		return -EINVAL;
 
 	mutex_lock(&d->lock);
@@ -377,7 +378,6 @@ static long gs_domain_ioctl(struct file *file, unsigned int cmd,
 	void __user *argp = (void __user *)arg;
 	struct gpusleep_state st;
 	struct gpusleep_eventfd efd;
-	long ret;
 
 	switch (cmd) {
 	case GPUSLEEP_IOC_RELEASE:
@@ -399,10 +399,7 @@ static long gs_domain_ioctl(struct file *file, unsigned int cmd,
 	case GPUSLEEP_IOC_EVENTFD:
 		if (gs_copy_from_user(&efd, argp, sizeof(efd)))
 			return -EFAULT;
-		if (READ_ONCE(d->dead))
-			return -ENODEV;
-		ret = gs_efd_set(d, gf, &efd);
-		return ret;
+		return gs_efd_set(d, gf, &efd);
 	case GPUSLEEP_IOC_COMPLETE:
 		return gs_ioc_complete(gf, argp);
 	default:

@@ -85,7 +85,10 @@ int gs_efd_set(struct gs_domain *d, struct gs_file *owner,
 
 	mutex_lock(&d->lock);
 	e = gs_efd_find(d, owner, ctx);
-	if (!req->events) {
+	if (d->dead) {
+		/* Its death was signalled already: a new one would never be. */
+		ret = -ENODEV;
+	} else if (!req->events) {
 		if (e)
 			gs_efd_free(d, e);
 		else

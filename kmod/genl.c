@@ -15,9 +15,11 @@
  */
 #include <linux/capability.h>
 #include <linux/cred.h>
+#include <linux/fs.h>
 #include <linux/lockdep.h>
 #include <linux/uidgid.h>
 #include <net/genetlink.h>
+#include <net/sock.h>
 #include <net/net_namespace.h>
 #include <net/netlink.h>
 
@@ -245,9 +247,12 @@ static int gs_nl_get_dumpit(struct sk_buff *skb, struct netlink_callback *cb)
 	struct gs_domain *d;
 	int ret = 0;
 
-	/* A create or destroy between two parts of the dump flags the next. */
-	cb->seq = gs_ids_generation();
 	while ((d = gs_ids_next(&id))) {
+		/*
+		 * Sampled before each domain: a create or destroy since the
+		 * previous one, in this pass or an earlier one, flags it.
+		 */
+		cb->seq = gs_ids_generation();
 		mutex_lock(&d->lock);
 		ret = gs_nl_fill(skb, d, NETLINK_CB(cb->skb).portid,
 				 cb->nlh->nlmsg_seq, NLM_F_MULTI,
@@ -264,10 +269,18 @@ static int gs_nl_get_dumpit(struct sk_buff *skb, struct netlink_callback *cb)
 	return skb->len;
 }
 
+/*
+ * The owner or CAP_SYS_ADMIN, both judged by the credentials of whoever
+ * opened the socket (as netlink_capable() does), so a privileged process
+ * that merely writes into someone else's socket grants nothing.
+ */
 static bool gs_nl_may_control(struct sk_buff *skb, const struct gs_domain *d)
 {
-	return uid_eq(current_euid(), d->owner) ||
-	       netlink_capable(skb, CAP_SYS_ADMIN);
+	const struct socket *sock = NETLINK_CB(skb).sk->sk_socket;
+
+	if (sock && sock->file && uid_eq(sock->file->f_cred->euid, d->owner))
+		return true;
+	return netlink_capable(skb, CAP_SYS_ADMIN);
 }
 
 /* RELEASE / RESUME: start the operation, reply with how it went. */
@@ -367,7 +380,7 @@ static struct genl_family gs_nl_family __ro_after_init = {
 	.module		= THIS_MODULE,
 	.ops		= gs_nl_ops,
 	.n_ops		= ARRAY_SIZE(gs_nl_ops),
-	.resv_start_op	= GPUSLEEP_CMD_STATE_NTF + 1,
+	.resv_start_op	= 0,	/* a new family: validate every command */
 	.mcgrps		= gs_nl_mcgrps,
 	.n_mcgrps	= ARRAY_SIZE(gs_nl_mcgrps),
 };

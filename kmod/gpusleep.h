@@ -104,6 +104,8 @@ struct gs_domain {
 	u32 state;		/* enum gpusleep_dstate */
 	u32 released;		/* tags the agent confirmed unmapped */
 	bool sched_paused;	/* engine told to pause, not yet to resume */
+	bool kv_needs_repair;	/* kv_cache remapped, REPAIR_KV not yet done */
+	bool agent_unsure;	/* an agent step ended without an answer */
 	bool dead;		/* engine fd closed */
 	void *agent;		/* the agent's struct gs_file, or NULL */
 	bool op_active;

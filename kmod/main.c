@@ -126,7 +126,8 @@ static long gs_dev_api(void __user *argp)
 
 	if (gs_copy_from_user(&api, argp, sizeof(api)))
 		return -EFAULT;
-	if (api.max_domains || !gs_zero(api.reserved, sizeof(api.reserved)))
+	/* max_domains is output only and ignored on input. */
+	if (!gs_zero(api.reserved, sizeof(api.reserved)))
 		return -EINVAL;
 	need = api.features;
 	api.features = GS_FEATURES;
@@ -171,7 +172,8 @@ static long gs_dev_create(void __user *argp)
 
 	if (gs_copy_from_user(&req, argp, sizeof(req)))
 		return -EFAULT;
-	if (req.flags || req.id || req.pad || (req.caps & ~GPUSLEEP_CAP_ALL) ||
+	/* id is output only and ignored on input. */
+	if (req.flags || req.pad || (req.caps & ~GPUSLEEP_CAP_ALL) ||
 	    !gs_zero(req.reserved, sizeof(req.reserved)))
 		return -EINVAL;
 	ret = gs_check_label(req.name, sizeof(req.name), true);

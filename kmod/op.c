@@ -112,10 +112,15 @@ static void gs_notify_engine(struct gs_domain *d, u32 type)
 				    "resume_sched" : "drain_cancelled");
 }
 
-/* Resume scheduling once nothing is released and the engine is paused. */
+/*
+ * Resume scheduling once nothing is released and the engine is paused, but
+ * never while the kernel cannot vouch for the memory: an agent step left
+ * without an answer, or kv_cache back and not yet repaired.
+ */
 static void gs_maybe_resume_sched(struct gs_domain *d)
 {
-	if (d->released || !d->sched_paused || d->dead)
+	if (d->released || !d->sched_paused || d->dead || d->late.valid ||
+	    d->agent_unsure || d->kv_needs_repair)
 		return;
 	d->sched_paused = false;
 	gs_notify_engine(d, GPUSLEEP_EV_RESUME_SCHED);
@@ -260,8 +265,11 @@ static void gs_resume_next(struct gs_domain *d)
 		gs_send_step(d, GPUSLEEP_EV_RESUME_TAG, tag, 0);
 		return;
 	}
-	if ((op->tags & GPUSLEEP_TAG_KV_CACHE) && !op->repair_sent) {
-		/* KV is back with new pages: the engine repairs it, once. */
+	if (d->kv_needs_repair && !op->repair_sent) {
+		/*
+		 * KV is back with new pages (in this operation, or late in an
+		 * earlier one): the engine repairs it, once.
+		 */
 		op->repair_sent = true;
 		gs_send_step(d, GPUSLEEP_EV_REPAIR_KV, GPUSLEEP_TAG_KV_CACHE, 0);
 		return;
@@ -361,11 +369,13 @@ int gs_op_resume(struct gs_domain *d, struct gpusleep_op *req)
 	if (cancel)
 		gs_op_finish(d, -ECANCELED, GPUSLEEP_R_CANCELLED);
 
+	/* A resume is the controller's word that the domain may go on. */
+	d->agent_unsure = false;
 	gs_op_begin(d, GPUSLEEP_OP_RESUME, tags, req);
 	req->reason = GPUSLEEP_R_NONE;
 	req->bad_tags = 0;
 	req->op_id = d->op.id;
-	if (tags)
+	if (tags || d->kv_needs_repair)
 		gs_transition(d, GPUSLEEP_S_RESUMING);
 	gs_resume_next(d);
 	return 0;
@@ -385,14 +395,19 @@ static int gs_op_complete_late(struct gs_domain *d,
 	u32 idx = gs_tag_index(tag);
 
 	d->late.valid = false;
-	if (c->status)
+	if (c->status) {
+		/* The agent did nothing: the state was already right. */
+		gs_maybe_resume_sched(d);
 		return 0;
+	}
 	if (d->late.type == GPUSLEEP_EV_PAUSE_TAG) {
 		d->released |= tag;
 		d->bytes_released[idx] = c->bytes;
 	} else {
 		d->released &= ~tag;
 		d->bytes_released[idx] = 0;
+		if (tag & GPUSLEEP_TAG_KV_CACHE)
+			d->kv_needs_repair = true;	/* the next resume repairs */
 		gs_maybe_resume_sched(d);
 	}
 	gs_transition(d, gs_rest_state(d));
@@ -418,7 +433,8 @@ int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
 	default:
 		return -EINVAL;	/* not an event that takes an answer */
 	}
-	if (c->status > 0 || c->status < -MAX_ERRNO)
+	/* Only errnos userspace knows: never -ERESTARTSYS and its kin. */
+	if (c->status > 0 || c->status < -EHWPOISON)
 		return -EINVAL;
 	if (!engine && d->late.valid && d->late.op_id == c->op_id &&
 	    d->late.step == c->step && d->late.type == c->type)
@@ -461,6 +477,8 @@ int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
 		idx = gs_tag_index(op->await_tag);
 		d->released &= ~op->await_tag;
 		d->bytes_released[idx] = 0;
+		if (op->await_tag & GPUSLEEP_TAG_KV_CACHE)
+			d->kv_needs_repair = true;
 		op->bytes[idx] = c->bytes;
 		op->done_tags |= op->await_tag;
 		op->todo &= ~op->await_tag;
@@ -468,6 +486,7 @@ int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
 		gs_resume_next(d);
 		break;
 	case GPUSLEEP_EV_REPAIR_KV:
+		d->kv_needs_repair = false;
 		gs_resume_next(d);
 		break;
 	default:
@@ -494,20 +513,27 @@ void gs_op_agent_gone(struct gs_domain *d)
 {
 	lockdep_assert_held(&d->lock);
 	d->agent = NULL;
+	/* What the agent did with an unanswered step is now unknowable. */
+	if (d->late.valid)
+		d->agent_unsure = true;
 	d->late.valid = false;
 	gs_evq_clear(&d->agent_q);
 	if (d->op_active && d->op.await != GPUSLEEP_EV_NONE &&
-	    !gs_engine_step(d->op.await))
+	    !gs_engine_step(d->op.await)) {
+		d->agent_unsure = true;
 		gs_op_finish(d, -EPIPE, GPUSLEEP_R_AGENT_GONE);
+	}
 	gs_sysfs_changed(d);
 }
 
 void gs_op_engine_gone(struct gs_domain *d)
 {
 	lockdep_assert_held(&d->lock);
-	d->dead = true;
+	WRITE_ONCE(d->dead, true);
 	d->late.valid = false;
+	d->sched_paused = false;	/* there is no scheduler any more */
 	gs_evq_clear(&d->engine_q);
+	gs_evq_clear(&d->agent_q);	/* the agent's read() returns 0 now */
 	if (d->op_active)
 		gs_op_finish(d, -EOWNERDEAD, GPUSLEEP_R_ENGINE_GONE);
 	gs_timer_cancel(d);
@@ -526,6 +552,13 @@ void gs_op_timeout_work(struct work_struct *work)
 	u32 reason;
 
 	mutex_lock(&d->lock);
+	/*
+	 * A step answered while this work waited for the lock may have armed
+	 * the timer again (for the next step, or a new operation): that newer
+	 * arm is pending, and this run is not its expiry.
+	 */
+	if (delayed_work_pending(&d->timeout_work))
+		goto out;
 	if (!d->op_active || op->await == GPUSLEEP_EV_NONE ||
 	    d->timer_op != op->id || d->timer_step != op->step)
 		goto out;
@@ -573,6 +606,10 @@ void gs_fill_state(struct gs_domain *d, struct gpusleep_state *st)
 		st->flags |= GPUSLEEP_SF_SCHED_PAUSED;
 	if (d->dead)
 		st->flags |= GPUSLEEP_SF_DEAD;
+	if (d->kv_needs_repair)
+		st->flags |= GPUSLEEP_SF_KV_REPAIR_PENDING;
+	if (d->late.valid || d->agent_unsure)
+		st->flags |= GPUSLEEP_SF_AGENT_UNCONFIRMED;
 	st->op_in_flight = d->op_active ? d->op.id : 0;
 	st->last_op_id = d->next_op_id - 1;
 	memcpy(st->bytes_released, d->bytes_released,

@@ -263,10 +263,11 @@ def main():
         if ev["event"] == "resync" and "lost" in seen:
             break
     p.kill()
-    p.communicate()
+    _, err = p.communicate()
     t.check("monitor: lost events reported, then a resync",
             "lost" in seen and seen[-1] == "resync" and
-            seen.index("lost") < len(seen) - 1, seen[-5:])
+            seen.index("lost") < len(seen) - 1,
+            "%r exit %r stderr %r" % (seen[-5:], p.returncode, err[-500:]))
 
     # exit codes
     r = ctl("status", "4000000")

@@ -474,6 +474,8 @@ TEST_F(dom, complete_wrong_step_is_stale)
 	EXPECT_EQ(-EINVAL, gs_answer(self->engine, &ev, 0, 0));
 	ev.type = GPUSLEEP_EV_DRAIN;
 	EXPECT_EQ(-EINVAL, gs_answer(self->engine, &ev, 5, 0));
+	/* Kernel-internal codes are not errnos an answer may carry. */
+	EXPECT_EQ(-EINVAL, gs_answer(self->engine, &ev, -512, 0));
 	ASSERT_EQ(0, gs_state(self->ctl, &st));
 	EXPECT_EQ(GPUSLEEP_S_DRAINING, st.state);
 	EXPECT_EQ(0, gs_answer(self->engine, &ev, 0, 0));

@@ -235,6 +235,72 @@ TEST_F(proc, agent_timeout_then_late_answer)
 	(void)ev;
 }
 
+TEST_F(proc, agent_timeout_keeps_scheduler_paused)
+{
+	struct gpusleep_op op;
+	struct gpusleep_event ev, pause;
+	struct gpusleep_state st;
+
+	/* The engine is this process; the agent reads the pause, no answer. */
+	memset(&op, 0, sizeof(op));
+	op.tags = W;
+	op.flags = NB;
+	op.timeout_ms = 100;
+	ASSERT_EQ(0, ioctl(self->ctl, GPUSLEEP_IOC_RELEASE, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
+	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, &pause));
+	ASSERT_EQ(0, gs_wait(self->ctl, op.op_id, GS_WAIT_MS, NULL));
+	/* The agent may be unmapping right now: no resume for the engine. */
+	EXPECT_EQ(-ETIMEDOUT, gs_next(self->engine, &ev, 0));
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_TRUE(st.flags & GPUSLEEP_SF_AGENT_UNCONFIRMED);
+	EXPECT_TRUE(st.flags & GPUSLEEP_SF_SCHED_PAUSED);
+	/* The agent says it did nothing after all: now it may resume. */
+	ASSERT_EQ(0, gs_answer(self->agent, &pause, -EIO, 0));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(0, st.flags & GPUSLEEP_SF_AGENT_UNCONFIRMED);
+	EXPECT_EQ(0, st.released);
+}
+
+TEST_F(proc, late_kv_resume_is_repaired_before_scheduling)
+{
+	struct gpusleep_op op;
+	struct gpusleep_event ev, late;
+	struct gpusleep_state st;
+
+	/* Release kv_cache, driven by hand. */
+	ASSERT_EQ(0, gs_release(self->ctl, KV, NB, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, KV, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_RESET_CACHES, 0,
+				    0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, KV, 0,
+				    1));
+	ASSERT_EQ(0, gs_wait(self->ctl, op.op_id, GS_WAIT_MS, NULL));
+	/* Resume it; the agent answers only after the step timed out. */
+	memset(&op, 0, sizeof(op));
+	op.flags = NB;
+	op.timeout_ms = 100;
+	ASSERT_EQ(0, ioctl(self->ctl, GPUSLEEP_IOC_RESUME, &op));
+	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_RESUME_TAG, KV, &late));
+	ASSERT_EQ(0, gs_wait(self->ctl, op.op_id, GS_WAIT_MS, NULL));
+	ASSERT_EQ(0, gs_answer(self->agent, &late, 0, 1));
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(0, st.released);
+	EXPECT_TRUE(st.flags & GPUSLEEP_SF_KV_REPAIR_PENDING);
+	/* Fresh KV pages, never repaired: the engine must not schedule. */
+	EXPECT_EQ(-ETIMEDOUT, gs_next(self->engine, &ev, 0));
+	/* A default resume has nothing to remap but repairs KV first. */
+	ASSERT_EQ(0, gs_resume(self->ctl, 0, NB, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_REPAIR_KV, 0, 0,
+				    0));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
+	ASSERT_EQ(0, gs_wait(self->ctl, op.op_id, GS_WAIT_MS, NULL));
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(0, st.flags & GPUSLEEP_SF_KV_REPAIR_PENDING);
+	EXPECT_EQ(GPUSLEEP_S_AWAKE, st.state);
+}
+
 TEST_F(proc, engine_step_timeout)
 {
 	struct gpusleep_op op;

@@ -206,6 +206,13 @@ struct gpusleep_wait {
 #define GPUSLEEP_SF_KV_RELEASE_ALLOWED	(1U << 3)
 #define GPUSLEEP_SF_SCHED_PAUSED	(1U << 4)
 #define GPUSLEEP_SF_DEAD		(1U << 5)
+/* kv_cache came back but the engine has not repaired it yet */
+#define GPUSLEEP_SF_KV_REPAIR_PENDING	(1U << 6)
+/*
+ * An agent step ended without an answer (timed out, or the agent went): the
+ * scheduler stays paused until the late answer comes or a resume says go.
+ */
+#define GPUSLEEP_SF_AGENT_UNCONFIRMED	(1U << 7)
 
 /* GPUSLEEP_IOC_GET_STATE: the domain's state (is_sleeping = released != 0). */
 struct gpusleep_state {
