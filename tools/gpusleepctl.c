@@ -248,6 +248,20 @@ static int no_module(void)
 	return EX_NOTFOUND;
 }
 
+/* domain_ids() for a command: 0, or the exit status after saying why. */
+static int all_domain_ids(uint32_t **ids, size_t *n)
+{
+	int r = domain_ids(ids, n);
+
+	if (r == -ENOENT)
+		return no_module();
+	if (r) {
+		errmsg("%s: %s", sysfs_root, strerror(-r));
+		return EX_FAILED;
+	}
+	return 0;
+}
+
 /*
  * DOMAIN is an id or a name. Returns 0 with *id, or an exit status after
  * saying why on stderr.
@@ -480,13 +494,9 @@ static int cmd_list(int argc, char **argv)
 		fputs(list_usage, stderr);
 		return EX_USAGE;
 	}
-	r = domain_ids(&ids, &n);
-	if (r == -ENOENT)
-		return no_module();
-	if (r) {
-		errmsg("%s: %s", sysfs_root, strerror(-r));
-		return EX_FAILED;
-	}
+	r = all_domain_ids(&ids, &n);
+	if (r)
+		return r;
 	if (json)
 		putchar('[');
 	else
@@ -547,13 +557,9 @@ static int cmd_status(int argc, char **argv)
 		}
 		return EX_OK;
 	}
-	r = domain_ids(&ids, &n);
-	if (r == -ENOENT)
-		return no_module();
-	if (r) {
-		errmsg("%s: %s", sysfs_root, strerror(-r));
-		return EX_FAILED;
-	}
+	r = all_domain_ids(&ids, &n);
+	if (r)
+		return r;
 	if (json)
 		putchar('[');
 	for (i = 0; i < n; i++) {
@@ -1336,13 +1342,9 @@ static int cmd_metrics(int argc, char **argv)
 		fputs(metrics_usage, stderr);
 		return EX_USAGE;
 	}
-	r = domain_ids(&ids, &n);
-	if (r == -ENOENT)
-		return no_module();
-	if (r) {
-		errmsg("%s: %s", sysfs_root, strerror(-r));
-		return EX_FAILED;
-	}
+	r = all_domain_ids(&ids, &n);
+	if (r)
+		return r;
 	ds = calloc(n ? n : 1, sizeof(*ds));
 	if (!ds) {
 		free(ids);
