@@ -249,7 +249,7 @@ TEST_F(dev, state_fields_all_written)
 	ASSERT_LE(0, e);
 	ASSERT_EQ(0, gs_state(e, &st));	/* pre-filled with 0xcc */
 	EXPECT_EQ(id, st.id);
-	EXPECT_EQ(0, st.pad);
+	EXPECT_EQ(0, st.unconfirmed);
 	EXPECT_EQ(0, st.reserved[0]);
 	EXPECT_EQ(0, st.reserved[3]);
 	EXPECT_EQ(0, st.last.op_id);

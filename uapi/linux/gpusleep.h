@@ -56,7 +56,10 @@
 
 /*
  * Reasons: why an operation was refused or failed. Each has one errno
- * (docs/errors.md). GPUSLEEP_R_NONE with error 0 is success.
+ * (docs/errors.md), the one a refused or failed RELEASE/RESUME returns.
+ * GPUSLEEP_R_NONE with error 0 is success. struct gpusleep_result.error
+ * holds that same errno, except for ENGINE_FAILED and AGENT_FAILED, where
+ * it is the peer's own status (what the engine or agent answered).
  */
 enum gpusleep_reason {
 	GPUSLEEP_R_NONE = 0,
@@ -69,8 +72,8 @@ enum gpusleep_reason {
 	GPUSLEEP_R_CANCELLED = 7,	/* ECANCELED: resumed before drained */
 	GPUSLEEP_R_DRAIN_TIMEOUT = 8,	/* ETIMEDOUT: engine did not drain */
 	GPUSLEEP_R_AGENT_TIMEOUT = 9,	/* ETIMEDOUT: agent did not answer */
-	GPUSLEEP_R_ENGINE_FAILED = 10,	/* engine's errno: drain/reset/repair */
-	GPUSLEEP_R_AGENT_FAILED = 11,	/* agent's errno: pause/resume tag */
+	GPUSLEEP_R_ENGINE_FAILED = 10,	/* EREMOTEIO: drain/reset/repair failed */
+	GPUSLEEP_R_AGENT_FAILED = 11,	/* EREMOTEIO: pause/resume tag failed */
 	GPUSLEEP_R_AGENT_GONE = 12,	/* EPIPE: agent fd closed mid-op */
 	GPUSLEEP_R_ENGINE_GONE = 13,	/* EOWNERDEAD: engine fd closed */
 	GPUSLEEP_R_NO_MEMORY = 14,	/* ENOMEM: kernel allocation failed */
@@ -155,9 +158,14 @@ struct gpusleep_attach {
  * Out, on success and on failure alike: reason, bad_tags (the tags a
  * refusal names), op_id (0 when refused before an operation started).
  * A refusal returns its errno and changes nothing. A started operation
- * without GPUSLEEP_OPF_NONBLOCK is waited for: the ioctl returns the
- * operation's result; a signal returns -EINTR and leaves it running
- * (GPUSLEEP_IOC_WAIT with op_id picks it up).
+ * without GPUSLEEP_OPF_NONBLOCK is waited for: the ioctl returns 0 or the
+ * errno of the operation's reason (docs/errors.md), however many other
+ * operations finish meanwhile. A stop signal (SIGSTOP, ptrace, freezer) or
+ * a handler with SA_RESTART restarts the wait transparently; a handler
+ * without SA_RESTART gets -EINTR with op_id written, the operation goes on,
+ * and GPUSLEEP_IOC_WAIT with op_id picks it up (so does calling the same
+ * ioctl again on the same fd with op_id left as written: one interrupted
+ * call per fd is remembered).
  */
 struct gpusleep_op {
 	__u32 tags;
@@ -188,8 +196,12 @@ struct gpusleep_result {
  * finish, at most timeout_ms (0 = forever), interruptibly. Returns 0 and
  * fills result (whatever the operation's own outcome, in result.error; an
  * operation cut short by the engine's death has -EOWNERDEAD there);
- * -ENOENT for an id never issued or too old to be remembered (the last 16
- * are); -ETIMEDOUT; -EINTR on a signal (the operation goes on).
+ * -ENOENT for an id never issued or finished too long ago to be remembered
+ * (the last 16 finished are; an operation that is waited for when it
+ * finishes is always delivered); -ETIMEDOUT. The timeout is a deadline:
+ * a restart after a stop signal or an SA_RESTART handler keeps it (one
+ * interrupted call per fd is remembered); a handler without SA_RESTART
+ * gets -EINTR (the operation goes on).
  */
 struct gpusleep_wait {
 	__u64 op_id;
@@ -209,19 +221,27 @@ struct gpusleep_wait {
 /* kv_cache came back but the engine has not repaired it yet */
 #define GPUSLEEP_SF_KV_REPAIR_PENDING	(1U << 6)
 /*
- * An agent step ended without an answer (timed out, or the agent went): the
- * scheduler stays paused until the late answer comes or a resume says go.
+ * An agent step is unanswered past its deadline, or a released tag's unmap
+ * is unconfirmed (struct gpusleep_state.unconfirmed): the scheduler stays
+ * paused until the agent answers or a resume maps the tags back.
  */
 #define GPUSLEEP_SF_AGENT_UNCONFIRMED	(1U << 7)
 
-/* GPUSLEEP_IOC_GET_STATE: the domain's state (is_sleeping = released != 0). */
+/*
+ * GPUSLEEP_IOC_GET_STATE: the domain's state (is_sleeping = released != 0).
+ * A tag counts as released from the moment the agent is asked to unmap it
+ * until the agent confirms it mapped again: "maybe released is released".
+ * unconfirmed names the released tags whose unmap the agent has not
+ * confirmed (still running, timed out, or the agent went away); a resume
+ * remaps them like any released tag.
+ */
 struct gpusleep_state {
 	__u32 id;
 	__u32 state;		/* enum gpusleep_dstate */
-	__u32 released;		/* released tags */
+	__u32 released;		/* released tags, confirmed or not */
 	__u32 flags;		/* GPUSLEEP_SF_* */
 	__u32 caps;
-	__u32 pad;
+	__u32 unconfirmed;	/* released tags the agent has not confirmed */
 	__u64 op_in_flight;	/* id, or 0 */
 	__u64 last_op_id;	/* newest operation issued, or 0 */
 	__u64 bytes_released[GPUSLEEP_MAX_TAGS];
@@ -268,11 +288,24 @@ enum gpusleep_event_type {
 
 /* Flags of struct gpusleep_event.flags. */
 #define GPUSLEEP_EVF_ABORT_INFLIGHT	(1U << 0)	/* DRAIN: abort requests */
+/*
+ * Every record to the engine carries the kernel's one truth about
+ * scheduling: set when, after this record, the engine may schedule. The
+ * kernel sets it on RESUME_SCHED only; DRAIN_CANCELLED and every other
+ * record carry it clear while the scheduler must stay paused. An engine
+ * schedules only while the newest record it read has it set (and before
+ * the first record).
+ */
+#define GPUSLEEP_EVF_MAY_SCHEDULE	(1U << 1)
 
 /*
  * One record per read(); read() needs a buffer of at least this size and
  * returns whole records only. -EAGAIN under O_NONBLOCK; poll() reports
  * EPOLLIN when a record is queued and EPOLLHUP once the domain is dead.
+ * Nothing is lost to a full queue: a step record that was never read is
+ * taken back when its step ends (timed out, cancelled), and an unread
+ * DRAIN_CANCELLED or RESUME_SCHED is replaced by the newer one, so at most
+ * one step record and one notification wait in a queue.
  */
 struct gpusleep_event {
 	__u64 op_id;
@@ -286,10 +319,14 @@ struct gpusleep_event {
 /*
  * GPUSLEEP_IOC_COMPLETE (engine or agent fd): answer the step (op_id, step)
  * of an event that needs an answer. status 0 or -errno (a failure fails the
- * operation with that errno); bytes for *_TAG. -ESTALE if that step is not
- * the one awaited (already timed out, cancelled, or never sent), except
- * that a late answer to a timed-out agent step still updates the released
- * tags, so the state follows what the agent really did.
+ * operation: ENGINE_FAILED or AGENT_FAILED, with status in the result's
+ * error). bytes: for PAUSE_TAG, the bytes unmapped; on a failed PAUSE_TAG,
+ * non-zero bytes say that much of the tag stayed unmapped (the tag then
+ * stays released, and a resume maps it back); for RESUME_TAG, the bytes
+ * mapped. -ESTALE if that step is not the one awaited (already timed out,
+ * cancelled, or never sent), except that a late answer to a timed-out
+ * agent step still updates the released tags, so the state follows what
+ * the agent really did.
  */
 struct gpusleep_complete {
 	__u64 op_id;

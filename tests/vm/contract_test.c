@@ -1,0 +1,809 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The engine contract: the engine never runs on memory that may be gone,
+ * and the state never says awake while a tag may be unmapped, whatever
+ * fails. One test per failure mode (issue 12), then a randomised run that
+ * checks the two rules after every step:
+ *   - the engine may schedule (the newest record it read carries
+ *     GPUSLEEP_EVF_MAY_SCHEDULE) only while every tag is mapped;
+ *   - a final resume always brings the domain back to awake, mapped.
+ * The test plays engine, agent and controller itself, so it sees every
+ * record; blocking calls run in child processes.
+ */
+#include <time.h>
+
+#include "kselftest_harness.h"
+#include "gs_test.h"
+
+#define W	GPUSLEEP_TAG_WEIGHTS
+#define KV	GPUSLEEP_TAG_KV_CACHE
+#define ALL	GPUSLEEP_TAG_ALL
+#define NB	GPUSLEEP_OPF_NONBLOCK
+#define GO	GPUSLEEP_EVF_MAY_SCHEDULE
+
+FIXTURE(c) {
+	int dev, engine, agent, ctl;
+	uint32_t id;
+};
+
+FIXTURE_SETUP(c)
+{
+	self->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	if (self->dev < 0)
+		GS_SETUP_SKIP("%s: %s (module not loaded)", GS_DEV, strerror(errno));
+	self->engine = gs_create(self->dev, "contract", 0, &self->id);
+	ASSERT_LE(0, self->engine);
+	self->agent = gs_attach(self->dev, self->id, GPUSLEEP_ROLE_AGENT);
+	ASSERT_LE(0, self->agent);
+	self->ctl = gs_attach(self->dev, self->id, GPUSLEEP_ROLE_CONTROLLER);
+	ASSERT_LE(0, self->ctl);
+}
+
+FIXTURE_TEARDOWN(c)
+{
+	if (self->dev < 0)
+		return;
+	close(self->ctl);
+	if (self->agent >= 0)
+		close(self->agent);
+	close(self->engine);
+	close(self->dev);
+}
+
+/* Start an operation without waiting, with a per-step timeout. */
+static int start(int fd, unsigned long cmd, uint32_t tags, uint32_t ms,
+		 struct gpusleep_op *op)
+{
+	memset(op, 0, sizeof(*op));
+	op->tags = tags;
+	op->flags = NB;
+	op->timeout_ms = ms;
+	return gs_err(ioctl(fd, cmd, op));
+}
+
+/* Wait for an operation; its result's error (0 or -errno). */
+static int finish(int ctl, uint64_t id, struct gpusleep_result *res)
+{
+	struct gpusleep_result r;
+	int ret = gs_wait(ctl, id, GS_WAIT_MS, &r);
+
+	if (res)
+		*res = r;
+	return ret ? ret : r.error;
+}
+
+/* Drive a release of tags to success (this process plays every role). */
+static int release_ok(int ctl, int engine, int agent, uint32_t tags)
+{
+	struct gpusleep_op op;
+	int r = start(ctl, GPUSLEEP_IOC_RELEASE, tags, 0, &op);
+
+	if (!r)
+		r = gs_answer_next(engine, GPUSLEEP_EV_DRAIN, tags, 0, 0);
+	if (!r && (tags & KV))
+		r = gs_answer_next(engine, GPUSLEEP_EV_RESET_CACHES, 0, 0, 0);
+	if (!r && (tags & W))
+		r = gs_answer_next(agent, GPUSLEEP_EV_PAUSE_TAG, W, 0, 100);
+	if (!r && (tags & KV))
+		r = gs_answer_next(agent, GPUSLEEP_EV_PAUSE_TAG, KV, 0, 200);
+	return r ? r : finish(ctl, op.op_id, NULL);
+}
+
+static int no_record(int fd)
+{
+	struct gpusleep_event ev;
+
+	return gs_next(fd, &ev, 0) == -ETIMEDOUT;
+}
+
+/* Records waiting on fd, all read (non-blocking). */
+static int drain_records(int fd, struct gpusleep_event *last)
+{
+	struct gpusleep_event ev;
+	int n = 0;
+
+	while (!gs_next(fd, &ev, 0)) {
+		n++;
+		if (last)
+			*last = ev;
+	}
+	return n;
+}
+
+/* ---------------------------------------------------- 1. level, not edge */
+
+TEST_F(c, records_carry_the_scheduling_level)
+{
+	struct gpusleep_event ev;
+	struct gpusleep_op op;
+
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_DRAIN, W, &ev));
+	EXPECT_EQ(0, ev.flags & GO);
+	ASSERT_EQ(0, gs_answer(self->engine, &ev, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, 0, 1));
+	ASSERT_EQ(0, finish(self->ctl, op.op_id, NULL));
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0, 1));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
+	EXPECT_EQ(GO, ev.flags & GO);
+	ASSERT_EQ(0, finish(self->ctl, op.op_id, NULL));
+}
+
+/*
+ * Weights released; a release of kv_cache fails in its drain: the engine
+ * is told to stop draining, never to go, and scheduling stays paused.
+ */
+TEST_F(c, failed_drain_with_weights_released_is_not_go)
+{
+	struct gpusleep_event ev;
+	struct gpusleep_state st;
+	struct gpusleep_op op;
+
+	ASSERT_EQ(0, release_ok(self->ctl, self->engine, self->agent, W));
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, KV, 0, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, KV, -EIO, 0));
+	ASSERT_EQ(-EIO, finish(self->ctl, op.op_id, NULL));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_DRAIN_CANCELLED, 0, &ev));
+	EXPECT_EQ(0, ev.flags & GO);
+	EXPECT_TRUE(no_record(self->engine));
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(W, st.released);
+	EXPECT_TRUE(st.flags & GPUSLEEP_SF_SCHED_PAUSED);
+}
+
+/* The same when a resume cancels the drain: its RESUME_TAG is not done. */
+TEST_F(c, cancelled_drain_during_resume_is_not_go)
+{
+	struct gpusleep_event ev, rt;
+	struct gpusleep_op rel, res;
+	struct gpusleep_result r;
+
+	ASSERT_EQ(0, release_ok(self->ctl, self->engine, self->agent, W));
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, KV, 0, &rel));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_DRAIN, KV, &ev));
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &res));
+	ASSERT_EQ(-ECANCELED, finish(self->ctl, rel.op_id, &r));
+	EXPECT_EQ(GPUSLEEP_R_CANCELLED, r.reason);
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_DRAIN_CANCELLED, 0, &ev));
+	EXPECT_EQ(0, ev.flags & GO);
+	EXPECT_TRUE(no_record(self->engine));	/* weights not back yet */
+	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_RESUME_TAG, W, &rt));
+	EXPECT_TRUE(no_record(self->engine));
+	ASSERT_EQ(0, gs_answer(self->agent, &rt, 0, 100));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
+	EXPECT_EQ(GO, ev.flags & GO);
+	ASSERT_EQ(0, finish(self->ctl, res.op_id, NULL));
+}
+
+/* ------------------------------------------ 2. maybe-released is released */
+
+/* The agent read PAUSE_TAG and never answered: the tag counts released. */
+TEST_F(c, unanswered_pause_counts_as_released)
+{
+	struct gpusleep_event pause;
+	struct gpusleep_state st;
+	struct gpusleep_result r;
+	struct gpusleep_op op;
+
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
+	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, &pause));
+	ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id, &r));
+	EXPECT_EQ(GPUSLEEP_R_AGENT_TIMEOUT, r.reason);
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(W, st.released);
+	EXPECT_EQ(W, st.unconfirmed);
+	EXPECT_EQ(GPUSLEEP_S_RELEASED, st.state);
+	EXPECT_TRUE(st.flags & GPUSLEEP_SF_AGENT_UNCONFIRMED);
+	EXPECT_TRUE(st.flags & GPUSLEEP_SF_SCHED_PAUSED);
+	EXPECT_EQ(1, ioctl(self->ctl, GPUSLEEP_IOC_IS_SLEEPING, 0));
+	EXPECT_TRUE(no_record(self->engine));	/* no go */
+}
+
+/* ... then the agent dies, a new one attaches, and a resume remaps it. */
+TEST_F(c, unanswered_pause_then_agent_dies_then_resume_remaps)
+{
+	struct gpusleep_event pause, ev;
+	struct gpusleep_state st;
+	struct gpusleep_op op;
+	int explicit;
+
+	for (explicit = 0; explicit < 2; explicit++) {
+		ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
+		ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W,
+					    0, 0));
+		ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W,
+				       &pause));
+		ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id, NULL));
+		close(self->agent);
+		ASSERT_EQ(0, gs_state(self->ctl, &st));
+		EXPECT_EQ(W, st.released);
+		EXPECT_EQ(W, st.unconfirmed);
+		self->agent = gs_attach(self->dev, self->id,
+					GPUSLEEP_ROLE_AGENT);
+		ASSERT_LE(0, self->agent);
+		ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME,
+				   explicit ? W : 0, 0, &op));
+		/* Still mapped after all: the agent says so, with its bytes. */
+		ASSERT_EQ(0, gs_answer_next(self->agent,
+					    GPUSLEEP_EV_RESUME_TAG, W, 0, 100));
+		ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED,
+				       0, &ev));
+		EXPECT_EQ(GO, ev.flags & GO);
+		ASSERT_EQ(0, finish(self->ctl, op.op_id, NULL));
+		ASSERT_EQ(0, gs_state(self->ctl, &st));
+		EXPECT_EQ(GPUSLEEP_S_AWAKE, st.state);
+		EXPECT_EQ(0, st.released);
+		EXPECT_EQ(0, st.unconfirmed);
+		EXPECT_EQ(0, st.flags & GPUSLEEP_SF_SCHED_PAUSED);
+	}
+}
+
+/* A pause the agent never read is taken back: nothing was unmapped. */
+TEST_F(c, unread_pause_is_taken_back)
+{
+	struct gpusleep_event ev;
+	struct gpusleep_state st;
+	struct gpusleep_op op;
+
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
+	ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id, NULL));
+	EXPECT_TRUE(no_record(self->agent));
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(0, st.released);
+	EXPECT_EQ(0, st.unconfirmed);
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
+}
+
+/* A failed pause that left bytes unmapped keeps the tag released. */
+TEST_F(c, failed_pause_with_bytes_left_unmapped_stays_released)
+{
+	struct gpusleep_state st;
+	struct gpusleep_result r;
+	struct gpusleep_op op;
+
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W,
+				    -ENOMEM, 4096));
+	ASSERT_EQ(-ENOMEM, finish(self->ctl, op.op_id, &r));
+	EXPECT_EQ(GPUSLEEP_R_AGENT_FAILED, r.reason);
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(W, st.released);
+	EXPECT_EQ(0, st.unconfirmed);
+	EXPECT_EQ(4096, st.bytes_released[0]);
+	EXPECT_TRUE(st.flags & GPUSLEEP_SF_SCHED_PAUSED);
+	EXPECT_TRUE(no_record(self->engine));
+}
+
+/* A resume need not wait for a late agent: it maps the tag back. */
+TEST_F(c, resume_while_agent_is_late)
+{
+	struct gpusleep_event pause, ev;
+	struct gpusleep_state st;
+	struct gpusleep_op op;
+
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
+	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, &pause));
+	ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id, NULL));
+	/* A release must still wait for the agent's word. */
+	EXPECT_EQ(-EBUSY, start(self->ctl, GPUSLEEP_IOC_RELEASE, KV, 0, &op));
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	/* The agent finishes the pause late, then remaps. */
+	ASSERT_EQ(0, gs_answer(self->agent, &pause, 0, 100));
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(W, st.released);
+	EXPECT_EQ(0, st.unconfirmed);
+	EXPECT_TRUE(no_record(self->engine));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0,
+				    100));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
+	ASSERT_EQ(0, finish(self->ctl, op.op_id, NULL));
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(GPUSLEEP_S_AWAKE, st.state);
+}
+
+/* ------------------------------------------ 3. no notification is lost */
+
+/*
+ * Step records the engine never reads pile up no more: each is taken back
+ * when its step times out, so the queue never fills and the records the
+ * engine finally reads agree with the kernel's scheduling level.
+ */
+TEST_F(c, unread_engine_steps_never_fill_the_queue)
+{
+	struct gpusleep_event last;
+	struct gpusleep_state st;
+	struct gpusleep_result r;
+	struct gpusleep_op op;
+	int i, n;
+
+	ASSERT_EQ(0, release_ok(self->ctl, self->engine, self->agent, KV));
+	/* kv_cache comes back; the engine never reads the repair. */
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 5, &op));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, KV, 0,
+				    200));
+	ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id, &r));
+	EXPECT_EQ(GPUSLEEP_R_ENGINE_TIMEOUT, r.reason);
+	for (i = 0; i < 80; i++) {
+		ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 5, &op));
+		ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id, &r));
+		ASSERT_EQ(GPUSLEEP_R_ENGINE_TIMEOUT, r.reason);
+	}
+	n = drain_records(self->engine, &last);
+	EXPECT_GE(2, n);
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_TRUE(st.flags & GPUSLEEP_SF_KV_REPAIR_PENDING);
+	EXPECT_TRUE(st.flags & GPUSLEEP_SF_SCHED_PAUSED);
+	if (n)
+		EXPECT_EQ(0, last.flags & GO);
+	/* A release now is not refused for a full queue. */
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, 0, 1));
+	ASSERT_EQ(0, finish(self->ctl, op.op_id, NULL));
+	/* And the repair still comes before scheduling does. */
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0, 1));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_REPAIR_KV, 0, 0, 0));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &last));
+	ASSERT_EQ(0, finish(self->ctl, op.op_id, NULL));
+}
+
+/* ---------------------------------- 4. return values are the uAPI's own */
+
+static const int peer_errnos[] = { EINTR, ENOTTY, ENODEV, ERESTART, EIO };
+
+TEST_F(c, agent_errno_is_not_the_return_value)
+{
+	struct gpusleep_result r;
+	pid_t agent;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(peer_errnos); i++) {
+		struct gs_responder rs = {
+			.fail = GPUSLEEP_EV_PAUSE_TAG,
+			.fail_status = -peer_errnos[i], .log_fd = -1,
+		};
+		pid_t eng = gs_spawn_responder(self->engine, NULL);
+		struct gpusleep_op op;
+
+		agent = gs_spawn_responder(self->agent, &rs);
+		EXPECT_EQ(-EREMOTEIO, gs_release(self->ctl, W, 0, &op));
+		EXPECT_EQ(GPUSLEEP_R_AGENT_FAILED, op.reason);
+		ASSERT_EQ(0, gs_wait(self->ctl, op.op_id, GS_WAIT_MS, &r));
+		EXPECT_EQ(-peer_errnos[i], r.error);
+		EXPECT_EQ(GPUSLEEP_R_AGENT_FAILED, r.reason);
+		kill(agent, SIGKILL);
+		kill(eng, SIGKILL);
+		gs_reap(agent);
+		gs_reap(eng);
+	}
+}
+
+TEST_F(c, engine_errno_is_not_the_return_value)
+{
+	struct gpusleep_result r;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(peer_errnos); i++) {
+		struct gs_responder rs = {
+			.fail = GPUSLEEP_EV_DRAIN,
+			.fail_status = -peer_errnos[i], .log_fd = -1,
+		};
+		pid_t eng = gs_spawn_responder(self->engine, &rs);
+		struct gpusleep_op op;
+
+		EXPECT_EQ(-EREMOTEIO, gs_release(self->ctl, W, 0, &op));
+		EXPECT_EQ(GPUSLEEP_R_ENGINE_FAILED, op.reason);
+		ASSERT_EQ(0, gs_wait(self->ctl, op.op_id, GS_WAIT_MS, &r));
+		EXPECT_EQ(-peer_errnos[i], r.error);
+		kill(eng, SIGKILL);
+		gs_reap(eng);
+	}
+}
+
+/* ---------------------------------------- 5. stop signals and restarts */
+
+static volatile sig_atomic_t handled;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	handled++;
+}
+
+/* A child blocked in RELEASE; exit status: 0 for success, else errno. */
+static pid_t blocked_release(int ctl, int sa_restart, int ready)
+{
+	pid_t c = fork();
+
+	if (c == 0) {
+		struct sigaction sa = { .sa_handler = on_usr1,
+					.sa_flags = sa_restart ? SA_RESTART : 0 };
+		struct gpusleep_op op;
+		unsigned char t = 1;
+		int r;
+
+		sigaction(SIGUSR1, &sa, NULL);
+		if (write(ready, &t, 1) != 1)
+			_exit(99);
+		r = gs_release(ctl, W, 0, &op);
+		if (r == 0 && sa_restart && !handled)
+			_exit(98);	/* the handler never ran: no test */
+		_exit(r < 0 ? -r : 0);
+	}
+	return c;
+}
+
+static int wait_stopped(pid_t c)
+{
+	int st;
+
+	return waitpid(c, &st, WUNTRACED) == c && WIFSTOPPED(st) ? 0 : -1;
+}
+
+TEST_F(c, stop_and_continue_do_not_break_a_blocking_release)
+{
+	struct gpusleep_event ev;
+	int p[2], st;
+	unsigned char t;
+	pid_t c;
+
+	ASSERT_EQ(0, pipe(p));
+	c = blocked_release(self->ctl, 0, p[1]);
+	ASSERT_EQ(1, read(p[0], &t, 1));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_DRAIN, W, &ev));
+	ASSERT_EQ(0, kill(c, SIGSTOP));
+	ASSERT_EQ(0, wait_stopped(c));
+	ASSERT_EQ(0, kill(c, SIGCONT));
+	ASSERT_EQ(0, gs_answer(self->engine, &ev, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, 0, 1));
+	ASSERT_EQ(c, waitpid(c, &st, 0));
+	ASSERT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	close(p[0]);
+	close(p[1]);
+}
+
+TEST_F(c, sa_restart_handler_restarts_a_blocking_release)
+{
+	struct gpusleep_event ev;
+	struct gpusleep_state s;
+	int p[2], st, i;
+	unsigned char t;
+	pid_t c;
+
+	ASSERT_EQ(0, pipe(p));
+	c = blocked_release(self->ctl, 1, p[1]);
+	ASSERT_EQ(1, read(p[0], &t, 1));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_DRAIN, W, &ev));
+	for (i = 0; i < 5; i++) {
+		kill(c, SIGUSR1);
+		usleep(20000);
+	}
+	/* Restarted, not started again: one operation in flight. */
+	ASSERT_EQ(0, gs_state(self->ctl, &s));
+	EXPECT_EQ(ev.op_id, s.op_in_flight);
+	EXPECT_EQ(ev.op_id, s.last_op_id);
+	ASSERT_EQ(0, gs_answer(self->engine, &ev, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, 0, 1));
+	ASSERT_EQ(c, waitpid(c, &st, 0));
+	ASSERT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	close(p[0]);
+	close(p[1]);
+}
+
+/*
+ * WAIT with a 500 ms timeout, interrupted every 50 ms by an SA_RESTART
+ * handler: it must still time out while the signals go on. Had each
+ * restart started the timeout again, it never would.
+ */
+TEST_F_TIMEOUT(c, wait_timeout_is_a_deadline_across_restarts, 60)
+{
+	struct gpusleep_op op;
+	int st = 0, i, exited = 0;
+	pid_t c;
+
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 60000, &op));
+	c = fork();
+	ASSERT_LE(0, c);
+	if (c == 0) {
+		struct sigaction sa = { .sa_handler = on_usr1,
+					.sa_flags = SA_RESTART };
+
+		sigaction(SIGUSR1, &sa, NULL);
+		_exit(-gs_wait(self->ctl, op.op_id, 500, NULL));
+	}
+	/* 20 s of signals: 40 times the timeout. */
+	for (i = 0; i < 400 && !exited; i++) {
+		usleep(50000);
+		if (i & 1)
+			kill(c, SIGUSR1);
+		else if (kill(c, SIGSTOP) == 0 && !wait_stopped(c))
+			kill(c, SIGCONT);
+		exited = waitpid(c, &st, WNOHANG) == c;
+	}
+	if (!exited) {
+		kill(c, SIGKILL);
+		waitpid(c, &st, 0);
+	}
+	EXPECT_TRUE(exited);
+	EXPECT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(ETIMEDOUT, WEXITSTATUS(st));
+}
+
+/* ------------------------------ 6. every waiter gets its own result */
+
+TEST_F(c, blocked_release_gets_its_result_after_many_operations)
+{
+	struct gpusleep_event ev;
+	struct gpusleep_op op;
+	int p[2], st, i;
+	unsigned char t;
+	pid_t c;
+
+	ASSERT_EQ(0, pipe(p));
+	c = blocked_release(self->ctl, 0, p[1]);
+	ASSERT_EQ(1, read(p[0], &t, 1));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_DRAIN, W, &ev));
+	/* The releaser sleeps through the end of its operation... */
+	ASSERT_EQ(0, kill(c, SIGSTOP));
+	ASSERT_EQ(0, wait_stopped(c));
+	ASSERT_EQ(0, gs_answer(self->engine, &ev, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W,
+				    -EIO, 0));
+	/* ... and through 40 more (more than the history keeps). */
+	for (i = 0; i < 40; i++)
+		ASSERT_EQ(0, gs_resume(self->ctl, 0, 0, &op));
+	ASSERT_EQ(0, kill(c, SIGCONT));
+	ASSERT_EQ(c, waitpid(c, &st, 0));
+	ASSERT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(EREMOTEIO, WEXITSTATUS(st));
+	close(p[0]);
+	close(p[1]);
+}
+
+/* ------------------------------------------------ 7. ASCII-only names */
+
+static int create_raw(int dev, const char *name, const char *gpu)
+{
+	struct gpusleep_create cr;
+	int fd;
+
+	memset(&cr, 0, sizeof(cr));
+	memcpy(cr.name, name, strlen(name));
+	memcpy(cr.gpu, gpu, strlen(gpu));
+	fd = ioctl(dev, GPUSLEEP_IOC_CREATE_DOMAIN, &cr);
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	return -errno;
+}
+
+TEST_F(c, names_are_printable_ascii)
+{
+	EXPECT_EQ(-EINVAL, create_raw(self->dev, "caf\xe9\xff", "gpu"));
+	EXPECT_EQ(-EINVAL, create_raw(self->dev, "\xc0\xc1", "gpu"));
+	EXPECT_EQ(-EINVAL, create_raw(self->dev, "a\x7f", "gpu"));
+	EXPECT_EQ(-EINVAL, create_raw(self->dev, "ok", "gpu \xe9"));
+	EXPECT_EQ(-EINVAL, create_raw(self->dev, "ok", "gpu\t0"));
+	EXPECT_EQ(0, create_raw(self->dev, "llm-0.rank_1:a@b", "GPU 0 (x~y)"));
+}
+
+/* ----------------------------------------------- randomised contract */
+
+/*
+ * The memory as the agent process sees it (mapped tags), the engine's
+ * level (the newest record's MAY_SCHEDULE), and the one record each role
+ * may hold unanswered. After every step: the engine may schedule only
+ * with every tag mapped; the kernel's SCHED_PAUSED, once the engine has
+ * read everything, agrees with the engine; SCHED_PAUSED is set whenever a
+ * tag is released or unconfirmed.
+ */
+struct model {
+	uint32_t mapped;
+	int go;
+	int held_engine, held_agent;
+	struct gpusleep_event he, ha;
+	unsigned int seed;
+};
+
+static unsigned int rnd(struct model *m, unsigned int n)
+{
+	return (unsigned int)rand_r(&m->seed) % n;
+}
+
+static int check_truth(struct __test_metadata *_metadata, int ctl,
+		       struct model *m, int engine_caught_up)
+{
+	struct gpusleep_state st;
+
+	if (gs_state(ctl, &st))
+		return -1;
+	if (m->go && m->mapped != ALL) {
+		TH_LOG("engine may schedule with tags %#x unmapped",
+		       ALL & ~m->mapped);
+		return -1;
+	}
+	if ((ALL & ~m->mapped) & ~st.released) {
+		TH_LOG("tags %#x unmapped but released only %#x",
+		       ALL & ~m->mapped, st.released);
+		return -1;
+	}
+	if ((st.released || st.unconfirmed) &&
+	    !(st.flags & GPUSLEEP_SF_SCHED_PAUSED)) {
+		TH_LOG("released %#x but scheduling not paused", st.released);
+		return -1;
+	}
+	if (!st.released && st.state == GPUSLEEP_S_RELEASED) {
+		TH_LOG("state released with nothing released");
+		return -1;
+	}
+	if (engine_caught_up && m->go != !(st.flags & GPUSLEEP_SF_SCHED_PAUSED)) {
+		TH_LOG("engine level %d, kernel flags %#x", m->go, st.flags);
+		return -1;
+	}
+	return 0;
+}
+
+/* The engine reads what is queued; answers or holds steps at random. */
+static void engine_step(struct model *m, int engine, int answer_all)
+{
+	struct gpusleep_event ev;
+
+	if (m->held_engine && (answer_all || !rnd(m, 3))) {
+		gs_answer(engine, &m->he, rnd(m, 5) || answer_all ? 0 : -EIO, 0);
+		m->held_engine = 0;
+	}
+	while (!gs_next(engine, &ev, 0)) {
+		m->go = !!(ev.flags & GO);
+		if (!gs_needs_answer(ev.type))
+			continue;
+		switch (answer_all ? 0 : rnd(m, 6)) {
+		case 0: case 1: case 2:
+			gs_answer(engine, &ev, 0, 0);
+			break;
+		case 3:
+			gs_answer(engine, &ev, -EIO, 0);
+			break;
+		default:
+			m->he = ev;	/* answer later, or never */
+			m->held_engine = 1;
+			break;
+		}
+	}
+}
+
+/* The agent does what it is asked (really), answering now, late or never. */
+static void agent_act(struct model *m, const struct gpusleep_event *ev)
+{
+	if (ev->type == GPUSLEEP_EV_PAUSE_TAG)
+		m->mapped &= ~ev->tags;
+	else if (ev->type == GPUSLEEP_EV_RESUME_TAG)
+		m->mapped |= ev->tags;
+}
+
+static void agent_step(struct model *m, int agent, int answer_all)
+{
+	struct gpusleep_event ev;
+
+	if (agent < 0)
+		return;
+	if (m->held_agent) {
+		if (!answer_all && rnd(m, 3))
+			return;	/* still busy with it */
+		agent_act(m, &m->ha);
+		gs_answer(agent, &m->ha, 0, 4096);
+		m->held_agent = 0;
+	}
+	while (!gs_next(agent, &ev, 0)) {
+		switch (answer_all ? 0 : rnd(m, 7)) {
+		case 0: case 1: case 2: case 3:
+			agent_act(m, &ev);
+			gs_answer(agent, &ev, 0, 4096);
+			break;
+		case 4:	/* fails and rolls back: nothing changed */
+			gs_answer(agent, &ev, -EIO, 0);
+			break;
+		case 5:	/* does it, then is slow to say so */
+			agent_act(m, &ev);
+			m->ha = ev;
+			m->held_agent = 1;
+			break;
+		default:	/* read, nothing done yet, answers later */
+			m->ha = ev;
+			m->held_agent = 1;
+			break;
+		}
+		if (m->held_agent)
+			return;	/* one record at a time, in order */
+	}
+}
+
+TEST_F_TIMEOUT(c, randomised_contract, 240)
+{
+	struct model m = { .mapped = ALL, .go = 1 };
+	const char *s = getenv("GS_CONTRACT_STEPS");
+	int steps = s ? atoi(s) : 400;
+	struct gpusleep_state st;
+	struct gpusleep_op op;
+	unsigned int seed;
+	int i, tries;
+
+	seed = getenv("GS_CONTRACT_SEED") ?
+	       (unsigned int)atoi(getenv("GS_CONTRACT_SEED")) :
+	       (unsigned int)time(NULL);
+	m.seed = seed;
+	TH_LOG("seed %u, %d steps (GS_CONTRACT_SEED, GS_CONTRACT_STEPS)",
+	       seed, steps);
+	for (i = 0; i < steps; i++) {
+		switch (rnd(&m, 8)) {
+		case 0: case 1:
+			start(self->ctl, GPUSLEEP_IOC_RELEASE, rnd(&m, 4),
+			      rnd(&m, 2) ? 20 : 0, &op);
+			break;
+		case 2: case 3:
+			start(self->ctl, GPUSLEEP_IOC_RESUME,
+			      rnd(&m, 3) ? 0 : 1 + rnd(&m, 3),
+			      rnd(&m, 2) ? 20 : 0, &op);
+			break;
+		case 4:
+			usleep(30000);	/* let step timers fire */
+			break;
+		case 5:
+			if (self->agent >= 0 && !rnd(&m, 4)) {
+				close(self->agent);	/* the agent dies */
+				self->agent = -1;
+				m.held_agent = 0;
+			} else if (self->agent < 0) {
+				self->agent = gs_attach(self->dev, self->id,
+							GPUSLEEP_ROLE_AGENT);
+				ASSERT_LE(0, self->agent);
+			}
+			break;
+		default:
+			break;
+		}
+		engine_step(&m, self->engine, 0);
+		agent_step(&m, self->agent, 0);
+		ASSERT_EQ(0, check_truth(_metadata, self->ctl, &m, 0)) {
+			TH_LOG("step %d (seed %u)", i, seed);
+		}
+	}
+
+	/* Whatever happened: an agent, answers, and a resume bring it back. */
+	if (self->agent < 0) {
+		self->agent = gs_attach(self->dev, self->id, GPUSLEEP_ROLE_AGENT);
+		ASSERT_LE(0, self->agent);
+		m.held_agent = 0;
+	}
+	for (tries = 0; tries < 200; tries++) {
+		engine_step(&m, self->engine, 1);
+		agent_step(&m, self->agent, 1);
+		ASSERT_EQ(0, gs_state(self->ctl, &st));
+		if (st.op_in_flight) {
+			usleep(10000);
+			continue;
+		}
+		if (st.state == GPUSLEEP_S_AWAKE &&
+		    !(st.flags & GPUSLEEP_SF_SCHED_PAUSED) && m.go)
+			break;
+		if (start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 2000, &op) == -EBUSY)
+			usleep(10000);
+	}
+	engine_step(&m, self->engine, 1);
+	ASSERT_EQ(0, check_truth(_metadata, self->ctl, &m, 1));
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(GPUSLEEP_S_AWAKE, st.state);
+	EXPECT_EQ(0, st.released);
+	EXPECT_EQ(ALL, m.mapped);
+	EXPECT_EQ(1, m.go);
+}
+
+TEST_HARNESS_MAIN
