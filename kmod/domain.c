@@ -14,6 +14,7 @@
 #include <linux/errno.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/pid.h>
 #include <linux/poll.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
@@ -23,11 +24,7 @@
 #include "gpusleep.h"
 
 static const struct file_operations gs_domain_fops;
-
-u32 gs_tag_index(u32 tag)
-{
-	return tag ? __ffs(tag) : 0;
-}
+static void gs_restart_forget(struct gs_file *gf);
 
 static void gs_domain_free(struct kref *kref)
 {
@@ -36,6 +33,7 @@ static void gs_domain_free(struct kref *kref)
 	/* No fd is left: nobody can arm the timer any more. */
 	cancel_delayed_work_sync(&d->timeout_work);
 	WARN_ON(!list_empty(&d->efds));
+	WARN_ON(!list_empty(&d->waiters));
 	mutex_destroy(&d->lock);
 	kfree(d);
 }
@@ -64,6 +62,7 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req)
 	gs_evq_init(&d->engine_q);
 	gs_evq_init(&d->agent_q);
 	INIT_LIST_HEAD(&d->efds);
+	INIT_LIST_HEAD(&d->waiters);
 	init_waitqueue_head(&d->op_wq);
 	INIT_DELAYED_WORK(&d->timeout_work, gs_op_timeout_work);
 	return d;
@@ -107,6 +106,7 @@ int gs_domain_open_fd(struct gs_domain *d, u32 role)
 		return -ENOMEM;
 	gf->d = d;
 	gf->role = role;
+	INIT_LIST_HEAD(&gf->rs.w.node);
 
 	fd = gs_fault() ? -EMFILE : get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {
@@ -131,8 +131,10 @@ int gs_domain_open_fd(struct gs_domain *d, u32 role)
 		else
 			ret = 0;
 		if (!ret && role == GPUSLEEP_ROLE_AGENT) {
+			struct gs_change c = { .from = d->state };
+
 			d->agent = gf;
-			gs_sysfs_changed(d);
+			gs_announce(d, &c);
 		}
 		mutex_unlock(&d->lock);
 		if (ret) {
@@ -164,6 +166,7 @@ static int gs_domain_release(struct inode *inode, struct file *file)
 		gs_sysfs_remove(d);
 	}
 	mutex_lock(&d->lock);
+	gs_restart_forget(gf);
 	gs_efd_drop_owner(d, gf);
 	if (gf->role == GPUSLEEP_ROLE_AGENT && d->agent == gf)
 		gs_op_agent_gone(d);
@@ -250,18 +253,129 @@ static bool gs_zero(const void *p, size_t n)
 	return !memchr_inv(p, 0, n);
 }
 
-/* Operations finish in id order, so one number says which are done. */
-static bool gs_op_done(struct gs_domain *d, u64 id)
+/* Drop the file's remembered interrupted call, if any. */
+static void gs_restart_forget(struct gs_file *gf)
 {
-	return READ_ONCE(d->last_done_id) >= id;
+	struct gs_restart *rs = &gf->rs;
+
+	lockdep_assert_held(&gf->d->lock);
+	if (!rs->pid)
+		return;
+	list_del_init(&rs->w.node);
+	put_pid(rs->pid);
+	rs->pid = NULL;
+}
+
+/*
+ * A restart of this thread's interrupted cmd asking for op id asked: take
+ * its waiter (and deadline) over into w. False if it is not one.
+ */
+static bool gs_restart_take(struct gs_file *gf, unsigned int cmd, u64 asked,
+			    struct gs_waiter *w, ktime_t *deadline)
+{
+	struct gs_restart *rs = &gf->rs;
+
+	lockdep_assert_held(&gf->d->lock);
+	if (!rs->pid || rs->pid != task_pid(current) || rs->cmd != cmd ||
+	    rs->asked != asked)
+		return false;
+	w->op_id = rs->w.op_id;
+	w->done = rs->w.done;
+	w->res = rs->w.res;
+	if (!w->done)
+		list_replace_init(&rs->w.node, &w->node);
+	if (deadline)
+		*deadline = rs->deadline;
+	put_pid(rs->pid);
+	rs->pid = NULL;
+	return true;
+}
+
+/* Keep an interrupted wait for its restart (replacing an older one). */
+static void gs_restart_keep(struct gs_file *gf, unsigned int cmd, u64 asked,
+			    struct gs_waiter *w, ktime_t deadline)
+{
+	struct gs_restart *rs = &gf->rs;
+
+	lockdep_assert_held(&gf->d->lock);
+	gs_restart_forget(gf);
+	rs->pid = get_pid(task_pid(current));
+	rs->cmd = cmd;
+	rs->asked = asked;
+	rs->deadline = deadline;
+	rs->w.op_id = w->op_id;
+	rs->w.done = w->done;
+	rs->w.res = w->res;
+	if (!w->done)
+		list_replace_init(&w->node, &rs->w.node);
+}
+
+/*
+ * Make w wait for operation id: at once from the history if it finished,
+ * else on d->waiters. -ENOENT if finished too long ago to be remembered.
+ */
+static int gs_waiter_add(struct gs_domain *d, u64 id, struct gs_waiter *w)
+{
+	lockdep_assert_held(&d->lock);
+	w->op_id = id;
+	w->done = false;
+	if (d->last_done_id >= id) {
+		if (gs_op_result(d, id, &w->res))
+			return -ENOENT;
+		w->done = true;
+		return 0;
+	}
+	/* Operations finish in id order: an unfinished one is in flight. */
+	list_add_tail(&w->node, &d->waiters);
+	return 0;
+}
+
+/*
+ * Wait for w's operation until deadline (0: none). 0 when done,
+ * -ETIMEDOUT, or -ERESTARTSYS with w kept in gf->rs for the restart.
+ */
+static int gs_waiter_wait(struct gs_file *gf, unsigned int cmd, u64 asked,
+			  struct gs_waiter *w, ktime_t deadline)
+{
+	struct gs_domain *d = gf->d;
+	long left = 1;
+	int ret = 0;
+	s64 ms;
+
+	if (deadline) {
+		ms = ktime_ms_delta(deadline, ktime_get());
+		left = ms > 0 ? wait_event_interruptible_timeout(d->op_wq,
+						READ_ONCE(w->done),
+						msecs_to_jiffies(ms)) : 0;
+		if (left > 0)
+			left = 0;
+		else if (!left)
+			ret = -ETIMEDOUT;
+		else
+			ret = left;
+	} else {
+		ret = wait_event_interruptible(d->op_wq, READ_ONCE(w->done));
+	}
+
+	mutex_lock(&d->lock);
+	if (w->done) {
+		ret = 0;	/* finished meanwhile: the result wins */
+	} else if (ret == -ETIMEDOUT) {
+		list_del_init(&w->node);
+	} else {
+		gs_restart_keep(gf, cmd, asked, w, deadline);
+		ret = -ERESTARTSYS;
+	}
+	mutex_unlock(&d->lock);
+	return ret;
 }
 
 static long gs_ioc_op(struct gs_file *gf, unsigned int cmd, void __user *argp)
 {
 	struct gs_domain *d = gf->d;
+	struct gs_waiter w = { .node = LIST_HEAD_INIT(w.node) };
 	struct gpusleep_op req;
-	struct gpusleep_result res;
-	u64 id;
+	bool restart;
 	long ret;
 
 	if (gf->role == GPUSLEEP_ROLE_AGENT)
@@ -270,78 +384,87 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd, void __user *argp)
 		return -EFAULT;
 
 	mutex_lock(&d->lock);
-	if (d->dead)
+	restart = req.op_id && !(req.flags & GPUSLEEP_OPF_NONBLOCK) &&
+		  gs_restart_take(gf, cmd, req.op_id, &w, NULL);
+	if (restart)
+		ret = 0;
+	else if (d->dead)
 		ret = -ENODEV;
 	else if (cmd == GPUSLEEP_IOC_RELEASE)
 		ret = gs_op_release(d, &req);
 	else
 		ret = gs_op_resume(d, &req);
+	/* Registered under the same lock: no result can slip by. */
+	if (!ret && !restart && !(req.flags & GPUSLEEP_OPF_NONBLOCK))
+		ret = gs_waiter_add(d, req.op_id, &w);
 	mutex_unlock(&d->lock);
 	if (ret == -ENODEV)
 		return ret;
 
 	/* Tell the caller the id (or why it was refused) before waiting. */
-	if (gs_copy_to_user(argp, &req, sizeof(req)))
-		return -EFAULT;
+	if (!restart && gs_copy_to_user(argp, &req, sizeof(req))) {
+		ret = -EFAULT;
+		goto out_unwait;
+	}
 	if (ret || (req.flags & GPUSLEEP_OPF_NONBLOCK))
 		return ret;
 
-	id = req.op_id;
-	if (wait_event_interruptible(d->op_wq, gs_op_done(d, id)))
-		return -EINTR;	/* never restart: the op is running */
-
-	mutex_lock(&d->lock);
-	ret = gs_op_result(d, id, &res);
-	mutex_unlock(&d->lock);
-	if (ret)
-		return ret;
-	req.reason = res.reason;
+	if (!w.done) {
+		ret = gs_waiter_wait(gf, cmd, req.op_id, &w, 0);
+		if (ret)
+			return ret;
+	}
+	req.reason = w.res.reason;
 	if (gs_copy_to_user(argp, &req, sizeof(req)))
 		return -EFAULT;
-	return res.error;
+	return w.res.error ? gs_reason_errno(w.res.reason) : 0;
+
+out_unwait:
+	mutex_lock(&d->lock);
+	list_del_init(&w.node);
+	mutex_unlock(&d->lock);
+	return ret;
 }
 
 static long gs_ioc_wait(struct gs_file *gf, void __user *argp)
 {
 	struct gs_domain *d = gf->d;
-	struct gpusleep_wait w;
-	long ret, left;
+	struct gs_waiter w = { .node = LIST_HEAD_INIT(w.node) };
+	struct gpusleep_wait wt;
+	ktime_t deadline = 0;
+	long ret;
 	u64 id;
 
-	if (gs_copy_from_user(&w, argp, sizeof(w)))
+	if (gs_copy_from_user(&wt, argp, sizeof(wt)))
 		return -EFAULT;
 	/* result is output only and ignored on input. */
-	if (w.pad || !gs_zero(w.reserved, sizeof(w.reserved)))
+	if (wt.pad || !gs_zero(wt.reserved, sizeof(wt.reserved)))
 		return -EINVAL;
 
 	mutex_lock(&d->lock);
-	id = w.op_id ? w.op_id : d->next_op_id - 1;
-	ret = (!id || id >= d->next_op_id) ? -ENOENT : 0;
+	if (gs_restart_take(gf, GPUSLEEP_IOC_WAIT, wt.op_id, &w, &deadline)) {
+		ret = 0;
+	} else {
+		id = wt.op_id ? wt.op_id : d->next_op_id - 1;
+		ret = (!id || id >= d->next_op_id) ? -ENOENT : 0;
+		if (!ret)
+			ret = gs_waiter_add(d, id, &w);
+		if (!ret && wt.timeout_ms)
+			deadline = ktime_add_ms(ktime_get(), wt.timeout_ms);
+	}
 	mutex_unlock(&d->lock);
 	if (ret)
 		return ret;
 
-	if (w.timeout_ms) {
-		left = wait_event_interruptible_timeout(d->op_wq,
-							gs_op_done(d, id),
-							msecs_to_jiffies(w.timeout_ms));
-		if (left < 0)
-			return left;
-		if (!left)
-			return -ETIMEDOUT;
-	} else {
-		ret = wait_event_interruptible(d->op_wq, gs_op_done(d, id));
+	if (!w.done) {
+		ret = gs_waiter_wait(gf, GPUSLEEP_IOC_WAIT, wt.op_id, &w,
+				     deadline);
 		if (ret)
 			return ret;
 	}
-
-	mutex_lock(&d->lock);
-	ret = gs_op_result(d, id, &w.result);
-	mutex_unlock(&d->lock);
-	if (ret)
-		return ret;
-	w.op_id = id;
-	if (gs_copy_to_user(argp, &w, sizeof(w)))
+	wt.op_id = w.op_id;
+	wt.result = w.res;
+	if (gs_copy_to_user(argp, &wt, sizeof(wt)))
 		return -EFAULT;
 	return 0;
 }

@@ -51,26 +51,49 @@ void gs_evq_unpop(struct gs_evq *q, const struct gpusleep_event *ev)
 	q->count++;
 }
 
+/* Remove the i-th queued record, keeping the order of the others. */
+static void gs_evq_remove(struct gs_evq *q, unsigned int i)
+{
+	for (; i + 1 < q->count; i++)
+		q->rec[(q->head + i) % GS_EVQ_LEN] =
+			q->rec[(q->head + i + 1) % GS_EVQ_LEN];
+	q->count--;
+}
+
 /*
- * Take back an unread record of op_id and type, keeping the order of the
- * others. True if it was still queued (the reader never saw it).
+ * Take back an unread record of op_id and type. True if it was still
+ * queued (the reader never saw it).
  */
 bool gs_evq_withdraw(struct gs_evq *q, u64 op_id, u32 type)
 {
-	unsigned int i, j;
+	unsigned int i;
 
 	for (i = 0; i < q->count; i++) {
 		struct gpusleep_event *ev = &q->rec[(q->head + i) % GS_EVQ_LEN];
 
-		if (ev->op_id != op_id || ev->type != type)
-			continue;
-		for (j = i; j + 1 < q->count; j++)
-			q->rec[(q->head + j) % GS_EVQ_LEN] =
-				q->rec[(q->head + j + 1) % GS_EVQ_LEN];
-		q->count--;
-		return true;
+		if (ev->op_id == op_id && ev->type == type) {
+			gs_evq_remove(q, i);
+			return true;
+		}
 	}
 	return false;
+}
+
+/* Take back every unread record of type, whatever its operation. */
+bool gs_evq_withdraw_type(struct gs_evq *q, u32 type)
+{
+	unsigned int i = 0;
+	bool any = false;
+
+	while (i < q->count) {
+		if (q->rec[(q->head + i) % GS_EVQ_LEN].type == type) {
+			gs_evq_remove(q, i);
+			any = true;
+		} else {
+			i++;
+		}
+	}
+	return any;
 }
 
 void gs_evq_clear(struct gs_evq *q)

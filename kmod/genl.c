@@ -172,7 +172,8 @@ static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
 	    gs_nl_put_u64(skb, GPUSLEEP_A_BYTES_KV_CACHE,
 			  st.bytes_released[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)],
 			  GPUSLEEP_A_PAD) ||
-	    gs_nl_put_counters(skb, &d->cnt))
+	    gs_nl_put_counters(skb, &d->cnt) ||
+	    nla_put_u32(skb, GPUSLEEP_A_UNCONFIRMED, st.unconfirmed))
 		goto err_cancel;
 
 	if (x && x->op &&

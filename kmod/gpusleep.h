@@ -5,7 +5,10 @@
  * Files, one concern each:
  *   main.c    module init/exit, parameters, /dev/gpusleep (API, create, attach)
  *   domain.c  domain lifetime, id table, the domain fds (ioctl, read, poll)
- *   op.c      the release/resume state machine, step timeouts, death
+ *   op.c      the release/resume state machine, step timeouts, death: it
+ *             decides, and tells the rest through gs_announce() only
+ *   announce.c fans a change out to its observers: sysfs, netlink,
+ *             eventfds, waiters of blocking calls
  *   evq.c     the bounded event queues read by the engine and the agent
  *   efd.c     eventfd registrations and their signalling
  *   sysfs.c   /sys/class/gpusleep/ state for node tooling
@@ -27,6 +30,7 @@
 #define _GPUSLEEP_INTERNAL_H
 
 #include <linux/types.h>
+#include <linux/bitops.h>
 #include <linux/kref.h>
 #include <linux/mutex.h>
 #include <linux/wait.h>
@@ -39,7 +43,12 @@
 
 #include <linux/gpusleep.h>
 
-#define GS_EVQ_LEN	64	/* records queued per reader, at most */
+/*
+ * Records queued per reader, at most. op.c keeps at most one step record
+ * (unread ones are taken back when their step ends) and one of each
+ * notification (an unread one is replaced by the newer) in a queue: 3.
+ */
+#define GS_EVQ_LEN	8
 #define GS_HIST_LEN	16	/* finished operations remembered */
 
 /* Module parameters (main.c). */
@@ -102,10 +111,14 @@ struct gs_domain {
 
 	struct mutex lock;	/* protects everything below */
 	u32 state;		/* enum gpusleep_dstate */
-	u32 released;		/* tags the agent confirmed unmapped */
-	bool sched_paused;	/* engine told to pause, not yet to resume */
+	/*
+	 * Tags counted released: from the moment PAUSE_TAG may have been
+	 * read until the agent confirms the tag mapped again.
+	 */
+	u32 released;
+	u32 unconfirmed;	/* released tags whose unmap is unconfirmed */
+	bool sched_paused;	/* the level: the engine may not schedule */
 	bool kv_needs_repair;	/* kv_cache remapped, REPAIR_KV not yet done */
-	bool agent_unsure;	/* an agent step ended without an answer */
 	bool dead;		/* engine fd closed */
 	void *agent;		/* the agent's struct gs_file, or NULL */
 	bool op_active;
@@ -123,6 +136,7 @@ struct gs_domain {
 	struct gs_evq agent_q;
 	struct list_head efds;
 	unsigned int nr_efds;
+	struct list_head waiters;	/* struct gs_waiter, of the op in flight */
 
 	wait_queue_head_t op_wq;	/* operation finished, domain died */
 	struct delayed_work timeout_work;
@@ -136,10 +150,39 @@ struct gs_domain {
 	u32 notified_released;
 };
 
+/*
+ * A blocking call waiting for an operation's result. On d->waiters (under
+ * domain->lock) while the operation runs; announce.c fills res, sets done
+ * and unlinks it (list_del_init) when the operation finishes, so every
+ * waiter gets its own operation's result however many operations finish
+ * after it. node is always initialised: empty when on no list.
+ */
+struct gs_waiter {
+	struct list_head node;
+	u64 op_id;
+	bool done;
+	struct gpusleep_result res;
+};
+
+/*
+ * A blocking RELEASE/RESUME/WAIT interrupted by a signal, kept so that its
+ * restart (after a stop signal or an SA_RESTART handler) goes on waiting
+ * for the same operation, to the same deadline. One per file; under
+ * domain->lock. pid is NULL when unused.
+ */
+struct gs_restart {
+	struct pid *pid;	/* the interrupted thread (referenced) */
+	unsigned int cmd;
+	u64 asked;		/* the op id the caller passed */
+	ktime_t deadline;	/* WAIT with a timeout; else 0 */
+	struct gs_waiter w;	/* on d->waiters unless w.done */
+};
+
 /* private_data of every domain fd. */
 struct gs_file {
 	struct gs_domain *d;
 	u32 role;		/* GPUSLEEP_ROLE_* */
+	struct gs_restart rs;
 };
 
 /* domain.c */
@@ -147,7 +190,12 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req);
 void gs_domain_put(struct gs_domain *d);
 struct gs_domain *gs_domain_get_by_id(u32 id);
 int gs_domain_open_fd(struct gs_domain *d, u32 role);
-u32 gs_tag_index(u32 tag);
+
+/* The index of a one-bit tag in the per-tag arrays (its bit number). */
+static inline u32 gs_tag_index(u32 tag)
+{
+	return tag ? __ffs(tag) : 0;
+}
 
 /* main.c: the id table */
 int gs_ids_add(struct gs_domain *d);
@@ -169,8 +217,25 @@ void gs_op_agent_gone(struct gs_domain *d);
 void gs_op_engine_gone(struct gs_domain *d);
 void gs_op_timeout_work(struct work_struct *work);	/* takes the lock */
 void gs_fill_state(struct gs_domain *d, struct gpusleep_state *st);
+/* The errno a failed or refused RELEASE/RESUME returns for a reason. */
+int gs_reason_errno(u32 reason);
 const char *gs_reason_name(u32 reason);
 const char *gs_state_name(u32 state);
+
+/*
+ * announce.c: what op.c tells its observers, with domain->lock held. from
+ * is the state before the change (d->state is the one after); op_id the
+ * operation concerned, or 0; res the result of an operation that just
+ * finished, or NULL; efd the GPUSLEEP_EFD_* events to signal.
+ */
+struct gs_change {
+	u32 from;
+	u64 op_id;
+	const struct gpusleep_result *res;
+	u32 efd;
+};
+
+void gs_announce(struct gs_domain *d, const struct gs_change *c);
 
 /* evq.c */
 void gs_evq_init(struct gs_evq *q);
@@ -178,6 +243,7 @@ int gs_evq_push(struct gs_evq *q, const struct gpusleep_event *ev);
 bool gs_evq_pop(struct gs_evq *q, struct gpusleep_event *ev);
 void gs_evq_unpop(struct gs_evq *q, const struct gpusleep_event *ev);
 bool gs_evq_withdraw(struct gs_evq *q, u64 op_id, u32 type);
+bool gs_evq_withdraw_type(struct gs_evq *q, u32 type);
 void gs_evq_clear(struct gs_evq *q);
 
 /* efd.c */
@@ -221,8 +287,5 @@ gs_copy_to_user(void __user *to, const void *from, unsigned long n)
 {
 	return gs_fault() ? n : copy_to_user(to, from, n);
 }
-
-/* Called under domain->lock on every state transition. */
-void gs_transition(struct gs_domain *d, u32 to);
 
 #endif /* _GPUSLEEP_INTERNAL_H */

@@ -155,8 +155,15 @@ static int gs_check_label(const char *s, size_t size, bool name)
 	for (i = 0; i < len; i++) {
 		unsigned char c = s[i];
 
-		if (name ? !(isalnum(c) || strchr("._:@-", c)) :
-			   (c < 0x20 || c > 0x7e))
+		/*
+		 * ASCII, checked by value: the kernel's isalnum() takes
+		 * Latin-1 letters (0xc0-0xff) too, and sysfs and netlink
+		 * carry these labels to tools that expect UTF-8.
+		 */
+		if (c < 0x20 || c > 0x7e)
+			return -EINVAL;
+		if (name && !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			      (c >= '0' && c <= '9') || strchr("._:@-", c)))
 			return -EINVAL;
 	}
 	if (!gs_zero(s + len, size - len))

@@ -8,8 +8,20 @@
  * cancels a pending drain, or the death of a peer moves the machine on.
  * docs/design.md has the sequences and the state diagram.
  *
- * Everything here runs with domain->lock held, except gs_op_timeout_work(),
- * which takes it.
+ * Two rules hold whatever fails:
+ *  - Scheduling is a level (d->sched_paused) that every record to the
+ *    engine carries (GPUSLEEP_EVF_MAY_SCHEDULE); it is lowered before DRAIN
+ *    and raised only by gs_maybe_resume_sched(), with RESUME_SCHED, when no
+ *    operation runs, nothing is released, no agent answer is outstanding
+ *    and KV is repaired.
+ *  - Maybe released is released: a tag counts released from the moment
+ *    PAUSE_TAG is queued (unconfirmed until the agent answers) until the
+ *    agent confirms RESUME_TAG. A step record never read is taken back when
+ *    its step ends, so the kernel knows the agent never saw it.
+ *
+ * This file decides; gs_announce() tells sysfs, netlink, eventfds and the
+ * waiters. Everything here runs with domain->lock held, except
+ * gs_op_timeout_work(), which takes it.
  */
 #include <linux/errno.h>
 #include <linux/jiffies.h>
@@ -59,6 +71,31 @@ const char *gs_state_name(u32 state)
 	return state < GPUSLEEP_S_MAX ? gs_state_names[state] : "unknown";
 }
 
+static const int gs_reason_errnos[GPUSLEEP_R_MAX] = {
+	[GPUSLEEP_R_NONE]		= 0,
+	[GPUSLEEP_R_NOT_ENABLED]	= ENOTCONN,
+	[GPUSLEEP_R_INVALID]		= EINVAL,
+	[GPUSLEEP_R_KV_NOT_ALLOWED]	= EPERM,
+	[GPUSLEEP_R_ALREADY_RELEASED]	= EALREADY,
+	[GPUSLEEP_R_BUSY]		= EBUSY,
+	[GPUSLEEP_R_NOT_RELEASED]	= ENOENT,
+	[GPUSLEEP_R_CANCELLED]		= ECANCELED,
+	[GPUSLEEP_R_DRAIN_TIMEOUT]	= ETIMEDOUT,
+	[GPUSLEEP_R_AGENT_TIMEOUT]	= ETIMEDOUT,
+	[GPUSLEEP_R_ENGINE_FAILED]	= EREMOTEIO,
+	[GPUSLEEP_R_AGENT_FAILED]	= EREMOTEIO,
+	[GPUSLEEP_R_AGENT_GONE]		= EPIPE,
+	[GPUSLEEP_R_ENGINE_GONE]	= EOWNERDEAD,
+	[GPUSLEEP_R_NO_MEMORY]		= ENOMEM,
+	[GPUSLEEP_R_QUEUE_FULL]		= ENOBUFS,
+	[GPUSLEEP_R_ENGINE_TIMEOUT]	= ETIMEDOUT,
+};
+
+int gs_reason_errno(u32 reason)
+{
+	return reason < GPUSLEEP_R_MAX ? -gs_reason_errnos[reason] : -EIO;
+}
+
 static bool gs_kv_release_allowed(const struct gs_domain *d)
 {
 	return !(d->caps & GPUSLEEP_CAP_PREFIX_CACHING) ||
@@ -77,6 +114,11 @@ static bool gs_engine_step(u32 type)
 {
 	return type == GPUSLEEP_EV_DRAIN || type == GPUSLEEP_EV_RESET_CACHES ||
 	       type == GPUSLEEP_EV_REPAIR_KV;
+}
+
+static struct gs_evq *gs_step_queue(struct gs_domain *d, u32 type)
+{
+	return gs_engine_step(type) ? &d->engine_q : &d->agent_q;
 }
 
 static void gs_timer_cancel(struct gs_domain *d)
@@ -98,44 +140,23 @@ static void gs_timer_arm(struct gs_domain *d)
 	mod_delayed_work(system_wq, &d->timeout_work, msecs_to_jiffies(ms));
 }
 
-/* Queue a notification (no answer expected). Never fails the operation. */
-static void gs_notify_engine(struct gs_domain *d, u32 type)
+/* Tell the observers what changed, the state included (from: before). */
+static void gs_changed(struct gs_domain *d, u32 from)
 {
-	struct gpusleep_event ev = {
+	struct gs_change c = {
+		.from = from,
 		.op_id = d->op_active ? d->op.id : 0,
-		.type = type,
 	};
 
-	if (gs_evq_push(&d->engine_q, &ev))
-		pr_warn_ratelimited("gpusleep: domain %u: engine queue full, %s dropped\n",
-				    d->id, type == GPUSLEEP_EV_RESUME_SCHED ?
-				    "resume_sched" : "drain_cancelled");
+	gs_announce(d, &c);
 }
 
-/*
- * Resume scheduling once nothing is released and the engine is paused, but
- * never while the kernel cannot vouch for the memory: an agent step left
- * without an answer, or kv_cache back and not yet repaired.
- */
-static void gs_maybe_resume_sched(struct gs_domain *d)
-{
-	if (d->released || !d->sched_paused || d->dead || d->late.valid ||
-	    d->agent_unsure || d->kv_needs_repair)
-		return;
-	d->sched_paused = false;
-	gs_notify_engine(d, GPUSLEEP_EV_RESUME_SCHED);
-}
-
-void gs_transition(struct gs_domain *d, u32 to)
+static void gs_set_state(struct gs_domain *d, u32 to)
 {
 	u32 from = d->state;
 
-	lockdep_assert_held(&d->lock);
 	d->state = to;
-	if (from != to) {
-		gs_sysfs_changed(d);
-		gs_genl_notify(d, from, to, d->op_active ? d->op.id : 0, NULL);
-	}
+	gs_changed(d, from);
 }
 
 static u32 gs_rest_state(const struct gs_domain *d)
@@ -145,23 +166,124 @@ static u32 gs_rest_state(const struct gs_domain *d)
 	return d->released ? GPUSLEEP_S_RELEASED : GPUSLEEP_S_AWAKE;
 }
 
-/* End the operation in flight with err (0 or -errno) and reason. */
-static void gs_op_finish(struct gs_domain *d, int err, u32 reason)
+/* Queue a record to the engine; it carries the scheduling level. */
+static int gs_engine_push(struct gs_domain *d, struct gpusleep_event *ev)
+{
+	if (!d->sched_paused)
+		ev->flags |= GPUSLEEP_EVF_MAY_SCHEDULE;
+	return gs_evq_push(&d->engine_q, ev);
+}
+
+/*
+ * A notification (no answer). An unread one of the same type is replaced:
+ * only the newest says what holds now. With at most one step record
+ * queued besides, the queue always has room.
+ */
+static void gs_notify_engine(struct gs_domain *d, u32 type, u64 op_id)
+{
+	struct gpusleep_event ev = {
+		.op_id = op_id,
+		.type = type,
+	};
+
+	gs_evq_withdraw_type(&d->engine_q, type);
+	WARN_ON_ONCE(gs_engine_push(d, &ev));
+}
+
+/*
+ * Raise the level: only between operations, with nothing released (an
+ * unconfirmed tag is released), no agent answer outstanding, KV repaired.
+ */
+static void gs_maybe_resume_sched(struct gs_domain *d, u64 op_id)
+{
+	if (d->op_active || d->released || !d->sched_paused || d->dead ||
+	    d->late.valid || d->kv_needs_repair)
+		return;
+	d->sched_paused = false;
+	gs_notify_engine(d, GPUSLEEP_EV_RESUME_SCHED, op_id);
+}
+
+/*
+ * The agent failed to pause tag. It rolled back unless bytes says how
+ * much stayed unmapped; then the tag stays released (a resume maps it).
+ */
+static void gs_pause_failed(struct gs_domain *d, u32 tag, u64 bytes)
+{
+	d->unconfirmed &= ~tag;
+	if (bytes) {
+		d->bytes_released[gs_tag_index(tag)] = bytes;
+	} else {
+		d->released &= ~tag;
+		d->bytes_released[gs_tag_index(tag)] = 0;
+	}
+}
+
+static void gs_pause_done(struct gs_domain *d, u32 tag, u64 bytes)
+{
+	d->unconfirmed &= ~tag;
+	d->bytes_released[gs_tag_index(tag)] = bytes;
+}
+
+static void gs_resume_done(struct gs_domain *d, u32 tag)
+{
+	d->released &= ~tag;
+	d->unconfirmed &= ~tag;
+	d->bytes_released[gs_tag_index(tag)] = 0;
+	if (tag & GPUSLEEP_TAG_KV_CACHE)
+		d->kv_needs_repair = true;	/* new pages: repair first */
+	/* A late answer about this tag is overtaken by this one. */
+	if (d->late.valid && d->late.tag == tag)
+		d->late.valid = false;
+}
+
+/*
+ * The awaited step ends unanswered: take its record back if it was never
+ * read. The reader never saw it, so nothing was done: a DRAIN that was
+ * the only reason to pause lifts the pause, a PAUSE_TAG's tag is not
+ * released. True if the record was taken back.
+ */
+static bool gs_step_take_back(struct gs_domain *d)
+{
+	struct gs_op *op = &d->op;
+
+	if (op->await == GPUSLEEP_EV_NONE ||
+	    !gs_evq_withdraw(gs_step_queue(d, op->await), op->id, op->await))
+		return false;
+	if (op->await == GPUSLEEP_EV_DRAIN && op->paused_sched)
+		d->sched_paused = false;
+	if (op->await == GPUSLEEP_EV_PAUSE_TAG) {
+		d->released &= ~op->await_tag;
+		d->unconfirmed &= ~op->await_tag;
+	}
+	op->await = GPUSLEEP_EV_NONE;
+	return true;
+}
+
+/* End the operation in flight with reason; peer: the peer's status. */
+static void gs_op_finish(struct gs_domain *d, u32 reason, int peer)
 {
 	struct gs_op *op = &d->op;
 	struct gpusleep_result *res = &d->hist[op->id % GS_HIST_LEN];
-	u32 from = d->state;
+	struct gs_change c = {
+		.from = d->state,
+		.op_id = op->id,
+		.res = res,
+		.efd = GPUSLEEP_EFD_OP_DONE,
+	};
+	int err = gs_reason_errno(reason);
+	bool taken;
 	u64 ns;
 
 	lockdep_assert_held(&d->lock);
 	gs_timer_cancel(d);
+	taken = gs_step_take_back(d);
 	ns = ktime_to_ns(ktime_sub(ktime_get(), op->start));
 
 	memset(res, 0, sizeof(*res));
 	res->op_id = op->id;
 	res->kind = op->kind;
 	res->tags = op->tags;
-	res->error = err;
+	res->error = peer ? peer : err;
 	res->reason = reason;
 	res->done_tags = op->done_tags;
 	res->duration_ns = ns;
@@ -185,27 +307,17 @@ static void gs_op_finish(struct gs_domain *d, int err, u32 reason)
 		d->last_resume_ns = ns;
 
 	/*
-	 * A drain the engine was asked for and never finished is called off.
-	 * If it never even read the request, take the request back instead:
-	 * the engine was not told to pause, so it need not be told to resume.
+	 * A drain the engine read and never finished is called off: "stop
+	 * draining", never "go" (the record carries the level, still low).
 	 */
-	if (from == GPUSLEEP_S_DRAINING && err && !d->dead) {
-		if (gs_evq_withdraw(&d->engine_q, op->id, GPUSLEEP_EV_DRAIN)) {
-			if (op->paused_sched)
-				d->sched_paused = false;
-		} else {
-			gs_notify_engine(d, GPUSLEEP_EV_DRAIN_CANCELLED);
-		}
-	}
-	gs_maybe_resume_sched(d);
+	if (c.from == GPUSLEEP_S_DRAINING && err && !d->dead && !taken)
+		gs_notify_engine(d, GPUSLEEP_EV_DRAIN_CANCELLED, op->id);
 
 	d->op_active = false;
 	WRITE_ONCE(d->last_done_id, op->id);
+	gs_maybe_resume_sched(d, op->id);
 	d->state = gs_rest_state(d);
-	gs_sysfs_changed(d);
-	gs_genl_notify(d, from, d->state, op->id, res);
-	gs_efd_signal(d, GPUSLEEP_EFD_OP_DONE);
-	wake_up_all(&d->op_wq);
+	gs_announce(d, &c);
 }
 
 /* Send an awaited step; on a full queue the operation fails. */
@@ -219,15 +331,26 @@ static bool gs_send_step(struct gs_domain *d, u32 type, u32 tags, u32 flags)
 		.flags = flags,
 		.step = op->step + 1,
 	};
-	struct gs_evq *q = gs_engine_step(type) ? &d->engine_q : &d->agent_q;
+	int ret;
 
-	if (gs_evq_push(q, &ev)) {
-		gs_op_finish(d, -ENOBUFS, GPUSLEEP_R_QUEUE_FULL);
+	if (gs_engine_step(type))
+		ret = gs_engine_push(d, &ev);
+	else
+		ret = gs_evq_push(&d->agent_q, &ev);
+	if (ret) {
+		gs_op_finish(d, GPUSLEEP_R_QUEUE_FULL, 0);
 		return false;
 	}
 	op->step++;
 	op->await = type;
 	op->await_tag = gs_engine_step(type) ? 0 : tags;
+	if (type == GPUSLEEP_EV_PAUSE_TAG) {
+		/* From now on the agent may be unmapping it. */
+		d->released |= tags;
+		d->unconfirmed |= tags;
+		d->bytes_released[gs_tag_index(tags)] = 0;
+		gs_changed(d, d->state);
+	}
 	gs_timer_arm(d);
 	return true;
 }
@@ -239,11 +362,11 @@ static void gs_release_next(struct gs_domain *d)
 
 	op->await = GPUSLEEP_EV_NONE;
 	if (!op->todo) {
-		gs_op_finish(d, 0, GPUSLEEP_R_NONE);
+		gs_op_finish(d, GPUSLEEP_R_NONE, 0);
 		return;
 	}
 	if (!d->agent) {
-		gs_op_finish(d, -EPIPE, GPUSLEEP_R_AGENT_GONE);
+		gs_op_finish(d, GPUSLEEP_R_AGENT_GONE, 0);
 		return;
 	}
 	tag = op->todo & -op->todo;	/* lowest bit: the fixed order */
@@ -258,7 +381,7 @@ static void gs_resume_next(struct gs_domain *d)
 	op->await = GPUSLEEP_EV_NONE;
 	if (op->todo) {
 		if (!d->agent) {
-			gs_op_finish(d, -EPIPE, GPUSLEEP_R_AGENT_GONE);
+			gs_op_finish(d, GPUSLEEP_R_AGENT_GONE, 0);
 			return;
 		}
 		tag = op->todo & -op->todo;
@@ -274,7 +397,7 @@ static void gs_resume_next(struct gs_domain *d)
 		gs_send_step(d, GPUSLEEP_EV_REPAIR_KV, GPUSLEEP_TAG_KV_CACHE, 0);
 		return;
 	}
-	gs_op_finish(d, 0, GPUSLEEP_R_NONE);
+	gs_op_finish(d, GPUSLEEP_R_NONE, 0);
 }
 
 static void gs_op_begin(struct gs_domain *d, u32 kind, u32 tags,
@@ -293,12 +416,12 @@ static void gs_op_begin(struct gs_domain *d, u32 kind, u32 tags,
 	d->op_active = true;
 }
 
-static int gs_refuse(struct gpusleep_op *req, int err, u32 reason, u32 bad)
+static int gs_refuse(struct gpusleep_op *req, u32 reason, u32 bad)
 {
 	req->reason = reason;
 	req->bad_tags = bad;
 	req->op_id = 0;
-	return err;
+	return gs_reason_errno(reason);
 }
 
 static bool gs_op_req_valid(const struct gpusleep_op *req, u32 flag_mask)
@@ -317,18 +440,18 @@ int gs_op_release(struct gs_domain *d, struct gpusleep_op *req)
 	lockdep_assert_held(&d->lock);
 	/* The seed's order: enabled, valid, kv allowed, released, busy. */
 	if (!d->agent)
-		return gs_refuse(req, -ENOTCONN, GPUSLEEP_R_NOT_ENABLED, 0);
+		return gs_refuse(req, GPUSLEEP_R_NOT_ENABLED, 0);
 	if (!gs_op_req_valid(req, GPUSLEEP_OPF_RELEASE_MASK))
-		return gs_refuse(req, -EINVAL, GPUSLEEP_R_INVALID, 0);
+		return gs_refuse(req, GPUSLEEP_R_INVALID, 0);
 	if ((tags & GPUSLEEP_TAG_KV_CACHE) && !gs_kv_release_allowed(d))
-		return gs_refuse(req, -EPERM, GPUSLEEP_R_KV_NOT_ALLOWED,
+		return gs_refuse(req, GPUSLEEP_R_KV_NOT_ALLOWED,
 				 GPUSLEEP_TAG_KV_CACHE);
 	already = tags & d->released;
 	if (already)
-		return gs_refuse(req, -EALREADY, GPUSLEEP_R_ALREADY_RELEASED,
-				 already);
+		return gs_refuse(req, GPUSLEEP_R_ALREADY_RELEASED, already);
+	/* Nothing new is unmapped before the agent said what it did. */
 	if (d->op_active || d->late.valid)
-		return gs_refuse(req, -EBUSY, GPUSLEEP_R_BUSY, 0);
+		return gs_refuse(req, GPUSLEEP_R_BUSY, 0);
 
 	gs_op_begin(d, GPUSLEEP_OP_RELEASE, tags, req);
 	req->reason = GPUSLEEP_R_NONE;
@@ -336,7 +459,7 @@ int gs_op_release(struct gs_domain *d, struct gpusleep_op *req)
 	req->op_id = d->op.id;
 	d->op.paused_sched = !d->sched_paused;
 	d->sched_paused = true;
-	gs_transition(d, GPUSLEEP_S_DRAINING);
+	gs_set_state(d, GPUSLEEP_S_DRAINING);
 	gs_send_step(d, GPUSLEEP_EV_DRAIN, tags,
 		     req->flags & GPUSLEEP_OPF_ABORT_INFLIGHT ?
 		     GPUSLEEP_EVF_ABORT_INFLIGHT : 0);
@@ -350,33 +473,34 @@ int gs_op_resume(struct gs_domain *d, struct gpusleep_op *req)
 
 	lockdep_assert_held(&d->lock);
 	if (!gs_op_req_valid(req, GPUSLEEP_OPF_RESUME_MASK))
-		return gs_refuse(req, -EINVAL, GPUSLEEP_R_INVALID, 0);
+		return gs_refuse(req, GPUSLEEP_R_INVALID, 0);
 	cancel = d->op_active && d->state == GPUSLEEP_S_DRAINING;
-	if ((d->op_active && !cancel) || d->late.valid)
-		return gs_refuse(req, -EBUSY, GPUSLEEP_R_BUSY, 0);
+	/*
+	 * A late agent does not block a resume: its records are read in
+	 * order, so the remap comes after whatever it is still doing.
+	 */
+	if (d->op_active && !cancel)
+		return gs_refuse(req, GPUSLEEP_R_BUSY, 0);
 	if (req->tags) {
 		missing = req->tags & ~d->released;
 		if (missing)
-			return gs_refuse(req, -ENOENT, GPUSLEEP_R_NOT_RELEASED,
-					 missing);
+			return gs_refuse(req, GPUSLEEP_R_NOT_RELEASED, missing);
 		tags = req->tags;
 	} else {
 		tags = d->released;
 	}
 	if (tags && !d->agent)
-		return gs_refuse(req, -ENOTCONN, GPUSLEEP_R_NOT_ENABLED, 0);
+		return gs_refuse(req, GPUSLEEP_R_NOT_ENABLED, 0);
 
 	if (cancel)
-		gs_op_finish(d, -ECANCELED, GPUSLEEP_R_CANCELLED);
+		gs_op_finish(d, GPUSLEEP_R_CANCELLED, 0);
 
-	/* A resume is the controller's word that the domain may go on. */
-	d->agent_unsure = false;
 	gs_op_begin(d, GPUSLEEP_OP_RESUME, tags, req);
 	req->reason = GPUSLEEP_R_NONE;
 	req->bad_tags = 0;
 	req->op_id = d->op.id;
 	if (tags || d->kv_needs_repair)
-		gs_transition(d, GPUSLEEP_S_RESUMING);
+		gs_set_state(d, GPUSLEEP_S_RESUMING);
 	gs_resume_next(d);
 	return 0;
 }
@@ -392,26 +516,23 @@ static int gs_op_complete_late(struct gs_domain *d,
 			       const struct gpusleep_complete *c)
 {
 	u32 tag = d->late.tag;
-	u32 idx = gs_tag_index(tag);
 
 	d->late.valid = false;
-	if (c->status) {
-		/* The agent did nothing: the state was already right. */
-		gs_maybe_resume_sched(d);
-		return 0;
-	}
 	if (d->late.type == GPUSLEEP_EV_PAUSE_TAG) {
-		d->released |= tag;
-		d->bytes_released[idx] = c->bytes;
-	} else {
-		d->released &= ~tag;
-		d->bytes_released[idx] = 0;
-		if (tag & GPUSLEEP_TAG_KV_CACHE)
-			d->kv_needs_repair = true;	/* the next resume repairs */
-		gs_maybe_resume_sched(d);
+		if (c->status)
+			gs_pause_failed(d, tag, c->bytes);
+		else
+			gs_pause_done(d, tag, c->bytes);
+	} else if (!c->status) {
+		gs_resume_done(d, tag);
 	}
-	gs_transition(d, gs_rest_state(d));
-	gs_sysfs_changed(d);
+	/* A resume may be running meanwhile: its end decides the rest. */
+	if (!d->op_active) {
+		gs_maybe_resume_sched(d, 0);
+		gs_set_state(d, gs_rest_state(d));
+	} else {
+		gs_changed(d, d->state);
+	}
 	return 0;
 }
 
@@ -444,14 +565,24 @@ int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
 		return -ESTALE;
 
 	if (c->status) {
-		gs_op_finish(d, c->status, gs_step_fail_reason(c->type));
+		if (c->type == GPUSLEEP_EV_PAUSE_TAG)
+			gs_pause_failed(d, op->await_tag, c->bytes);
+		op->await = GPUSLEEP_EV_NONE;
+		gs_op_finish(d, gs_step_fail_reason(c->type), c->status);
 		return 0;
 	}
 
 	switch (c->type) {
-	case GPUSLEEP_EV_DRAIN:
-		gs_efd_signal(d, GPUSLEEP_EFD_DRAINED);
-		gs_transition(d, GPUSLEEP_S_RELEASING);
+	case GPUSLEEP_EV_DRAIN: {
+		struct gs_change chg = {
+			.from = d->state,
+			.op_id = op->id,
+			.efd = GPUSLEEP_EFD_DRAINED,
+		};
+
+		op->await = GPUSLEEP_EV_NONE;
+		d->state = GPUSLEEP_S_RELEASING;
+		gs_announce(d, &chg);
 		if (op->tags & GPUSLEEP_TAG_KV_CACHE) {
 			/* Stale prefix-cache entries go before KV does. */
 			gs_send_step(d, GPUSLEEP_EV_RESET_CACHES,
@@ -460,29 +591,26 @@ int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
 		}
 		gs_release_next(d);
 		break;
+	}
 	case GPUSLEEP_EV_RESET_CACHES:
 		gs_release_next(d);
 		break;
 	case GPUSLEEP_EV_PAUSE_TAG:
 		idx = gs_tag_index(op->await_tag);
-		d->released |= op->await_tag;
-		d->bytes_released[idx] = c->bytes;
+		gs_pause_done(d, op->await_tag, c->bytes);
 		op->bytes[idx] = c->bytes;
 		op->done_tags |= op->await_tag;
 		op->todo &= ~op->await_tag;
-		gs_sysfs_changed(d);
+		gs_changed(d, d->state);
 		gs_release_next(d);
 		break;
 	case GPUSLEEP_EV_RESUME_TAG:
 		idx = gs_tag_index(op->await_tag);
-		d->released &= ~op->await_tag;
-		d->bytes_released[idx] = 0;
-		if (op->await_tag & GPUSLEEP_TAG_KV_CACHE)
-			d->kv_needs_repair = true;
+		gs_resume_done(d, op->await_tag);
 		op->bytes[idx] = c->bytes;
 		op->done_tags |= op->await_tag;
 		op->todo &= ~op->await_tag;
-		gs_sysfs_changed(d);
+		gs_changed(d, d->state);
 		gs_resume_next(d);
 		break;
 	case GPUSLEEP_EV_REPAIR_KV:
@@ -513,21 +641,23 @@ void gs_op_agent_gone(struct gs_domain *d)
 {
 	lockdep_assert_held(&d->lock);
 	d->agent = NULL;
-	/* What the agent did with an unanswered step is now unknowable. */
-	if (d->late.valid)
-		d->agent_unsure = true;
+	/*
+	 * What the agent did with a step it read and never answered is now
+	 * unknowable: its tag stays released (unconfirmed for a pause), and a
+	 * resume through the next agent maps it back.
+	 */
 	d->late.valid = false;
-	gs_evq_clear(&d->agent_q);
 	if (d->op_active && d->op.await != GPUSLEEP_EV_NONE &&
-	    !gs_engine_step(d->op.await)) {
-		d->agent_unsure = true;
-		gs_op_finish(d, -EPIPE, GPUSLEEP_R_AGENT_GONE);
-	}
-	gs_sysfs_changed(d);
+	    !gs_engine_step(d->op.await))
+		gs_op_finish(d, GPUSLEEP_R_AGENT_GONE, 0);
+	gs_evq_clear(&d->agent_q);
+	gs_changed(d, d->state);
 }
 
 void gs_op_engine_gone(struct gs_domain *d)
 {
+	struct gs_change c = { .efd = GPUSLEEP_EFD_ALL };
+
 	lockdep_assert_held(&d->lock);
 	WRITE_ONCE(d->dead, true);
 	d->late.valid = false;
@@ -535,13 +665,11 @@ void gs_op_engine_gone(struct gs_domain *d)
 	gs_evq_clear(&d->engine_q);
 	gs_evq_clear(&d->agent_q);	/* the agent's read() returns 0 now */
 	if (d->op_active)
-		gs_op_finish(d, -EOWNERDEAD, GPUSLEEP_R_ENGINE_GONE);
+		gs_op_finish(d, GPUSLEEP_R_ENGINE_GONE, 0);
 	gs_timer_cancel(d);
-	gs_transition(d, GPUSLEEP_S_DEAD);
-	gs_efd_signal(d, GPUSLEEP_EFD_ALL);
-	wake_up_all(&d->op_wq);
-	wake_up_all(&d->engine_q.wq);
-	wake_up_all(&d->agent_q.wq);
+	c.from = d->state;
+	d->state = GPUSLEEP_S_DEAD;
+	gs_announce(d, &c);
 }
 
 void gs_op_timeout_work(struct work_struct *work)
@@ -569,17 +697,20 @@ void gs_op_timeout_work(struct work_struct *work)
 	case GPUSLEEP_EV_PAUSE_TAG:
 	case GPUSLEEP_EV_RESUME_TAG:
 		reason = GPUSLEEP_R_AGENT_TIMEOUT;
-		d->late.valid = true;
-		d->late.op_id = op->id;
-		d->late.step = op->step;
-		d->late.type = op->await;
-		d->late.tag = op->await_tag;
+		/* Read and unanswered: the answer may still come. */
+		if (!gs_step_take_back(d)) {
+			d->late.valid = true;
+			d->late.op_id = op->id;
+			d->late.step = op->step;
+			d->late.type = op->await;
+			d->late.tag = op->await_tag;
+		}
 		break;
 	default:
 		reason = GPUSLEEP_R_ENGINE_TIMEOUT;
 		break;
 	}
-	gs_op_finish(d, -ETIMEDOUT, reason);
+	gs_op_finish(d, reason, 0);
 out:
 	mutex_unlock(&d->lock);
 }
@@ -593,6 +724,7 @@ void gs_fill_state(struct gs_domain *d, struct gpusleep_state *st)
 	st->id = d->id;
 	st->state = d->state;
 	st->released = d->released;
+	st->unconfirmed = d->unconfirmed;
 	st->caps = d->caps;
 	if (d->state == GPUSLEEP_S_DRAINING)
 		st->flags |= GPUSLEEP_SF_DRAIN_PENDING;
@@ -608,7 +740,7 @@ void gs_fill_state(struct gs_domain *d, struct gpusleep_state *st)
 		st->flags |= GPUSLEEP_SF_DEAD;
 	if (d->kv_needs_repair)
 		st->flags |= GPUSLEEP_SF_KV_REPAIR_PENDING;
-	if (d->late.valid || d->agent_unsure)
+	if (d->late.valid || d->unconfirmed)
 		st->flags |= GPUSLEEP_SF_AGENT_UNCONFIRMED;
 	st->op_in_flight = d->op_active ? d->op.id : 0;
 	st->last_op_id = d->next_op_id - 1;

@@ -94,19 +94,34 @@ static ssize_t state_show(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_RO(state);
 
+/* A tag set as a comma-separated list of names, in the fixed order. */
+static ssize_t gs_emit_tags(char *buf, u32 tags)
+{
+	return sysfs_emit(buf, "%s%s%s\n",
+			  tags & GPUSLEEP_TAG_WEIGHTS ? "weights" : "",
+			  (tags & GPUSLEEP_TAG_ALL) == GPUSLEEP_TAG_ALL ? "," : "",
+			  tags & GPUSLEEP_TAG_KV_CACHE ? "kv_cache" : "");
+}
+
 static ssize_t released_tags_show(struct device *dev,
 				  struct device_attribute *attr, char *buf)
 {
 	struct gs_snap s;
 
 	gs_snap(gs_dev_domain(dev), &s);
-	return sysfs_emit(buf, "%s%s%s\n",
-			  s.st.released & GPUSLEEP_TAG_WEIGHTS ? "weights" : "",
-			  (s.st.released & GPUSLEEP_TAG_ALL) == GPUSLEEP_TAG_ALL ?
-			  "," : "",
-			  s.st.released & GPUSLEEP_TAG_KV_CACHE ? "kv_cache" : "");
+	return gs_emit_tags(buf, s.st.released);
 }
 static DEVICE_ATTR_RO(released_tags);
+
+static ssize_t unconfirmed_tags_show(struct device *dev,
+				     struct device_attribute *attr, char *buf)
+{
+	struct gs_snap s;
+
+	gs_snap(gs_dev_domain(dev), &s);
+	return gs_emit_tags(buf, s.st.unconfirmed);
+}
+static DEVICE_ATTR_RO(unconfirmed_tags);
 
 #define GS_FLAG_ATTR(_name, _flag)					\
 static ssize_t _name##_show(struct device *dev,				\
@@ -166,6 +181,7 @@ static struct attribute *gs_domain_attrs[] = {
 	&dev_attr_owner_pid.attr,
 	&dev_attr_state.attr,
 	&dev_attr_released_tags.attr,
+	&dev_attr_unconfirmed_tags.attr,
 	&dev_attr_drain_pending.attr,
 	&dev_attr_agent_attached.attr,
 	&dev_attr_kv_release_allowed.attr,

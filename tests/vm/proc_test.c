@@ -214,14 +214,23 @@ TEST_F(proc, agent_timeout_then_late_answer)
 	struct gpusleep_event ev, pause;
 	struct gpusleep_state st;
 
+	struct gpusleep_result res;
+
 	self->epid = spawn(&self->engine, -1, 0, 0, 0);
 	/* The agent (this process) reads the pause but answers too late. */
-	EXPECT_EQ(-ETIMEDOUT, release_timeout(self->ctl, W, 100, &op));
-	EXPECT_EQ(GPUSLEEP_R_AGENT_TIMEOUT, op.reason);
+	memset(&op, 0, sizeof(op));
+	op.tags = W;
+	op.flags = NB;
+	op.timeout_ms = 100;
+	ASSERT_EQ(0, ioctl(self->ctl, GPUSLEEP_IOC_RELEASE, &op));
 	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, &pause));
+	ASSERT_EQ(0, gs_wait(self->ctl, op.op_id, GS_WAIT_MS, &res));
+	EXPECT_EQ(-ETIMEDOUT, res.error);
+	EXPECT_EQ(GPUSLEEP_R_AGENT_TIMEOUT, res.reason);
 	ASSERT_EQ(0, gs_state(self->ctl, &st));
-	EXPECT_EQ(0, st.released);	/* not confirmed: not released */
-	/* Until the agent says what it did, nothing else may start. */
+	EXPECT_EQ(W, st.released);	/* maybe released is released */
+	EXPECT_EQ(W, st.unconfirmed);
+	/* Until the agent says what it did, no release may start. */
 	EXPECT_EQ(-EBUSY, gs_release(self->ctl, KV, NB, &op));
 	EXPECT_EQ(GPUSLEEP_R_BUSY, op.reason);
 	/* The late confirmation makes the state follow the agent. */
@@ -395,15 +404,21 @@ TEST_F(proc, sigkill_agent_mid_operation)
 	ASSERT_EQ(0, gs_wait(self->ctl, op.op_id, GS_WAIT_MS, &res));
 	EXPECT_EQ(-EPIPE, res.error);
 	EXPECT_EQ(GPUSLEEP_R_AGENT_GONE, res.reason);
+	/* It read the pause and died: weights may be unmapped. */
 	ASSERT_EQ(0, gs_state(self->ctl, &st));
-	EXPECT_EQ(0, st.released);
+	EXPECT_EQ(W, st.released);
+	EXPECT_EQ(W, st.unconfirmed);
 	EXPECT_EQ(0, st.flags & GPUSLEEP_SF_AGENT_ATTACHED);
 	/* "Not enabled" until an agent attaches again. */
-	EXPECT_EQ(-ENOTCONN, gs_release(self->ctl, 0, NB, &op));
+	EXPECT_EQ(-ENOTCONN, gs_release(self->ctl, KV, NB, &op));
 	EXPECT_EQ(GPUSLEEP_R_NOT_ENABLED, op.reason);
+	EXPECT_EQ(-ENOTCONN, gs_resume(self->ctl, 0, NB, &op));
 	a2 = gs_attach(self->dev, self->id, GPUSLEEP_ROLE_AGENT);
 	ASSERT_LE(0, a2);
 	self->apid = spawn(&a2, -1, 0, 0, 0);
+	/* A resume maps them back through the new agent. */
+	EXPECT_EQ(0, gs_resume(self->ctl, 0, 0, &op));
+	EXPECT_EQ(0, ioctl(self->ctl, GPUSLEEP_IOC_IS_SLEEPING, 0));
 	EXPECT_EQ(0, gs_release(self->ctl, W, 0, &op));
 	EXPECT_EQ(1, ioctl(self->ctl, GPUSLEEP_IOC_IS_SLEEPING, 0));
 }

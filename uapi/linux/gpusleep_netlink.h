@@ -68,6 +68,7 @@ enum {
 	GPUSLEEP_A_BAD_TAGS,		/* u32, reply */
 	GPUSLEEP_A_FROM_STATE,		/* u32, notification */
 	GPUSLEEP_A_RESULT,		/* nest, notification: GPUSLEEP_A_RES_* */
+	GPUSLEEP_A_UNCONFIRMED,		/* u32, released tags not confirmed */
 
 	__GPUSLEEP_A_MAX,
 	GPUSLEEP_A_MAX = (__GPUSLEEP_A_MAX - 1)

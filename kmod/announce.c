@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * gpusleep: tell the observers of a domain what the state machine did.
+ *
+ * op.c decides and calls gs_announce() once per change; this file fans it
+ * out: sysfs pollers, the netlink "events" group, registered eventfds, and
+ * the blocking calls waiting for an operation's result. Nothing here calls
+ * back into op.c. Runs with domain->lock held (every callee only queues or
+ * wakes: kernfs_notify(), genlmsg_multicast() with GFP_KERNEL outside any
+ * spinlock, eventfd_signal(), wake_up_all()).
+ */
+#include <linux/list.h>
+#include <linux/lockdep.h>
+#include <linux/wait.h>
+
+#include "gpusleep.h"
+
+/* Hand the result to every waiter of that operation, and let it go. */
+static void gs_deliver(struct gs_domain *d, const struct gpusleep_result *res)
+{
+	struct gs_waiter *w, *tmp;
+
+	list_for_each_entry_safe(w, tmp, &d->waiters, node) {
+		if (w->op_id != res->op_id)
+			continue;
+		w->res = *res;
+		w->done = true;
+		list_del_init(&w->node);
+	}
+}
+
+void gs_announce(struct gs_domain *d, const struct gs_change *c)
+{
+	lockdep_assert_held(&d->lock);
+	gs_sysfs_changed(d);
+	if (c->from != d->state || c->res)
+		gs_genl_notify(d, c->from, d->state, c->op_id, c->res);
+	if (c->efd)
+		gs_efd_signal(d, c->efd);
+	if (c->res)
+		gs_deliver(d, c->res);
+	if (c->res || d->state == GPUSLEEP_S_DEAD)
+		wake_up_all(&d->op_wq);
+	/* Readers of a dead domain see the hang-up (read() 0, EPOLLHUP). */
+	if (d->state == GPUSLEEP_S_DEAD && c->from != GPUSLEEP_S_DEAD) {
+		wake_up_all(&d->engine_q.wq);
+		wake_up_all(&d->agent_q.wq);
+	}
+}
