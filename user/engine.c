@@ -6,6 +6,11 @@
  * cancelled), answering GPUSLEEP_IOC_COMPLETE for the steps that need it.
  * A callback may answer later (GS_PENDING + gs_engine_complete()), as a real
  * scheduler finishes its in-flight requests before it reports drained.
+ *
+ * Scheduling is a level the kernel owns: every record carries it
+ * (GPUSLEEP_EVF_MAY_SCHEDULE) and sched_paused follows the newest record
+ * read. Only RESUME_SCHED raises it; DRAIN_CANCELLED means "stop
+ * draining", never "go" (weights may still be released).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +27,7 @@ struct gs_engine {
 	struct gs_engine_ops ops;
 	void *arg;
 	pthread_mutex_t lock;		/* sched_paused, pending, pending_ev */
-	bool sched_paused;
+	bool sched_paused;		/* the level of the newest record */
 	bool pending;
 	struct gpusleep_event pending_ev;
 };
@@ -145,15 +150,20 @@ static int handle(struct gs_engine *e, const struct gpusleep_event *ev)
 	const struct gs_engine_ops *o = &e->ops;
 	int ret;
 
-	/* a new step supersedes an unanswered one: the kernel gave up on it */
+	pthread_mutex_lock(&e->lock);
+	/* The kernel's truth, carried by every record. */
+	e->sched_paused = !(ev->flags & GPUSLEEP_EVF_MAY_SCHEDULE);
+	/*
+	 * A new step supersedes an unanswered one (the kernel gave up on
+	 * it); "stop draining" and "go" end a pending drain.
+	 */
 	if (ev->type == GPUSLEEP_EV_DRAIN || ev->type == GPUSLEEP_EV_RESET_CACHES ||
-	    ev->type == GPUSLEEP_EV_REPAIR_KV) {
-		pthread_mutex_lock(&e->lock);
+	    ev->type == GPUSLEEP_EV_REPAIR_KV ||
+	    ((ev->type == GPUSLEEP_EV_DRAIN_CANCELLED ||
+	      ev->type == GPUSLEEP_EV_RESUME_SCHED) &&
+	     e->pending && e->pending_ev.type == GPUSLEEP_EV_DRAIN))
 		e->pending = false;
-		if (ev->type == GPUSLEEP_EV_DRAIN)
-			e->sched_paused = true;
-		pthread_mutex_unlock(&e->lock);
-	}
+	pthread_mutex_unlock(&e->lock);
 
 	switch (ev->type) {
 	case GPUSLEEP_EV_DRAIN:
@@ -167,18 +177,11 @@ static int handle(struct gs_engine *e, const struct gpusleep_event *ev)
 		ret = o->repair_kv ? o->repair_kv(e, e->arg) : 0;
 		return answer(e, ev, ret);
 	case GPUSLEEP_EV_DRAIN_CANCELLED:
-		pthread_mutex_lock(&e->lock);
-		if (e->pending && e->pending_ev.type == GPUSLEEP_EV_DRAIN)
-			e->pending = false;
-		e->sched_paused = false;
-		pthread_mutex_unlock(&e->lock);
+		/* Stop draining; scheduling stays paused. */
 		if (o->drain_cancelled)
 			o->drain_cancelled(e, e->arg);
 		return 0;
 	case GPUSLEEP_EV_RESUME_SCHED:
-		pthread_mutex_lock(&e->lock);
-		e->sched_paused = false;
-		pthread_mutex_unlock(&e->lock);
 		if (o->resume_sched)
 			o->resume_sched(e, e->arg);
 		return 0;

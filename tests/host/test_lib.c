@@ -35,8 +35,8 @@ TEST(reason_strings)
 		[GPUSLEEP_R_CANCELLED] = ECANCELED,
 		[GPUSLEEP_R_DRAIN_TIMEOUT] = ETIMEDOUT,
 		[GPUSLEEP_R_AGENT_TIMEOUT] = ETIMEDOUT,
-		[GPUSLEEP_R_ENGINE_FAILED] = 0,
-		[GPUSLEEP_R_AGENT_FAILED] = 0,
+		[GPUSLEEP_R_ENGINE_FAILED] = EREMOTEIO,
+		[GPUSLEEP_R_AGENT_FAILED] = EREMOTEIO,
 		[GPUSLEEP_R_AGENT_GONE] = EPIPE,
 		[GPUSLEEP_R_ENGINE_GONE] = EOWNERDEAD,
 		[GPUSLEEP_R_NO_MEMORY] = ENOMEM,
@@ -324,7 +324,8 @@ TEST_F(engine, release_then_resume_sequence)
 	/* resume: KV repair fails, which the answer carries */
 	self->c.repair_ret = -EIO;
 	ASSERT_EQ(0, send_ev(peer, 4, GPUSLEEP_EV_REPAIR_KV, 0, 0, 3));
-	ASSERT_EQ(0, send_ev(peer, 4, GPUSLEEP_EV_RESUME_SCHED, 0, 0, 4));
+	ASSERT_EQ(0, send_ev(peer, 4, GPUSLEEP_EV_RESUME_SCHED, 0,
+			     GPUSLEEP_EVF_MAY_SCHEDULE, 4));
 	ASSERT_EQ(2, gs_engine_dispatch(self->e));
 	EXPECT_EQ(1, self->c.repairs);
 	EXPECT_EQ(1, self->c.resumes);
@@ -390,10 +391,43 @@ TEST_F(engine, drain_cancelled)
 	ASSERT_EQ(2, gs_engine_dispatch(self->e));
 	EXPECT_EQ(1, self->c.cancels);
 	EXPECT_FALSE(gs_engine_pending(self->e));
-	EXPECT_FALSE(gs_engine_sched_paused(self->e));
+	/* "stop draining" is not "go": the kernel's go comes on its own */
+	EXPECT_TRUE(gs_engine_sched_paused(self->e));
+	EXPECT_EQ(0, self->c.resumes);
 	/* the scheduler's late "drained" goes nowhere */
 	EXPECT_EQ(-ESTALE, gs_engine_complete(self->e, 0));
 	EXPECT_EQ(0, nrec);
+	ASSERT_EQ(0, send_ev(peer, 2, GPUSLEEP_EV_RESUME_SCHED, 0,
+			     GPUSLEEP_EVF_MAY_SCHEDULE, 2));
+	ASSERT_EQ(1, gs_engine_dispatch(self->e));
+	EXPECT_FALSE(gs_engine_sched_paused(self->e));
+	EXPECT_EQ(1, self->c.resumes);
+}
+
+/*
+ * Issue 12, item 1: weights are released, a release of kv_cache is
+ * cancelled. The engine must stay paused: only the level says go.
+ */
+TEST_F(engine, drain_cancelled_with_weights_released_stays_paused)
+{
+	int peer = self->sv[1];
+
+	ASSERT_EQ(0, send_ev(peer, 1, GPUSLEEP_EV_DRAIN, GPUSLEEP_TAG_WEIGHTS,
+			     0, 1));
+	ASSERT_EQ(1, gs_engine_dispatch(self->e));
+	EXPECT_TRUE(gs_engine_sched_paused(self->e));
+	ASSERT_EQ(0, send_ev(peer, 2, GPUSLEEP_EV_DRAIN, GPUSLEEP_TAG_KV_CACHE,
+			     0, 1));
+	ASSERT_EQ(0, send_ev(peer, 2, GPUSLEEP_EV_DRAIN_CANCELLED, 0, 0, 0));
+	ASSERT_EQ(2, gs_engine_dispatch(self->e));
+	EXPECT_TRUE(gs_engine_sched_paused(self->e));
+	EXPECT_EQ(0, self->c.resumes);
+	/* Any record tells the level: one that says go lifts the pause. */
+	ASSERT_EQ(0, send_ev(peer, 3, GPUSLEEP_EV_RESUME_SCHED, 0,
+			     GPUSLEEP_EVF_MAY_SCHEDULE, 0));
+	ASSERT_EQ(1, gs_engine_dispatch(self->e));
+	EXPECT_FALSE(gs_engine_sched_paused(self->e));
+	EXPECT_EQ(1, self->c.resumes);
 }
 
 TEST_F(engine, stale_answer_is_not_an_error)
@@ -415,7 +449,8 @@ TEST(engine_defaults)
 	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
 	ASSERT_EQ(0, gs_engine_from_fd(sv[0], 1, NULL, NULL, &e));
 	ASSERT_EQ(0, send_ev(sv[1], 1, GPUSLEEP_EV_DRAIN, 1, 0, 1));
-	ASSERT_EQ(0, send_ev(sv[1], 1, GPUSLEEP_EV_RESUME_SCHED, 0, 0, 2));
+	ASSERT_EQ(0, send_ev(sv[1], 1, GPUSLEEP_EV_RESUME_SCHED, 0,
+			     GPUSLEEP_EVF_MAY_SCHEDULE, 2));
 	EXPECT_EQ(2, gs_engine_dispatch(e));
 	EXPECT_EQ(1, nrec);	/* no callbacks: answered with success */
 	EXPECT_EQ(0, rec[0].status);

@@ -50,6 +50,10 @@ def tags():
     e = raises(gpusleep.InvalidRequest, m, ["weights", "cuda_graph"])
     check(e.errno == errno.EINVAL and "cuda_graph" in str(e), str(e))
     check(m(1 << 7) == 1 << 7, "raw bits go to the kernel")
+    # unknown names, for the module to refuse in its own order
+    u = []
+    check(m(["weights", "cuda_graph"], unknown=u) == 1 | _lib.TAG_UNKNOWN
+          and u == ["cuda_graph"], f"unknown names {u}")
 
 
 def exceptions():

@@ -14,17 +14,18 @@ import gpusleep
 from gpusleep import _lib, agent as gsagent, engine as gsengine
 
 NAME = f"pyrefuse{os.getpid()}"
-TESTS = ["empty tag list is a ValueError, unknown name InvalidRequest",
-         "NotEnabled without an agent",
-         "InvalidRequest from the kernel (unknown tag bit)",
+TESTS = ["empty tag list is a ValueError",
+         "NotEnabled without an agent, whatever the tags",
+         "InvalidRequest from the kernel (unknown tag bit or name)",
          "KvReleaseNotAllowed (prefix caching, no reset)",
          "Busy while a release drains",
          "Cancelled: resume before the release drained",
          "AlreadyReleased names the tags",
+         "a failed drain with weights released is not go",
          "NotReleased names the tags",
          "DrainTimeout when the engine does not drain",
          "Timeout of a wait; the operation goes on",
-         "EngineFailed carries the engine's errno",
+         "EngineFailed: EREMOTEIO, with the engine's errno",
          "exceptions pickle with their fields"]
 S = {}
 
@@ -43,22 +44,32 @@ def local_checks():
     c = S["ctl"]
     raises(ValueError, c.release, [])
     raises(ValueError, c.resume, [])
-    e = raises(gpusleep.InvalidRequest, c.release, ["weights", "optimizer"])
-    common(e, gpusleep.InvalidRequest, errno.EINVAL, _lib.R_INVALID)
-    check("optimizer" in e.message, e.message)
-    check(isinstance(e, ValueError), "InvalidRequest is a ValueError")
 
 
 def not_enabled():
     e = raises(gpusleep.NotEnabled, S["ctl"].release, ["weights"])
     common(e, gpusleep.NotEnabled, errno.ENOTCONN, _lib.R_NOT_ENABLED)
     check(e.op_id == 0, "refused before an operation started")
+    # The module's order, as the reference controller's: "not enabled"
+    # before "invalid", whatever the tags are.
+    e = raises(gpusleep.NotEnabled, S["ctl"].release, ["bogus"])
+    common(e, gpusleep.NotEnabled, errno.ENOTCONN, _lib.R_NOT_ENABLED)
+    e = raises(gpusleep.NotEnabled, S["ctl"].release, ["weights", "bogus"])
+    common(e, gpusleep.NotEnabled, errno.ENOTCONN, _lib.R_NOT_ENABLED)
     # start the agent for what follows
     S["agent"] = ag = Proc("agent", S["id"], 1)
     ag.expect("ready ")
 
 
 def invalid():
+    e = raises(gpusleep.InvalidRequest, S["ctl"].release,
+               ["weights", "optimizer"])
+    common(e, gpusleep.InvalidRequest, errno.EINVAL, _lib.R_INVALID)
+    check("optimizer" in e.message, e.message)
+    check(e.tags == ["optimizer"], repr(e.tags))
+    check(isinstance(e, ValueError), "InvalidRequest is a ValueError")
+    e = raises(gpusleep.InvalidRequest, S["ctl"].resume, ["bogus"])
+    common(e, gpusleep.InvalidRequest, errno.EINVAL, _lib.R_INVALID)
     e = raises(gpusleep.InvalidRequest, S["ctl"].release, 1 << 7)
     common(e, gpusleep.InvalidRequest, errno.EINVAL, _lib.R_INVALID)
     e = raises(gpusleep.InvalidRequest, S["ctl"].resume, 1 << 5)
@@ -119,6 +130,23 @@ def already_released():
     check(e.tags == ["weights"], f"tags {e.tags}")
 
 
+def failed_drain_not_go():
+    c, eng = S["ctl"], S["eng"]
+    # weights are released (above); a release of kv_cache fails its drain
+    gos = len(eng.seen("ev resume_sched"))
+    op = c.release(["kv_cache"], wait=False)
+    eng.expect("ev drain ")
+    eng.ask(f"complete {-errno.EIO}", "completed ")
+    raises(gpusleep.EngineFailed, c.wait, op)
+    eng.expect("ev cancelled")
+    check(eng.ask("paused", "paused ") == ["1"],
+          "the engine stays paused after drain_cancelled")
+    check(len(eng.seen("ev resume_sched")) == gos,
+          "no go with weights released")
+    st = c.state()
+    check(st.sched_paused and st.released == ["weights"], repr(st))
+
+
 def not_released():
     c = S["ctl"]
     e = raises(gpusleep.NotReleased, c.resume, ["weights", "kv_cache"])
@@ -162,7 +190,8 @@ def engine_failed():
     eng.expect("ev drain ")
     eng.ask(f"complete {-errno.EIO}", "completed ")
     e = raises(gpusleep.EngineFailed, c.wait, op)
-    common(e, gpusleep.EngineFailed, errno.EIO, _lib.R_ENGINE_FAILED)
+    common(e, gpusleep.EngineFailed, errno.EREMOTEIO, _lib.R_ENGINE_FAILED)
+    check(e.peer_errno == errno.EIO, f"peer errno {e.peer_errno}")
     check(c.state().state == "awake", "nothing released")
 
 
@@ -184,7 +213,8 @@ def main():
         S["ctl"] = gpusleep.Controller(S["id"])
         for name, fn in zip(TESTS, [local_checks, not_enabled, invalid,
                                     kv_not_allowed, busy, cancelled,
-                                    already_released, not_released,
+                                    already_released, failed_drain_not_go,
+                                    not_released,
                                     drain_timeout, wait_timeout,
                                     engine_failed, pickles]):
             tap.run(name, fn)

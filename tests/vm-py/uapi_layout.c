@@ -66,7 +66,7 @@ int main(void)
 	F(gpusleep_state, released);
 	F(gpusleep_state, flags);
 	F(gpusleep_state, caps);
-	F(gpusleep_state, pad);
+	F(gpusleep_state, unconfirmed);
 	F(gpusleep_state, op_in_flight);
 	F(gpusleep_state, last_op_id);
 	F(gpusleep_state, bytes_released);

@@ -309,14 +309,17 @@ static void cb_drain_cancelled(struct gs_engine *e, void *arg)
 	struct engine *en = arg;
 
 	(void)e;
+	/*
+	 * Stop draining, but do not schedule: only resume_sched says go
+	 * (another tag may still be released).
+	 */
 	pthread_mutex_lock(&en->lock);
 	en->cancels++;
-	en->paused = false;
 	en->abort_req = false;
 	en->drain_pending = false;
 	pthread_cond_broadcast(&en->cond);
 	pthread_mutex_unlock(&en->lock);
-	logf_("drain cancelled: scheduling again");
+	logf_("drain cancelled: stop draining, scheduling stays paused");
 }
 
 static int cb_reset_caches(struct gs_engine *e, void *arg)

@@ -120,9 +120,13 @@ struct gs_engine;
  * Engine callbacks; each may be NULL (answered with 0 / ignored). drain,
  * reset_caches and repair_kv return 0, -errno, or GS_PENDING; at most one
  * step is outstanding at a time, so a pending answer is simply the next
- * gs_engine_complete(). drain_cancelled means the release was cancelled by a
- * resume: stop draining (a pending drain is dropped, the library answers
- * nothing). resume_sched: start scheduling again.
+ * gs_engine_complete(). drain_cancelled means the drain was called off (a
+ * resume cancelled the release, or it failed or timed out): stop draining
+ * (a pending drain is dropped, the library answers nothing) but do NOT
+ * schedule: scheduling stays paused until resume_sched, which is the only
+ * "go" (the kernel sends it once nothing is released and KV is repaired).
+ * Every record carries the kernel's level (GPUSLEEP_EVF_MAY_SCHEDULE);
+ * gs_engine_sched_paused() follows it.
  */
 struct gs_engine_ops {
 	int (*drain)(struct gs_engine *e, void *arg, uint32_t tags,
@@ -152,7 +156,11 @@ void gs_engine_destroy(struct gs_engine *e);
 
 int gs_engine_fd(const struct gs_engine *e);	/* poll for POLLIN */
 uint32_t gs_engine_id(const struct gs_engine *e);
-/* True between DRAIN and RESUME_SCHED / DRAIN_CANCELLED. */
+/*
+ * The kernel's scheduling level as of the newest record read: true from
+ * DRAIN until RESUME_SCHED (a DRAIN_CANCELLED leaves it true). Schedule
+ * only while it is false.
+ */
 bool gs_engine_sched_paused(const struct gs_engine *e);
 /* True while a callback answered GS_PENDING and is not yet completed. */
 bool gs_engine_pending(const struct gs_engine *e);

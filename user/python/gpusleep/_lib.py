@@ -51,6 +51,8 @@ SF_AGENT_ATTACHED = 1 << 2
 SF_KV_RELEASE_ALLOWED = 1 << 3
 SF_SCHED_PAUSED = 1 << 4
 SF_DEAD = 1 << 5
+SF_KV_REPAIR_PENDING = 1 << 6
+SF_AGENT_UNCONFIRMED = 1 << 7
 
 EFD_DRAINED = 1 << 0
 EFD_OP_DONE = 1 << 1
@@ -62,6 +64,8 @@ EV_REPAIR_KV = 4
 EV_RESUME_SCHED = 5
 EV_PAUSE_TAG = 6
 EV_RESUME_TAG = 7
+EVF_ABORT_INFLIGHT = 1 << 0
+EVF_MAY_SCHEDULE = 1 << 1
 
 # enum gpusleep_reason
 R_NONE = 0
@@ -134,7 +138,7 @@ class gpusleep_wait(ctypes.Structure):
 
 class gpusleep_state(ctypes.Structure):
     _fields_ = [("id", u32), ("state", u32), ("released", u32),
-                ("flags", u32), ("caps", u32), ("pad", u32),
+                ("flags", u32), ("caps", u32), ("unconfirmed", u32),
                 ("op_in_flight", u64), ("last_op_id", u64),
                 ("bytes_released", u64 * MAX_TAGS),
                 ("reserved", u64 * 4), ("last", gpusleep_result)]
@@ -332,11 +336,18 @@ def path():
     return _path
 
 
-def tags_to_mask(tags, *, default=0):
+# A bit no tag uses: a request carrying it is refused INVALID by the
+# module, in the module's own order of checks.
+TAG_UNKNOWN = 1 << 31
+
+
+def tags_to_mask(tags, *, default=0, unknown=None):
     """None -> default; an int -> itself (unknown bits go to the kernel,
     which refuses them); a name or an iterable of names -> bits.
     [] -> ValueError (the uAPI has no empty explicit list). Unknown names
-    raise errors.InvalidRequest."""
+    raise errors.InvalidRequest, unless unknown is a list: then they are
+    appended to it and the mask gets TAG_UNKNOWN, so that the module
+    refuses the request in its own order (not enabled comes first)."""
     from . import errors
     if tags is None:
         return default
@@ -360,11 +371,17 @@ def tags_to_mask(tags, *, default=0):
             mask |= 1 << TAG_NAMES.index(t)
         else:
             bad.append(t)
+    if bad and unknown is not None:
+        unknown.extend(bad)
+        return mask | TAG_UNKNOWN
     if bad:
-        raise errors.InvalidRequest(
-            R_INVALID, message=f"invalid tags: {bad!r}; valid: "
-            f"{list(TAG_NAMES)}")
+        raise errors.InvalidRequest(R_INVALID,
+                                    message=invalid_tags_message(bad))
     return mask
+
+
+def invalid_tags_message(bad):
+    return f"invalid tags: {bad!r}; valid: {list(TAG_NAMES)}"
 
 
 def mask_to_tags(mask):

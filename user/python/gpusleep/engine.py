@@ -11,7 +11,7 @@
                  prefix_cache_reset=True, drain=drain,
                  reset_caches=scheduler.reset_prefix_cache,
                  repair_kv=kv_pools.zero_, resume_sched=scheduler.resume,
-                 drain_cancelled=scheduler.resume)
+                 drain_cancelled=scheduler.stop_draining)
     loop.add_reader(eng.fileno(), eng.dispatch)   # or eng.add_to_loop()
     ...
     eng.complete(0)                   # when the last request finished
@@ -20,9 +20,16 @@ Callbacks (each may be None: answered with success / ignored):
   drain(tags, abort_inflight)  tags: list of names being released
   reset_caches()               reset the prefix cache (kv_cache released)
   repair_kv()                  KV memory is back (zeros): rebuild the pools
-  resume_sched()               start scheduling again (no answer)
-  drain_cancelled()            a resume came before the drain finished:
-                               stop draining, a pending drain is dropped
+  resume_sched()               start scheduling again (no answer): the
+                               only "go"; the module sends it once nothing
+                               is released and KV is repaired
+  drain_cancelled()            the drain was called off (a resume came
+                               first, or it failed or timed out): stop
+                               draining, a pending drain is dropped. NOT
+                               "go": scheduling stays paused (other tags
+                               may still be released) until resume_sched
+Scheduling is a level the module owns: every record carries it, and
+sched_paused follows the newest record read.
 drain, reset_caches and repair_kv return None or 0 (done), a negative errno
 (fails the operation: ENGINE_FAILED), or PENDING (answer later with
 complete()). An exception in a callback fails the step with its errno
@@ -153,7 +160,9 @@ class Engine(_Ops):
 
     @property
     def sched_paused(self):
-        """True between DRAIN and RESUME_SCHED / DRAIN_CANCELLED."""
+        """The module's level as of the newest record: True from DRAIN until
+        RESUME_SCHED (a DRAIN_CANCELLED leaves it True). Schedule only
+        while it is False."""
         self._check_open()
         return bool(_lib.lib().gs_engine_sched_paused(self._e))
 

@@ -4,7 +4,11 @@
 Every exception is a GpuSleepError (an OSError), carrying
   reason       the uAPI reason code (enum gpusleep_reason, int)
   reason_name  "NOT_ENABLED", "ALREADY_RELEASED", ...
-  errno        the errno the module returned (ENOTCONN, EALREADY, ...)
+  errno        the errno the module returned (ENOTCONN, EALREADY, ...):
+               always the reason's own (EREMOTEIO for EngineFailed and
+               AgentFailed)
+  peer_errno   EngineFailed, AgentFailed: the errno the engine or agent
+               answered with (the result's error), else None
   message      a sentence (libgpusleep's gs_reason_str, or more precise)
   op_id        the operation's id (0 when refused before it started)
   tags         the tags a refusal names (AlreadyReleased, NotReleased),
@@ -40,10 +44,10 @@ _REASONS = {
                            "the engine did not drain in time"),
     _lib.R_AGENT_TIMEOUT: ("AGENT_TIMEOUT", _errno.ETIMEDOUT,
                            "the agent did not answer in time"),
-    _lib.R_ENGINE_FAILED: ("ENGINE_FAILED", 0,
+    _lib.R_ENGINE_FAILED: ("ENGINE_FAILED", _errno.EREMOTEIO,
                            "the engine failed a step (drain, cache reset "
                            "or KV repair)"),
-    _lib.R_AGENT_FAILED: ("AGENT_FAILED", 0,
+    _lib.R_AGENT_FAILED: ("AGENT_FAILED", _errno.EREMOTEIO,
                           "the agent failed to unmap or remap a tag"),
     _lib.R_AGENT_GONE: ("AGENT_GONE", _errno.EPIPE,
                         "the agent closed its fd during the operation"),
@@ -74,7 +78,7 @@ class GpuSleepError(OSError):
     """Base of every gpusleep refusal or failure."""
 
     def __init__(self, reason=_lib.R_NONE, err=None, message=None, *,
-                 op_id=0, tags=(), result=None):
+                 op_id=0, tags=(), result=None, peer_errno=None):
         if err is None:
             err = reason_errno(reason) or _errno.EIO
         if message is None:
@@ -86,12 +90,16 @@ class GpuSleepError(OSError):
         self.op_id = op_id
         self.tags = list(tags)
         self.result = result
+        self.peer_errno = peer_errno
 
     def __str__(self):
         s = f"[{self.reason_name}, {_errno.errorcode.get(self.errno, self.errno)}]"
         s += f" {self.message}"
         if self.tags:
             s += f": {self.tags!r}"
+        if self.peer_errno:
+            s += (" (peer: "
+                  f"{_errno.errorcode.get(self.peer_errno, self.peer_errno)})")
         if self.op_id:
             s += f" (op {self.op_id})"
         return s
@@ -150,11 +158,12 @@ class EngineTimeout(Timeout):
 
 
 class EngineFailed(GpuSleepError):
-    """The engine failed a step; .errno is the engine's."""
+    """The engine failed a step (EREMOTEIO); .peer_errno is the engine's."""
 
 
 class AgentFailed(GpuSleepError):
-    """The agent failed to unmap or remap; .errno is the agent's."""
+    """The agent failed to unmap or remap (EREMOTEIO); .peer_errno is the
+    agent's."""
 
 
 class AgentGone(GpuSleepError):
@@ -206,4 +215,13 @@ def from_code(err, reason=_lib.R_NONE, *, op_id=0, tags=(), result=None,
     cls = _BY_REASON.get(reason) or _BY_ERRNO.get(err, GpuSleepError)
     if message is None and not reason:
         message = os.strerror(err)
-    return cls(reason, err, message, op_id=op_id, tags=tags, result=result)
+    peer = None
+    if reason in (_lib.R_ENGINE_FAILED, _lib.R_AGENT_FAILED):
+        # the syscall's errno is the reason's; the peer's is the result's
+        if result is not None:
+            peer = -result.error if result.error < 0 else result.error
+        elif err != _errno.EREMOTEIO:
+            peer = err
+        err = _errno.EREMOTEIO
+    return cls(reason, err, message, op_id=op_id, tags=tags, result=result,
+               peer_errno=peer)

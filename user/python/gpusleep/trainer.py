@@ -91,6 +91,8 @@ class State:
         self.state = (_lib.STATE_NAMES[s.state]
                       if s.state < len(_lib.STATE_NAMES) else str(s.state))
         self.released = _lib.mask_to_tags(s.released)
+        # released tags whose unmap the agent has not confirmed
+        self.unconfirmed = _lib.mask_to_tags(s.unconfirmed)
         self.flags = s.flags
         self.caps = s.caps
         self.op_in_flight = s.op_in_flight
@@ -105,6 +107,8 @@ class State:
         self.kv_release_allowed = bool(f & _lib.SF_KV_RELEASE_ALLOWED)
         self.sched_paused = bool(f & _lib.SF_SCHED_PAUSED)
         self.dead = bool(f & _lib.SF_DEAD)
+        self.kv_repair_pending = bool(f & _lib.SF_KV_REPAIR_PENDING)
+        self.agent_unconfirmed = bool(f & _lib.SF_AGENT_UNCONFIRMED)
         self.prefix_caching = bool(s.caps & _lib.CAP_PREFIX_CACHING)
         self.prefix_cache_reset = bool(s.caps & _lib.CAP_PREFIX_CACHE_RESET)
 
@@ -138,10 +142,12 @@ class _Ops:
 
     def _op(self, kind, tags, flags, timeout, wait):
         L = _lib.lib()
-        if kind == _lib.OP_RELEASE:
-            mask, call = _lib.tags_to_mask(tags), L.gs_release
-        else:
-            mask, call = _lib.tags_to_mask(tags), L.gs_resume
+        # Unknown names go to the module as an unknown bit: it refuses them
+        # in its own order (not enabled, invalid, kv not allowed, already
+        # released, busy), like the reference controller.
+        unknown = []
+        mask = _lib.tags_to_mask(tags, unknown=unknown)
+        call = L.gs_release if kind == _lib.OP_RELEASE else L.gs_resume
         if not wait:
             flags |= _lib.OPF_NONBLOCK
         op = _lib.gpusleep_op()
@@ -157,6 +163,10 @@ class _Ops:
                 res = self._result(op.op_id)
                 if res is not None:
                     res.raise_for_error()
+            if op.reason == _lib.R_INVALID and unknown:
+                raise errors.from_code(
+                    err, op.reason, tags=unknown,
+                    message=_lib.invalid_tags_message(unknown))
             bad = _lib.mask_to_tags(op.bad_tags) if op.bad_tags else \
                 _lib.mask_to_tags(mask)
             raise errors.from_code(err, op.reason, op_id=op.op_id, tags=bad)
