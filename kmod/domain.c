@@ -130,6 +130,7 @@ int gs_domain_open_fd(struct gs_domain *d, u32 role)
 			ret = -EBUSY;
 		else
 			ret = 0;
+		gf->seen_done = d->last_done_id;
 		if (!ret && role == GPUSLEEP_ROLE_AGENT) {
 			struct gs_change c = { .from = d->state };
 
@@ -243,6 +244,9 @@ static __poll_t gs_domain_poll(struct file *file, poll_table *wait)
 		poll_wait(file, &d->op_wq, wait);
 	if (q && READ_ONCE(q->count))
 		mask |= EPOLLIN | EPOLLRDNORM;
+	/* A controller: an operation finished since it last fetched one. */
+	if (!q && READ_ONCE(d->last_done_id) > READ_ONCE(gf->seen_done))
+		mask |= EPOLLIN | EPOLLRDNORM;
 	if (READ_ONCE(d->dead))
 		mask |= EPOLLHUP;
 	return mask;
@@ -251,6 +255,13 @@ static __poll_t gs_domain_poll(struct file *file, poll_table *wait)
 static bool gs_zero(const void *p, size_t n)
 {
 	return !memchr_inv(p, 0, n);
+}
+
+/* This fd has fetched the result of operation id (for poll()). */
+static void gs_seen(struct gs_file *gf, u64 id)
+{
+	if (id > gf->seen_done)
+		WRITE_ONCE(gf->seen_done, id);
 }
 
 /* Drop the file's remembered interrupted call, if any. */
@@ -417,6 +428,9 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd, void __user *argp)
 	req.reason = w.res.reason;
 	if (gs_copy_to_user(argp, &req, sizeof(req)))
 		return -EFAULT;
+	mutex_lock(&d->lock);
+	gs_seen(gf, w.op_id);
+	mutex_unlock(&d->lock);
 	return w.res.error ? gs_reason_errno(w.res.reason) : 0;
 
 out_unwait:
@@ -466,6 +480,9 @@ static long gs_ioc_wait(struct gs_file *gf, void __user *argp)
 	wt.result = w.res;
 	if (gs_copy_to_user(argp, &wt, sizeof(wt)))
 		return -EFAULT;
+	mutex_lock(&d->lock);
+	gs_seen(gf, w.op_id);
+	mutex_unlock(&d->lock);
 	return 0;
 }
 
@@ -516,6 +533,9 @@ static long gs_domain_ioctl(struct file *file, unsigned int cmd,
 		mutex_unlock(&d->lock);
 		if (gs_copy_to_user(argp, &st, sizeof(st)))
 			return -EFAULT;
+		mutex_lock(&d->lock);
+		gs_seen(gf, st.last.op_id);
+		mutex_unlock(&d->lock);
 		return 0;
 	case GPUSLEEP_IOC_WAIT:
 		return gs_ioc_wait(gf, argp);

@@ -183,6 +183,12 @@ struct gs_file {
 	struct gs_domain *d;
 	u32 role;		/* GPUSLEEP_ROLE_* */
 	struct gs_restart rs;
+	/*
+	 * Controller: the newest finished operation whose result this fd
+	 * fetched (WAIT, a blocking RELEASE/RESUME, GET_STATE's last);
+	 * poll() reports EPOLLIN while a newer one has finished.
+	 */
+	u64 seen_done;
 };
 
 /* domain.c */

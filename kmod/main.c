@@ -292,20 +292,25 @@ static int __init gpusleep_init(void)
 	BUILD_BUG_ON(sizeof(struct gpusleep_complete) % 8);
 	BUILD_BUG_ON(GPUSLEEP_NR_TAGS > GPUSLEEP_MAX_TAGS);
 
+	/*
+	 * The device last: once /dev/gpusleep exists a file can be opened
+	 * and domains made, so everything they use is in place before it,
+	 * and a failure here unwinds in reverse with no file open. Exit
+	 * takes the device away first.
+	 */
 	ret = gs_sysfs_init();
 	if (ret)
 		return ret;
-	ret = misc_register(&gpusleep_misc);
-	if (ret)
-		goto err_sysfs;
-	/* Register the netlink family last, unregister it first. */
 	ret = gs_genl_init();
 	if (ret)
-		goto err_misc;
+		goto err_sysfs;
+	ret = misc_register(&gpusleep_misc);
+	if (ret)
+		goto err_genl;
 	return 0;
 
-err_misc:
-	misc_deregister(&gpusleep_misc);
+err_genl:
+	gs_genl_exit();
 err_sysfs:
 	gs_sysfs_exit();
 	return ret;
@@ -313,8 +318,8 @@ err_sysfs:
 
 static void __exit gpusleep_exit(void)
 {
-	gs_genl_exit();
 	misc_deregister(&gpusleep_misc);
+	gs_genl_exit();
 	gs_sysfs_exit();
 	idr_destroy(&gs_domains);
 }

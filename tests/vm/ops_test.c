@@ -533,4 +533,46 @@ TEST_F(dom, read_nonblock_empty)
 	EXPECT_EQ(EAGAIN, errno);
 }
 
+/* poll() on a controller fd: readable once an operation finished, until
+ * the fd fetched its result. */
+TEST_F(dom, controller_poll_reports_finished_operations)
+{
+	struct pollfd p = { .fd = self->ctl, .events = POLLIN };
+	struct gpusleep_result res;
+	struct gpusleep_state st;
+	struct gpusleep_op op;
+
+	if (!variant->agent)
+		SKIP(return, "needs an agent");
+	EXPECT_EQ(0, poll(&p, 1, 0));
+	ASSERT_EQ(0, gs_release(self->ctl, W, NB, &op));
+	EXPECT_EQ(0, poll(&p, 1, 0));	/* running, not finished */
+	ASSERT_EQ(0, drive_release(self->engine, self->agent, W));
+	ASSERT_EQ(1, poll(&p, 1, GS_WAIT_MS));
+	EXPECT_EQ(POLLIN, p.revents & POLLIN);
+	ASSERT_EQ(0, gs_wait(self->ctl, op.op_id, 0, &res));
+	EXPECT_EQ(0, poll(&p, 1, 0));	/* fetched */
+	/* A no-op resume finishes at once; GET_STATE's last fetches it. */
+	ASSERT_EQ(0, gs_resume(self->ctl, KV, NB, &op) == -ENOENT ? 0 : -1);
+	ASSERT_EQ(0, gs_resume(self->ctl, W, NB, &op));
+	ASSERT_EQ(0, drive_resume(self->engine, self->agent, W, 1));
+	ASSERT_EQ(1, poll(&p, 1, GS_WAIT_MS));
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(op.op_id, st.last.op_id);
+	EXPECT_EQ(0, poll(&p, 1, 0));
+	/* Another controller's view is its own. */
+	{
+		int c2 = gs_attach(self->dev, self->id,
+				   GPUSLEEP_ROLE_CONTROLLER);
+		struct pollfd p2 = { .fd = c2, .events = POLLIN };
+
+		ASSERT_LE(0, c2);
+		EXPECT_EQ(0, poll(&p2, 1, 0));	/* nothing since it attached */
+		ASSERT_EQ(0, gs_resume(self->ctl, 0, 0, &op));
+		EXPECT_EQ(1, poll(&p2, 1, 0));
+		EXPECT_EQ(0, poll(&p, 1, 0));	/* blocking call fetched it */
+		close(c2);
+	}
+}
+
 TEST_HARNESS_MAIN

@@ -16,6 +16,10 @@
  *                        one per domain. Receives pause/resume-tag events.
  *   controller fd        GPUSLEEP_IOC_ATTACH with GPUSLEEP_ROLE_CONTROLLER;
  *                        release / resume / state / wait / eventfd.
+ *                        poll() reports EPOLLIN while an operation has
+ *                        finished since this fd last fetched a result
+ *                        (WAIT, a blocking RELEASE/RESUME, GET_STATE's
+ *                        last), EPOLLHUP once the domain is dead.
  */
 #ifndef _UAPI_LINUX_GPUSLEEP_H
 #define _UAPI_LINUX_GPUSLEEP_H
