@@ -21,7 +21,7 @@ BOUND = 20.0  # seconds: a bound for "never happens", not a timing check
 
 
 def _ioc(d, nr, size):
-    return (d << 30) | (size << 16) | (0xB5 << 8) | nr
+    return (d << 30) | (size << 16) | (0xBC << 8) | nr
 
 
 IOC_CREATE = _ioc(3, 0x01, 128)

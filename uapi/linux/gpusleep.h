@@ -342,7 +342,11 @@ struct gpusleep_complete {
 	__u64 reserved[2];
 };
 
-#define GPUSLEEP_IOC_MAGIC	0xB5
+/*
+ * 0xBC, numbers 0x00-0x3F: free in Documentation/userspace-api/ioctl/
+ * ioctl-number.rst of 6.12 and 7.3 (0xB5 is rpmsg's). docs/uapi.md.
+ */
+#define GPUSLEEP_IOC_MAGIC	0xBC
 
 /* /dev/gpusleep */
 #define GPUSLEEP_IOC_API		_IOWR(GPUSLEEP_IOC_MAGIC, 0x00, struct gpusleep_api)
