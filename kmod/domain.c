@@ -12,6 +12,7 @@
 #include <linux/capability.h>
 #include <linux/cred.h>
 #include <linux/errno.h>
+#include <linux/err.h>
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/pid.h>
@@ -35,6 +36,7 @@ static void gs_domain_free(struct kref *kref)
 	WARN_ON(!list_empty(&d->efds));
 	WARN_ON(!list_empty(&d->waiters));
 	mutex_destroy(&d->lock);
+	gs_user_uncharge(d->owner, GS_UC_DOMAINS);
 	kfree(d);
 }
 
@@ -46,10 +48,16 @@ void gs_domain_put(struct gs_domain *d)
 struct gs_domain *gs_domain_create(const struct gpusleep_create *req)
 {
 	struct gs_domain *d;
+	int ret;
 
+	ret = gs_user_charge(current_euid(), GS_UC_DOMAINS);
+	if (ret)
+		return ERR_PTR(ret);
 	d = gs_kzalloc(sizeof(*d), GFP_KERNEL_ACCOUNT);
-	if (!d)
-		return NULL;
+	if (!d) {
+		gs_user_uncharge(current_euid(), GS_UC_DOMAINS);
+		return ERR_PTR(-ENOMEM);
+	}
 	kref_init(&d->kref);
 	memcpy(d->name, req->name, sizeof(d->name));
 	memcpy(d->gpu, req->gpu, sizeof(d->gpu));
@@ -101,11 +109,20 @@ int gs_domain_open_fd(struct gs_domain *d, u32 role)
 			return -EPERM;
 	}
 
+	/* The engine fd comes with its domain, charged as one. */
+	if (role != GPUSLEEP_ROLE_ENGINE) {
+		ret = gs_user_charge(current_euid(), GS_UC_FDS);
+		if (ret)
+			return ret;
+	}
 	gf = gs_kzalloc(sizeof(*gf), GFP_KERNEL_ACCOUNT);
-	if (!gf)
-		return -ENOMEM;
+	if (!gf) {
+		ret = -ENOMEM;
+		goto err_uncharge;
+	}
 	gf->d = d;
 	gf->role = role;
+	gf->uid = current_euid();
 	INIT_LIST_HEAD(&gf->rs.w.node);
 
 	fd = gs_fault() ? -EMFILE : get_unused_fd_flags(O_CLOEXEC);
@@ -153,6 +170,9 @@ err_put_fd:
 	put_unused_fd(fd);
 err_free:
 	kfree(gf);
+err_uncharge:
+	if (role != GPUSLEEP_ROLE_ENGINE)
+		gs_user_uncharge(current_euid(), GS_UC_FDS);
 	return ret;
 }
 
@@ -176,6 +196,8 @@ static int gs_domain_release(struct inode *inode, struct file *file)
 	mutex_unlock(&d->lock);
 	if (gf->role == GPUSLEEP_ROLE_ENGINE)
 		cancel_delayed_work_sync(&d->timeout_work);
+	else
+		gs_user_uncharge(gf->uid, GS_UC_FDS);
 	kfree(gf);
 	gs_domain_put(d);
 	return 0;

@@ -37,6 +37,7 @@ static void gs_efd_free(struct gs_domain *d, struct gs_efd *e)
 {
 	list_del(&e->node);
 	d->nr_efds--;
+	gs_user_uncharge(e->owner->uid, GS_UC_EVENTFDS);
 	eventfd_ctx_put(e->ctx);
 	kfree(e);
 }
@@ -56,6 +57,7 @@ int gs_efd_set(struct gs_domain *d, struct gs_file *owner,
 {
 	struct eventfd_ctx *ctx;
 	struct gs_efd *e, *new = NULL;
+	bool add = false;
 	int ret = 0;
 
 	if (req->reserved || (req->events & ~GPUSLEEP_EFD_ALL))
@@ -98,6 +100,11 @@ int gs_efd_set(struct gs_domain *d, struct gs_file *owner,
 	} else if (d->nr_efds >= gs_max_eventfds) {
 		ret = -ENOSPC;
 	} else {
+		/* A new registration: within the user's share (else EDQUOT). */
+		ret = gs_user_charge(owner->uid, GS_UC_EVENTFDS);
+		add = !ret;
+	}
+	if (add) {
 		new->ctx = ctx;
 		new->owner = owner;
 		new->events = req->events;

@@ -10,6 +10,7 @@
  *   announce.c fans a change out to its observers: sysfs, netlink,
  *             eventfds, waiters of blocking calls
  *   evq.c     the bounded event queues read by the engine and the agent
+ *   user.c    what one user (euid) may hold: domains, fds, eventfds
  *   efd.c     eventfd registrations and their signalling
  *   sysfs.c   /sys/class/gpusleep/ state for node tooling
  *   genl.c    the "gpusleep" generic netlink family
@@ -18,6 +19,7 @@
  * Lock order (outer first):
  *   gs_domains_lock  (main.c: the id table, the domain count)
  *     domain->lock   (everything mutable in a domain)
+ *       gs_users_lock (user.c: per-user counts; a spinlock, a leaf)
  * No copy_to_user()/copy_from_user() runs under domain->lock: records and
  * results are copied to the stack under the lock and to the user after it.
  *
@@ -103,6 +105,7 @@ struct gs_counters {
 struct gs_domain {
 	struct kref kref;
 	u32 id;
+	/* owner is charged one GS_UC_DOMAINS until the domain is freed. */
 	char name[GPUSLEEP_NAME_LEN];
 	char gpu[GPUSLEEP_GPU_LEN];
 	u32 caps;
@@ -182,6 +185,11 @@ struct gs_restart {
 struct gs_file {
 	struct gs_domain *d;
 	u32 role;		/* GPUSLEEP_ROLE_* */
+	/*
+	 * The euid charged for this fd (GS_UC_FDS, agents and controllers)
+	 * and for its eventfd registrations (GS_UC_EVENTFDS).
+	 */
+	kuid_t uid;
 	struct gs_restart rs;
 	/*
 	 * Controller: the newest finished operation whose result this fd
@@ -191,7 +199,20 @@ struct gs_file {
 	u64 seen_done;
 };
 
+/* user.c */
+enum gs_ucount {
+	GS_UC_DOMAINS,
+	GS_UC_FDS,
+	GS_UC_EVENTFDS,
+	GS_UC_MAX
+};
+
+/* Count one more of what for uid: 0, -EDQUOT past its limit, -ENOMEM. */
+int gs_user_charge(kuid_t uid, enum gs_ucount what);
+void gs_user_uncharge(kuid_t uid, enum gs_ucount what);
+
 /* domain.c */
+/* A new domain owned by the caller's euid, or ERR_PTR(-ENOMEM/-EDQUOT). */
 struct gs_domain *gs_domain_create(const struct gpusleep_create *req);
 void gs_domain_put(struct gs_domain *d);
 struct gs_domain *gs_domain_get_by_id(u32 id);

@@ -6,6 +6,7 @@
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/miscdevice.h>
+#include <linux/err.h>
 #include <linux/fs.h>
 #include <linux/idr.h>
 #include <linux/mutex.h>
@@ -191,8 +192,8 @@ static long gs_dev_create(void __user *argp)
 		return ret;
 
 	d = gs_domain_create(&req);
-	if (!d)
-		return -ENOMEM;
+	if (IS_ERR(d))
+		return PTR_ERR(d);
 	ret = gs_ids_add(d);
 	if (ret)
 		goto err_put;
