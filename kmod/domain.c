@@ -13,6 +13,7 @@
 #include <linux/cred.h>
 #include <linux/errno.h>
 #include <linux/err.h>
+#include <linux/fdtable.h>
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/pid.h>
@@ -37,6 +38,7 @@ static void gs_domain_free(struct kref *kref)
 	WARN_ON(!list_empty(&d->waiters));
 	mutex_destroy(&d->lock);
 	gs_user_uncharge(d->owner, GS_UC_DOMAINS);
+	put_pid(d->owner_pid);
 	kfree(d);
 }
 
@@ -63,7 +65,8 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req)
 	memcpy(d->gpu, req->gpu, sizeof(d->gpu));
 	d->caps = req->caps;
 	d->owner = current_euid();
-	d->owner_pid = task_tgid_vnr(current);
+	d->owner_pid = get_pid(task_tgid(current));
+	d->shared = req->flags & GPUSLEEP_CREATEF_SHARED;
 	mutex_init(&d->lock);
 	d->state = GPUSLEEP_S_AWAKE;
 	d->next_op_id = 1;
@@ -176,27 +179,65 @@ err_uncharge:
 	return ret;
 }
 
+void gs_domain_kill(struct gs_domain *d)
+{
+	/* Lock order: the id table first, then the domain. */
+	gs_ids_remove(d);
+	gs_sysfs_remove(d);
+	mutex_lock(&d->lock);
+	if (!d->dead)
+		gs_op_engine_gone(d);
+	mutex_unlock(&d->lock);
+	cancel_delayed_work_sync(&d->timeout_work);
+}
+
+/* Does the calling process act for the engine of d? */
+static bool gs_engine_here(const struct gs_domain *d)
+{
+	return d->shared || task_tgid(current) == d->owner_pid;
+}
+
+static int gs_same_file(const void *p, struct file *file, unsigned int fd)
+{
+	return p == file;
+}
+
+/*
+ * Every close of an engine fd, in any process, passes here (close, exec,
+ * exit). Unless the domain is shared, it dies with its creating process:
+ * when the creator closes its last copy of the engine fd, even if a
+ * forked child still holds one (Python multiprocessing, a fork without
+ * exec). id is the fd table being closed from; the closed fd has already
+ * left it, so another copy still in it is found by iterate_fd().
+ */
+static int gs_domain_flush(struct file *file, fl_owner_t id)
+{
+	struct gs_file *gf = file->private_data;
+	struct gs_domain *d = gf->d;
+
+	if (gf->role != GPUSLEEP_ROLE_ENGINE || d->shared ||
+	    task_tgid(current) != d->owner_pid)
+		return 0;
+	if (id && iterate_fd(id, 0, gs_same_file, file))
+		return 0;
+	gs_domain_kill(d);
+	return 0;
+}
+
 static int gs_domain_release(struct inode *inode, struct file *file)
 {
 	struct gs_file *gf = file->private_data;
 	struct gs_domain *d = gf->d;
 
-	if (gf->role == GPUSLEEP_ROLE_ENGINE) {
-		/* Lock order: the id table first, then the domain. */
-		gs_ids_remove(d);
-		gs_sysfs_remove(d);
-	}
+	if (gf->role == GPUSLEEP_ROLE_ENGINE)
+		gs_domain_kill(d);
 	mutex_lock(&d->lock);
 	gs_restart_forget(gf);
 	gs_efd_drop_owner(d, gf);
 	if (gf->role == GPUSLEEP_ROLE_AGENT && d->agent == gf)
 		gs_op_agent_gone(d);
-	else if (gf->role == GPUSLEEP_ROLE_ENGINE)
-		gs_op_engine_gone(d);
 	mutex_unlock(&d->lock);
-	if (gf->role == GPUSLEEP_ROLE_ENGINE)
-		cancel_delayed_work_sync(&d->timeout_work);
-	else
+	if (gf->role != GPUSLEEP_ROLE_ENGINE)
 		gs_user_uncharge(gf->uid, GS_UC_FDS);
 	kfree(gf);
 	gs_domain_put(d);
@@ -227,6 +268,8 @@ static ssize_t gs_domain_read(struct file *file, char __user *buf,
 
 	if (!q || count < sizeof(ev))
 		return -EINVAL;
+	if (gf->role == GPUSLEEP_ROLE_ENGINE && !gs_engine_here(d))
+		return READ_ONCE(d->dead) ? 0 : -EPERM;
 	for (;;) {
 		mutex_lock(&d->lock);
 		got = gs_evq_pop(q, &ev);
@@ -514,7 +557,8 @@ static long gs_ioc_complete(struct gs_file *gf, void __user *argp)
 	struct gpusleep_complete c;
 	long ret;
 
-	if (gf->role == GPUSLEEP_ROLE_CONTROLLER)
+	if (gf->role == GPUSLEEP_ROLE_CONTROLLER ||
+	    (gf->role == GPUSLEEP_ROLE_ENGINE && !gs_engine_here(d)))
 		return -EPERM;
 	if (gs_copy_from_user(&c, argp, sizeof(c)))
 		return -EFAULT;
@@ -574,6 +618,7 @@ static long gs_domain_ioctl(struct file *file, unsigned int cmd,
 
 static const struct file_operations gs_domain_fops = {
 	.owner		= THIS_MODULE,
+	.flush		= gs_domain_flush,
 	.release	= gs_domain_release,
 	.read		= gs_domain_read,
 	.poll		= gs_domain_poll,

@@ -18,6 +18,7 @@
 #include <linux/fs.h>
 #include <linux/lockdep.h>
 #include <linux/uidgid.h>
+#include <linux/pid.h>
 #include <net/genetlink.h>
 #include <net/sock.h>
 #include <net/net_namespace.h>
@@ -152,7 +153,9 @@ static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
 	    nla_put_string(skb, GPUSLEEP_A_GPU, d->gpu) ||
 	    nla_put_u32(skb, GPUSLEEP_A_OWNER_UID,
 			from_kuid_munged(&init_user_ns, d->owner)) ||
-	    nla_put_u32(skb, GPUSLEEP_A_OWNER_PID, d->owner_pid) ||
+	    nla_put_u32(skb, GPUSLEEP_A_OWNER_PID,
+			x && x->ntf ? pid_nr(d->owner_pid) :
+				      pid_vnr(d->owner_pid)) ||
 	    nla_put_u32(skb, GPUSLEEP_A_STATE, st.state) ||
 	    nla_put_u32(skb, GPUSLEEP_A_RELEASED, st.released) ||
 	    nla_put_u32(skb, GPUSLEEP_A_FLAGS, st.flags) ||

@@ -110,7 +110,8 @@ struct gs_domain {
 	char gpu[GPUSLEEP_GPU_LEN];
 	u32 caps;
 	kuid_t owner;
-	pid_t owner_pid;
+	struct pid *owner_pid;	/* the creating process (referenced) */
+	bool shared;		/* GPUSLEEP_CREATEF_SHARED */
 
 	struct mutex lock;	/* protects everything below */
 	u32 state;		/* enum gpusleep_dstate */
@@ -217,6 +218,8 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req);
 void gs_domain_put(struct gs_domain *d);
 struct gs_domain *gs_domain_get_by_id(u32 id);
 int gs_domain_open_fd(struct gs_domain *d, u32 role);
+/* The engine is gone: unlist the domain, fail what waits (idempotent). */
+void gs_domain_kill(struct gs_domain *d);
 
 /* The index of a one-bit tag in the per-tag arrays (its bit number). */
 static inline u32 gs_tag_index(u32 tag)

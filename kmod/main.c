@@ -181,7 +181,8 @@ static long gs_dev_create(void __user *argp)
 	if (gs_copy_from_user(&req, argp, sizeof(req)))
 		return -EFAULT;
 	/* id is output only and ignored on input. */
-	if (req.flags || req.pad || (req.caps & ~GPUSLEEP_CAP_ALL) ||
+	if ((req.flags & ~GPUSLEEP_CREATEF_MASK) || req.pad ||
+	    (req.caps & ~GPUSLEEP_CAP_ALL) ||
 	    !gs_zero(req.reserved, sizeof(req.reserved)))
 		return -EINVAL;
 	ret = gs_check_label(req.name, sizeof(req.name), true);
@@ -212,13 +213,9 @@ static long gs_dev_create(void __user *argp)
 	return ret;
 
 err_sysfs:
-	gs_sysfs_remove(d);
 err_remove:
-	gs_ids_remove(d);
 	/* Someone may have attached in the meantime: they see a dead domain. */
-	mutex_lock(&d->lock);
-	gs_op_engine_gone(d);
-	mutex_unlock(&d->lock);
+	gs_domain_kill(d);
 err_put:
 	gs_domain_put(d);
 	return ret;

@@ -16,6 +16,7 @@
 #include <linux/device.h>
 #include <linux/kdev_t.h>
 #include <linux/kernfs.h>
+#include <linux/pid.h>
 #include <linux/sysfs.h>
 #include <linux/uidgid.h>
 
@@ -80,7 +81,8 @@ static DEVICE_ATTR_RO(owner_uid);
 static ssize_t owner_pid_show(struct device *dev,
 			      struct device_attribute *attr, char *buf)
 {
-	return sysfs_emit(buf, "%d\n", gs_dev_domain(dev)->owner_pid);
+	/* In the reader's pid namespace; 0 where the creator is not seen. */
+	return sysfs_emit(buf, "%d\n", pid_vnr(gs_dev_domain(dev)->owner_pid));
 }
 static DEVICE_ATTR_RO(owner_pid);
 

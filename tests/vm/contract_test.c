@@ -31,7 +31,9 @@ FIXTURE_SETUP(c)
 	self->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
 	if (self->dev < 0)
 		GS_SETUP_SKIP("%s: %s (module not loaded)", GS_DEV, strerror(errno));
-	self->engine = gs_create(self->dev, "contract", 0, &self->id);
+	/* Shared: some tests play the engine in a forked child. */
+	self->engine = gs_create_flags(self->dev, "contract", 0,
+				       GPUSLEEP_CREATEF_SHARED, &self->id);
 	ASSERT_LE(0, self->engine);
 	self->agent = gs_attach(self->dev, self->id, GPUSLEEP_ROLE_AGENT);
 	ASSERT_LE(0, self->agent);

@@ -611,9 +611,12 @@ TEST_F_TIMEOUT(nl, dump_100_domains_under_churn, 600)
 {
 	int fds[NR_DOMAINS], found, intr, seen_intr = 0, complete = 0, i, st;
 	uint32_t ids[NR_DOMAINS];
-	char name[32];
+	char name[32], old[32];
 	pid_t churn;
 
+	/* More domains than one user's default share. */
+	ASSERT_EQ(0, gs_param_set("max_domains_per_user", "0", old,
+				  sizeof(old)));
 	for (i = 0; i < NR_DOMAINS; i++) {
 		snprintf(name, sizeof(name), "dump-%d", i);
 		fds[i] = gs_create(self->dev, name, 0, &ids[i]);
@@ -652,6 +655,7 @@ TEST_F_TIMEOUT(nl, dump_100_domains_under_churn, 600)
 	EXPECT_TRUE(seen_intr);
 	for (i = 0; i < NR_DOMAINS; i++)
 		close(fds[i]);
+	gs_param_set("max_domains_per_user", old, NULL, 0);
 }
 
 TEST_HARNESS_MAIN

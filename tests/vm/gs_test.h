@@ -43,23 +43,33 @@ static inline int gs_api(int dev)
 	return gs_err(ioctl(dev, GPUSLEEP_IOC_API, &a));
 }
 
-/* Create a domain; returns the engine fd or -errno. */
-static inline int gs_create(int dev, const char *name, uint32_t caps,
-			    uint32_t *id)
+/* Create a domain with GPUSLEEP_CREATEF_* flags; the engine fd or -errno. */
+static inline int gs_create_flags(int dev, const char *name, uint32_t caps,
+				  uint32_t flags, uint32_t *id)
 {
 	struct gpusleep_create c;
 	int fd;
 
+	if (id)
+		*id = 0;
 	memset(&c, 0, sizeof(c));
 	snprintf(c.name, sizeof(c.name), "%s", name);
 	snprintf(c.gpu, sizeof(c.gpu), "test-gpu-0");
 	c.caps = caps;
+	c.flags = flags;
 	fd = ioctl(dev, GPUSLEEP_IOC_CREATE_DOMAIN, &c);
 	if (fd < 0)
 		return -errno;
 	if (id)
 		*id = c.id;
 	return fd;
+}
+
+/* Create a domain owned by this process; the engine fd or -errno. */
+static inline int gs_create(int dev, const char *name, uint32_t caps,
+			    uint32_t *id)
+{
+	return gs_create_flags(dev, name, caps, 0, id);
 }
 
 static inline int gs_attach(int dev, uint32_t id, uint32_t role)

@@ -82,7 +82,7 @@ TEST_F(lim, domains_per_user)
 
 TEST_F(lim, fds_per_user)
 {
-	uint32_t id;
+	uint32_t id = 0;
 	int e, fds[3], i, x;
 
 	e = gs_create(self->dev, "fds", 0, &id);
@@ -106,7 +106,7 @@ TEST_F(lim, fds_per_user)
 TEST_F(lim, eventfds_per_user)
 {
 	int e, c, efd[3], i;
-	uint32_t id;
+	uint32_t id = 0;
 
 	e = gs_create(self->dev, "efds", 0, &id);
 	ASSERT_LE(0, e);

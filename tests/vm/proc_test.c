@@ -32,8 +32,11 @@ FIXTURE_SETUP(proc)
 	self->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
 	if (self->dev < 0)
 		GS_SETUP_SKIP("%s: %s (module not loaded)", GS_DEV, strerror(errno));
-	self->engine = gs_create(self->dev, "proc", GPUSLEEP_CAP_PREFIX_CACHING |
-				 GPUSLEEP_CAP_PREFIX_CACHE_RESET, &self->id);
+	/* Shared: the engine is played by a forked child. */
+	self->engine = gs_create_flags(self->dev, "proc",
+				       GPUSLEEP_CAP_PREFIX_CACHING |
+				       GPUSLEEP_CAP_PREFIX_CACHE_RESET,
+				       GPUSLEEP_CREATEF_SHARED, &self->id);
 	ASSERT_LE(0, self->engine);
 	self->agent = gs_attach(self->dev, self->id, GPUSLEEP_ROLE_AGENT);
 	ASSERT_LE(0, self->agent);

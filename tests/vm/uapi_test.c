@@ -145,12 +145,12 @@ TEST_F(dev, create_unknown_caps)
 	EXPECT_EQ(-EINVAL, create_raw(self->dev, &c));
 }
 
-TEST_F(dev, create_flags_nonzero)
+TEST_F(dev, create_flags_unknown)
 {
 	struct gpusleep_create c;
 
 	fill_create(&c, "ok");
-	c.flags = 1;
+	c.flags = GPUSLEEP_CREATEF_MASK + 1;	/* an unknown flag */
 	EXPECT_EQ(-EINVAL, create_raw(self->dev, &c));
 }
 

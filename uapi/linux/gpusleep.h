@@ -116,13 +116,25 @@ struct gpusleep_api {
 /*
  * GPUSLEEP_IOC_CREATE_DOMAIN: create a domain; returns the engine fd
  * (O_CLOEXEC). name and gpu are NUL-terminated printable ASCII; name must
- * not be empty. Out: id. -ENOSPC past the max_domains module parameter.
+ * not be empty. Out: id. -ENOSPC past the max_domains module parameter,
+ * -EDQUOT past the caller's max_domains_per_user.
+ *
+ * The domain belongs to the creating process: it dies when that process
+ * closes its last copy of the engine fd (close, exec, exit), even if a
+ * forked child still holds one (the child's copy then reads as dead), and
+ * only that process may act as the engine (read(), COMPLETE; -EPERM
+ * elsewhere). GPUSLEEP_CREATEF_SHARED makes it live as long as any copy of
+ * the engine fd and lets any holder act as the engine, for an engine that
+ * hands its fd to another process on purpose.
  */
+#define GPUSLEEP_CREATEF_SHARED		(1U << 0)
+#define GPUSLEEP_CREATEF_MASK		(GPUSLEEP_CREATEF_SHARED)
+
 struct gpusleep_create {
 	char name[GPUSLEEP_NAME_LEN];
 	char gpu[GPUSLEEP_GPU_LEN];
 	__u32 caps;		/* GPUSLEEP_CAP_* */
-	__u32 flags;		/* must be 0 */
+	__u32 flags;		/* GPUSLEEP_CREATEF_* */
 	__u32 id;		/* out: domain id, >= 1 */
 	__u32 pad;
 	__u64 reserved[2];

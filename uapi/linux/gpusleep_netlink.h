@@ -20,6 +20,11 @@
  *              the domain's attributes, FROM_STATE, OP_ID and, when an
  *              operation finished, a RESULT nest. Never requested.
  */
+/*
+ * GPUSLEEP_A_OWNER_PID is the creating process's pid in the pid namespace
+ * of whoever asked (GET, RELEASE/RESUME replies; 0 where it is not seen)
+ * and, in STATE_NTF, which has no one reader, in the initial namespace.
+ */
 #ifndef _UAPI_LINUX_GPUSLEEP_NETLINK_H
 #define _UAPI_LINUX_GPUSLEEP_NETLINK_H
 
@@ -46,7 +51,7 @@ enum {
 	GPUSLEEP_A_NAME,		/* string */
 	GPUSLEEP_A_GPU,			/* string */
 	GPUSLEEP_A_OWNER_UID,		/* u32 */
-	GPUSLEEP_A_OWNER_PID,		/* u32 */
+	GPUSLEEP_A_OWNER_PID,		/* u32, see the note below */
 	GPUSLEEP_A_STATE,		/* u32, enum gpusleep_dstate */
 	GPUSLEEP_A_RELEASED,		/* u32, GPUSLEEP_TAG_* */
 	GPUSLEEP_A_FLAGS,		/* u32, GPUSLEEP_SF_* */
