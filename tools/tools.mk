@@ -4,7 +4,9 @@
 #   $(BUILD)/bin/gpusleepctl   tools/gpusleepctl/*.c (one file per concern,
 #                              see gpusleepctl.h), with libgpusleep.a and
 #                              libnl-3 / libnl-genl-3 (pkg-config)
-# and registers the VM test scripts of tests/vm/ (VM_TESTS).
+# and registers the VM test scripts of tests/vm/ (VM_TESTS) and the host
+# tests of the exporter and of the Prometheus rules in packaging/prometheus/
+# (HOST_TESTS; promtool comes with Debian's prometheus package).
 
 GS_NL_CFLAGS	:= $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || \
 			echo -I/usr/include/libnl3)
@@ -24,6 +26,7 @@ $(GS_CTL): $(GS_CTL_OBJS) $(BUILD)/lib/libgpusleep.a
 		$(LDFLAGS) $(GS_NL_LIBS) -lpthread -luring -ldl
 
 ALL_TARGETS	+= $(GS_CTL)
+HOST_TESTS	+= tests/host/test_ctl_exporter.py tests/host/test_prom_rules.sh
 # Scripts run in the VM as they are; they find gpusleepctl in $(BUILD)/bin.
 VM_TESTS	+= tests/vm/ctl_test.py
 

@@ -367,7 +367,8 @@ int exporter_run(const char *dir, bool once, unsigned int interval_s)
 	}
 	remove_stale(&e);
 	if (once) {
-		ret = exp_write(&e) ? EX_FAILED : EX_OK;
+		ret = exp_write(&e);
+		ret = ret ? errno_exit(-ret) : EX_OK;
 		goto out;
 	}
 
