@@ -28,7 +28,7 @@ $(GS_CTL): $(GS_CTL_OBJS) $(BUILD)/lib/libgpusleep.a
 ALL_TARGETS	+= $(GS_CTL)
 HOST_TESTS	+= tests/host/test_ctl_exporter.py tests/host/test_packaging.sh
 # Scripts run in the VM as they are; they find gpusleepctl in $(BUILD)/bin.
-VM_TESTS	+= tests/vm/ctl_test.py
+VM_TESTS	+= tests/vm/ctl_test.py tests/vm/exporter_test.py
 
 .PHONY: gpusleepctl
 gpusleepctl: $(GS_CTL)

@@ -62,6 +62,7 @@ struct exporter {
 	bool nl_ok;		/* sockets connected */
 	int ctrl_grp;		/* nlctrl "notify", < 0 if not joined */
 	bool rejoin;		/* the family appeared: join its group */
+	bool family_gone;	/* DELFAMILY seen: the module is going away */
 	bool dirty;		/* something changed: rewrite */
 	bool once;		/* --once: no exporter-only series */
 	struct seen *seen;
@@ -161,7 +162,16 @@ static int exp_write(struct exporter *e)
 	int fd, r;
 
 	r = domain_load_all(&ds, &n);
-	up = !r;
+	/*
+	 * The module unregisters its family first and its sysfs class last:
+	 * after DELFAMILY it is going, even while the class is still there.
+	 */
+	up = !r && !e->family_gone;
+	if (e->family_gone) {
+		free(ds);
+		ds = NULL;
+		n = 0;
+	}
 	if (r && r != -ENOENT) {
 		exp_err(e, "%s: %s", sysfs_root, strerror(-r));
 		return r;
@@ -261,8 +271,10 @@ static int exp_valid(struct nl_msg *msg, void *arg)
 			return NL_OK;
 		if (gh->cmd == CTRL_CMD_NEWFAMILY)
 			e->rejoin = true;
-		else if (gh->cmd == CTRL_CMD_DELFAMILY)
+		else if (gh->cmd == CTRL_CMD_DELFAMILY) {
 			e->nl.family = -1;	/* its groups went with it */
+			e->family_gone = true;
+		}
 		e->dirty = true;
 		return NL_OK;
 	}
@@ -298,7 +310,9 @@ static void exp_join(struct exporter *e)
 	if (!e->nl_ok || e->nl.family >= 0)
 		return;
 	r = gs_nl_join(&e->nl, &what);
-	if (r && r != -NLE_OBJ_NOTFOUND)
+	if (!r)
+		e->family_gone = false;
+	else if (r != -NLE_OBJ_NOTFOUND)
 		exp_err(e, "netlink %s: %s", what, nl_geterror(r));
 	e->dirty = true;
 }
