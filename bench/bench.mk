@@ -32,7 +32,7 @@ $(BENCH_DIR)/gpu/bench_cuda: bench/gpu/bench_cuda.c bench/bench.h $(GS_A)
 		$(LDFLAGS) $(GS_LIBS)
 
 .PHONY: bench bench-build
-bench-build: $(BENCH_BINS) $(BENCH_GPU)
+bench-build: $(BENCH_BINS) $(BENCH_GPU) $(if $(BENCH_GPU),$(GS_CUDA_FAKE))
 
 bench: module bench-build
 	BENCH_SCALE=$(BENCH_SCALE) BENCH_SMP=$(BENCH_SMP) BENCH_REPEAT=$(BENCH_REPEAT) \
