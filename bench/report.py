@@ -109,8 +109,13 @@ def main():
         med = list(r.get("medians_ns", {}).items())
         subj = f"{fmt_ns(med[0][1])}" if med else "-"
         base = f"{fmt_ns(med[1][1])}" if len(med) > 1 else "-"
+        if r["id"] == "2a":
+            base = fmt_ns(r["medians_ns"]["afunix_cycle"])
         if r["id"] == "2b":
             base = fmt_ns(r["medians_ns"]["pickle_cycle"])
+        if r["id"] == "2c":
+            subj = fmt_ns(r["medians_ns"]["pickle_cycle"])
+            base = fmt_ns(r["medians_ns"]["afunix_cycle"])
         if r["id"].startswith("5-"):
             base = fmt_ns(r["medians_ns"]["one_domain_cycle"])
         ratio = f"{r['ratio']:.2f}x" if r.get("ratio") else "-"
