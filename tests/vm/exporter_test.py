@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
 """gpusleepctl metrics --textfile in the VM, scraped by Debian's real
-prometheus-node-exporter on 127.0.0.1: the gpusleep series follow a release
-and a resume, an engine that dies with memory released is counted, and the
+prometheus-node-exporter on 127.0.0.1: a new domain appears, the gpusleep
+series follow a release and a resume, an engine that dies with memory
+released is counted, an event overrun is counted and repaired, and the
 module being unloaded and loaded again shows as gpusleep_up 0 then 1. The
 exporter's timer is set to an hour, so every change seen here came through
-netlink (events, and nlctrl for the module). Prints TAP."""
+netlink (the family's events, uevents for a new domain, nlctrl for the
+module). Prints TAP."""
 
 import fcntl
 import os
 import re
+import signal
 import socket
 import struct
 import subprocess
@@ -97,6 +100,16 @@ class Scraper:
                 return False
             time.sleep(0.2)
 
+    def wait_pred(self, pred):
+        """Scrape until pred(samples) holds; True if it did."""
+        end = time.monotonic() + BOUND
+        while True:
+            if pred(self.samples(self.scrape())):
+                return True
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.2)
+
     def diag(self, want):
         return "\n".join("%s: want %s, got %s" % (s, v, self.value(self.last, s))
                          for s, v in want.items())
@@ -126,7 +139,7 @@ def main():
     if not loopback_up():
         print("1..0 # SKIP no loopback interface")
         return 0
-    print("1..9")
+    print("1..10")
     t = ct.Tap()
     tdir = tempfile.mkdtemp(prefix="textfile-", dir=os.environ.get("TMPDIR", "/tmp"))
     exp = subprocess.Popen([ct.CTL, "metrics", "--textfile", tdir,
@@ -140,6 +153,10 @@ def main():
     sc = Scraper(port)
     dev = engine = agent = -1
     try:
+        # The exporter's first file first: the domain created next is news
+        # to it, brought by the uevent of its sysfs device (a creation is
+        # no state transition, so the gpusleep family says nothing).
+        first = sc.wait({"gpusleep_up": 1})
         dev = os.open(ct.DEV, os.O_RDWR | os.O_CLOEXEC)
         engine, dom = create(dev, "exptest")
         agent = ct.attach(dev, dom, ct.ROLE_AGENT)
@@ -150,8 +167,8 @@ def main():
                  state("awake"): 1, state("released"): 0,
                  tag("gpusleep_tag_released", "weights"): 0,
                  tag("gpusleep_released_bytes", "weights"): 0}
-        ok = sc.wait(awake)
-        t.check("node_exporter serves the textfile: gpusleep_up 1, the new domain awake",
+        ok = first and sc.wait(awake)
+        t.check("node_exporter serves the textfile: gpusleep_up 1, then a new domain, awake (uevent)",
                 ok, sc.diag(awake) + "\n" + sc.last[-2000:])
         info = ('gpusleep_domain_info{domain="%d",name="exptest",gpu_ident="%s",'
                 'pci_bus_id="00000000:41:00.0",UUID="%s",owner_uid="0"}'
@@ -205,6 +222,23 @@ def main():
         t.check("an engine that dies with weights released: deaths_released_total 1; the domain is gone",
                 ok and "gpusleep_domain_state" + lab not in sc.last,
                 sc.diag(died))
+
+        # An overrun: the exporter stopped while 3000 domains come and go
+        # (each close announces awake -> dead); it must count the loss and
+        # read the state again.
+        os.kill(exp.pid, signal.SIGSTOP)
+        for _ in range(3000):
+            fd, _ = create(dev, "burst")
+            os.close(fd)
+        os.kill(exp.pid, signal.SIGCONT)
+        key = sc.key
+        ok = sc.wait_pred(lambda v: v.get(key("gpusleep_exporter_events_lost_total"), 0) >= 1
+                          and v.get(key("gpusleep_domains")) == 0
+                          and v.get(key("gpusleep_engine_deaths_total"), 0) >= 2)
+        t.check("events lost while stopped (ENOBUFS): counted, state read again (0 domains)",
+                ok, "\n".join(ln for ln in sc.last.splitlines()
+                               if ln.startswith(("gpusleep_exporter", "gpusleep_domains",
+                                                 "gpusleep_engine"))))
         os.close(dev)
         dev = -1
 

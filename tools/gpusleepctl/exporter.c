@@ -6,6 +6,9 @@
  *   - joins the "gpusleep" family's "events" group and nlctrl's "notify"
  *     group (which announces families coming and going: the module being
  *     loaded or unloaded), on one non-blocking socket watched by epoll;
+ *   - joins the kernel's uevents (NETLINK_KOBJECT_UEVENT), since a domain
+ *     being created is no state transition and has no netlink event: the
+ *     KOBJ_ADD of its sysfs device (SUBSYSTEM=gpusleep) is the news;
  *   - after every batch of events, and every --interval seconds as a
  *     fallback, reads sysfs again and rewrites the file: written to
  *     DIR/.gpusleep.prom.PID (node_exporter reads only *.prom), then
@@ -39,6 +42,8 @@
 #include <unistd.h>
 
 #include <linux/genetlink.h>
+#include <linux/netlink.h>
+#include <sys/socket.h>
 
 #include "domain.h"
 #include "gpusleepctl.h"
@@ -341,6 +346,43 @@ static int exp_netlink(struct exporter *e)
 	return 0;
 }
 
+/*
+ * The kernel's uevents, group 1 (readable without privilege): -1 when the
+ * socket cannot be had (the timer then covers domain creation).
+ */
+static int uevent_open(void)
+{
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = 1 };
+	int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			NETLINK_KOBJECT_UEVENT);
+
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Drain the uevent socket; a gpusleep device came or went: rewrite. */
+static void uevent_recv(struct exporter *e, int fd)
+{
+	static const char key[] = "SUBSYSTEM=" "gpusleep";
+	char buf[8192];
+	ssize_t n, o;
+
+	while ((n = recv(fd, buf, sizeof(buf) - 1, 0)) > 0) {
+		buf[n] = '\0';
+		/* "ACTION@DEVPATH\0KEY=VALUE\0..." */
+		for (o = 0; o < n; o += (ssize_t)strlen(buf + o) + 1)
+			if (!strcmp(buf + o, key))
+				e->dirty = true;
+	}
+	if (n < 0 && errno == ENOBUFS)
+		e->dirty = true;	/* some were lost: read sysfs anyway */
+}
+
 /* Read every queued event; 0, or -1 when the socket failed for good. */
 static int exp_recv(struct exporter *e)
 {
@@ -369,7 +411,7 @@ int exporter_run(const char *dir, bool once, unsigned int interval_s)
 	struct exporter e = { .dir = dir, .ctrl_grp = -1, .once = once };
 	struct epoll_event ev, evs[4];
 	struct signalfd_siginfo si;
-	int sfd = -1, tfd = -1, ep = -1, ret = EX_FAILED, i, nev;
+	int sfd = -1, tfd = -1, ufd = -1, ep = -1, ret = EX_FAILED, i, nev;
 	uint64_t ticks;
 	sigset_t mask;
 
@@ -411,6 +453,14 @@ int exporter_run(const char *dir, bool once, unsigned int interval_s)
 		errmsg("epoll_ctl: %s", strerror(errno));
 		goto out;
 	}
+	ufd = uevent_open();
+	if (ufd < 0) {
+		errmsg("uevent socket: %s; new domains show at the next interval",
+		       strerror(errno));
+	} else {
+		ev.data.fd = ufd;
+		epoll_ctl(ep, EPOLL_CTL_ADD, ufd, &ev);
+	}
 	exp_write(&e);
 
 	for (;;) {
@@ -439,6 +489,8 @@ int exporter_run(const char *dir, bool once, unsigned int interval_s)
 				if (e.nl.family < 0)
 					exp_join(&e);
 				e.dirty = true;
+			} else if (fd == ufd) {
+				uevent_recv(&e, ufd);
 			} else if (exp_recv(&e)) {
 				goto out;
 			}
@@ -453,6 +505,8 @@ out:
 		gs_nl_close(&e.nl);
 	if (ep >= 0)
 		close(ep);
+	if (ufd >= 0)
+		close(ufd);
 	if (tfd >= 0)
 		close(tfd);
 	if (sfd >= 0)
