@@ -5,6 +5,7 @@
  * OP_DONE, then fetches the result with GPUSLEEP_IOC_WAIT.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -20,6 +21,7 @@
 #include "domain.h"
 #include "gpusleepctl.h"
 #include "libgpusleep.h"
+#include "output.h"
 
 /* Attach to id as a controller; returns the fd or an exit status < 0. */
 static int attach_controller(uint32_t id, const char *what)
@@ -62,27 +64,63 @@ static unsigned int tag_index(uint32_t tag)
 	return i;
 }
 
-/* Print a finished operation; returns the exit status it means. */
-static int print_result(const char *what, const struct gpusleep_result *res)
+/* A reason name as the sysfs files spell it: lower case. */
+static void reason_lower(uint32_t reason, char *buf, size_t len)
 {
-	char tags[128];
+	const char *r = gs_reason_name(reason);
+	size_t i;
+
+	for (i = 0; r[i] && i < len - 1; i++)
+		buf[i] = (char)tolower((unsigned char)r[i]);
+	buf[i] = '\0';
+}
+
+/*
+ * Print a finished operation (text, or one JSON object with --json);
+ * returns the exit status it means. A failure is also said on stderr.
+ */
+static int print_result(const char *what, const struct gpusleep_result *res,
+			bool json)
+{
+	char tags[128], reason[64];
+	struct out o;
 	uint32_t t;
 
+	out_init(&o, stdout, json);
 	if (gs_tags_format(res->tags, tags, sizeof(tags)) < 0)
 		tags[0] = '\0';
-	printf("domain %s: op %llu %s %s: ", what,
-	       (unsigned long long)res->op_id, kind_name(res->kind),
-	       tags[0] ? tags : "(nothing)");
-	if (!res->error) {
-		printf("ok in %llu us", (unsigned long long)(res->duration_ns / 1000));
-		for (t = 1; t & GPUSLEEP_TAG_ALL; t <<= 1)
-			if (res->done_tags & t)
-				printf(", %s %llu bytes", gs_tag_name(t),
-				       (unsigned long long)res->bytes[tag_index(t)]);
-		putchar('\n');
-		return EX_OK;
+	reason_lower(res->reason, reason, sizeof(reason));
+	out_obj_open(&o, NULL);
+	out_str(&o, "domain", "domain %s: ", what);
+	out_u64(&o, "op", "op %llu ", res->op_id);
+	out_str(&o, "kind", "%s ", kind_name(res->kind));
+	if (json)
+		out_tags(&o, "tags", NULL, tags);
+	else
+		out_text(&o, "%s: ", tags[0] ? tags : "(nothing)");
+	out_s64(&o, "error", NULL, res->error);
+	out_str(&o, "reason", NULL, reason);
+	out_tag_bits(&o, "done_tags", NULL, res->done_tags);
+	if (!res->error)
+		out_u64(&o, "duration_us", "ok in %llu us",
+			res->duration_ns / 1000);
+	else {
+		out_text(&o, "failed");
+		out_u64(&o, "duration_us", NULL, res->duration_ns / 1000);
 	}
-	printf("failed\n");
+	out_obj_open(&o, "bytes");
+	for (t = 1; t & GPUSLEEP_TAG_ALL; t <<= 1) {
+		if (!res->error && (res->done_tags & t))
+			out_text(&o, ", %s", gs_tag_name(t));
+		out_u64(&o, gs_tag_name(t),
+			!res->error && (res->done_tags & t) ? " %llu bytes" : NULL,
+			res->bytes[tag_index(t)]);
+	}
+	out_obj_close(&o);
+	out_obj_close(&o);
+	out_end_line(&o);
+	if (!res->error)
+		return EX_OK;
 	errmsg("domain %s: op %llu %s failed: %s (%s)", what,
 	       (unsigned long long)res->op_id, kind_name(res->kind),
 	       gs_reason_str(res->reason), strerror(-res->error));
@@ -91,14 +129,16 @@ static int print_result(const char *what, const struct gpusleep_result *res)
 
 static const char release_usage[] =
 	"Usage: gpusleepctl release DOMAIN [--tags TAGS] [--abort-inflight]\n"
-	"                           [--timeout S] [--no-wait]\n"
+	"                           [--timeout S] [--no-wait] [--json]\n"
 	"Release DOMAIN's GPU memory: TAGS is a comma list of weights, kv_cache\n"
 	"(default: all). --abort-inflight aborts running requests instead of\n"
 	"draining them; --timeout S bounds every step (default: the module's);\n"
-	"--no-wait prints the operation id and returns once it started.\n";
+	"--no-wait prints the operation id and returns once it started;\n"
+	"--json prints the result (or the start) as one JSON object.\n";
 
 static const char resume_usage[] =
 	"Usage: gpusleepctl resume DOMAIN [--tags TAGS] [--timeout S] [--no-wait]\n"
+	"                          [--json]\n"
 	"Resume DOMAIN's released tags (default: every released tag).\n";
 
 static int cmd_op(int argc, char **argv, bool release)
@@ -108,10 +148,13 @@ static int cmd_op(int argc, char **argv, bool release)
 		{ "abort-inflight", no_argument, NULL, 'a' },
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "no-wait", no_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *usage = release ? release_usage : resume_usage;
+	bool json = false;
+	struct out o;
 	struct gpusleep_result res;
 	struct gpusleep_op op = { 0 };
 	uint32_t tags = 0, flags = 0, timeout_ms = 0, id;
@@ -121,7 +164,7 @@ static int cmd_op(int argc, char **argv, bool release)
 	int c, r, fd;
 
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "t:aT:nh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:aT:njh", opts, NULL)) != -1) {
 		switch (c) {
 		case 't':
 			if (gs_tags_parse(optarg, &tags)) {
@@ -146,6 +189,9 @@ static int cmd_op(int argc, char **argv, bool release)
 			break;
 		case 'n':
 			flags |= GPUSLEEP_OPF_NONBLOCK;
+			break;
+		case 'j':
+			json = true;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -181,9 +227,14 @@ static int cmd_op(int argc, char **argv, bool release)
 		return r == -ENODEV ? EX_NOTFOUND : EX_FAILED;
 	}
 	if (flags & GPUSLEEP_OPF_NONBLOCK) {
-		printf("domain %s: op %llu %s started\n", what,
-		       (unsigned long long)op.op_id,
-		       release ? "release" : "resume");
+		out_init(&o, stdout, json);
+		out_obj_open(&o, NULL);
+		out_str(&o, "domain", "domain %s: ", what);
+		out_u64(&o, "op", "op %llu ", op.op_id);
+		out_str(&o, "kind", "%s", release ? "release" : "resume");
+		out_bool(&o, "started", " started%.0s", true);
+		out_obj_close(&o);
+		out_end_line(&o);
 		close(fd);
 		return EX_OK;
 	}
@@ -196,7 +247,7 @@ static int cmd_op(int argc, char **argv, bool release)
 		res.reason = op.reason;
 	}
 	close(fd);
-	return print_result(what, &res);
+	return print_result(what, &res, json);
 usage:
 	fputs(usage, stderr);
 	return EX_USAGE;
@@ -213,7 +264,7 @@ int cmd_resume(int argc, char **argv)
 }
 
 static const char wait_usage[] =
-	"Usage: gpusleepctl wait DOMAIN [OP] [--timeout S]\n"
+	"Usage: gpusleepctl wait DOMAIN [OP] [--timeout S] [--json]\n"
 	"Wait for operation OP (default: the newest) of DOMAIN to finish and\n"
 	"print its result; exit 1 if it failed.\n";
 
@@ -234,10 +285,12 @@ int cmd_wait(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "timeout", required_argument, NULL, 'T' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct epoll_event ev = { .events = EPOLLIN };
+	bool json = false;
 	struct gpusleep_result res;
 	struct gpusleep_state st;
 	unsigned long long op = 0;
@@ -250,7 +303,7 @@ int cmd_wait(int argc, char **argv)
 	char *end;
 
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "T:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "T:jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'T':
 			errno = 0;
@@ -260,6 +313,9 @@ int cmd_wait(int argc, char **argv)
 				return EX_USAGE;
 			}
 			timeout_ms = (long)secs * 1000;
+			break;
+		case 'j':
+			json = true;
 			break;
 		case 'h':
 			fputs(wait_usage, stdout);
@@ -346,7 +402,7 @@ int cmd_wait(int argc, char **argv)
 		ret = r == -ENOENT ? EX_NOTFOUND : EX_FAILED;
 		goto out;
 	}
-	ret = print_result(what, &res);
+	ret = print_result(what, &res, json);
 out:
 	if (ep >= 0)
 		close(ep);
