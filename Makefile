@@ -27,6 +27,9 @@ KSFT_INC	:= $(BUILD)/kselftest
 PREFIX		?= /usr/local
 DESTDIR		?=
 UDEVRULESDIR	?= /etc/udev/rules.d
+SYSTEMDUNITDIR	?= /lib/systemd/system
+# node_exporter's textfile directory (Debian's prometheus-node-exporter)
+TEXTFILEDIR	?= /var/lib/prometheus/node-exporter
 VERSION		:= 0.1
 
 # The kernel to build the module against: the running kernel's tree when it
@@ -115,6 +118,16 @@ install: all
 	install -m 644 packaging/60-gpusleep.rules $(DESTDIR)$(UDEVRULESDIR)/
 	install -d $(DESTDIR)$(PREFIX)/share/doc/gpusleep
 	install -m 644 packaging/gpusleep.conf $(DESTDIR)$(PREFIX)/share/doc/gpusleep/
+	install -d $(DESTDIR)$(PREFIX)/share/doc/gpusleep/prometheus
+	install -m 644 packaging/prometheus/gpusleep-rules.yml \
+		packaging/prometheus/gpusleep-rules.test.yml \
+		$(DESTDIR)$(PREFIX)/share/doc/gpusleep/prometheus/
+	install -d $(DESTDIR)$(SYSTEMDUNITDIR)
+	sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@TEXTFILEDIR@|$(TEXTFILEDIR)|g' \
+		packaging/gpusleep-exporter.service.in > $(BUILD)/gpusleep-exporter.service
+	install -m 644 $(BUILD)/gpusleep-exporter.service $(DESTDIR)$(SYSTEMDUNITDIR)/
+	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
+		systemctl daemon-reload; fi
 
 uninstall:
 	rm -f $(DESTDIR)/lib/modules/$(KVER)/updates/gpusleep.ko \
@@ -128,6 +141,9 @@ uninstall:
 	for f in $(BUILD)/bin/*; do \
 		[ -f $$f ] && rm -f $(DESTDIR)$(PREFIX)/bin/$${f##*/}; done; true
 	rm -f $(DESTDIR)$(UDEVRULESDIR)/60-gpusleep.rules
+	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/gpusleep-exporter.service
+	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
+		systemctl daemon-reload; fi
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/gpusleep
 
 clean:

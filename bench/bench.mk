@@ -7,7 +7,9 @@
 #                    in one VM boot with the module, print the table and
 #                    write build/bench/results.json
 #   make bench-build only build them
-# BENCH_SCALE=F multiplies the repetition counts (default 1); BENCH_SMP=N
+# BENCH_REPEAT=N runs every comparison N times as a whole (default 3) and
+# reports each ratio as median [min-max]; BENCH_SCALE=F multiplies the
+# repetition counts inside each (default 1); BENCH_SMP=N
 # sets the guest's vCPUs (default 1, see bench/run.sh).
 #
 # bench/gpu/bench_cuda (benchmark 6, for a machine with a GPU) is built when
@@ -30,10 +32,11 @@ $(BENCH_DIR)/gpu/bench_cuda: bench/gpu/bench_cuda.c bench/bench.h $(GS_A)
 		$(LDFLAGS) $(GS_LIBS)
 
 .PHONY: bench bench-build
-bench-build: $(BENCH_BINS) $(BENCH_GPU)
+bench-build: $(BENCH_BINS) $(BENCH_GPU) $(if $(BENCH_GPU),$(GS_CUDA_FAKE))
 
 bench: module bench-build
-	BENCH_SCALE=$(BENCH_SCALE) BENCH_SMP=$(BENCH_SMP) BENCH_GPU=$(BENCH_GPU) \
+	BENCH_SCALE=$(BENCH_SCALE) BENCH_SMP=$(BENCH_SMP) BENCH_REPEAT=$(BENCH_REPEAT) \
+		BENCH_GPU=$(BENCH_GPU) \
 		KERNEL=/boot/vmlinuz-$(KVER) bench/run.sh
 
 -include $(BENCH_BINS:=.d) $(BENCH_GPU:=.d)

@@ -10,6 +10,9 @@
  * Baseline, on the same sizes:
  *   release = madvise(MADV_DONTNEED) of a touched anonymous mapping
  *   resume  = mmap(anonymous) + write one byte to every page
+ * Also timed on the baseline's range: mprotect(PROT_NONE) right after its
+ * madvise, the second call of the backend's unmap (extra
+ * mprotect_after_dontneed_ms): what a single-call unmap could save.
  * Only one of the two is resident at a time (the VM has 2 GiB). Samples
  * alternate subject and baseline; medians; GiB/s = SIZE / median.
  * Transparent huge pages are turned off for this process
@@ -47,6 +50,7 @@ static void run(size_t mib, unsigned int reps)
 	double *gr = bn_xcalloc(reps, sizeof(double));
 	double *rp = bn_xcalloc(reps, sizeof(double));
 	double *rr = bn_xcalloc(reps, sizeof(double));
+	double *mp = bn_xcalloc(reps, sizeof(double));
 	double m[4];
 	struct bn_json j;
 	struct gs_mm *mm;
@@ -86,6 +90,11 @@ static void run(size_t mib, unsigned int reps)
 			bn_die("madvise: %m");
 		if (r)
 			rp[r - 1] = (double)(bn_now() - t0);
+		t0 = bn_now();
+		if (mprotect(q, size, PROT_NONE))
+			bn_die("mprotect: %m");
+		if (r)
+			mp[r - 1] = (double)(bn_now() - t0);
 		munmap(q, size);
 
 		t0 = bn_now();
@@ -110,6 +119,7 @@ static void run(size_t mib, unsigned int reps)
 	bn_json_size(&j, "reps", reps);
 	bn_json_extra(&j, "gs_gib_s", gib_s(size, m[0]));
 	bn_json_extra(&j, "raw_gib_s", gib_s(size, m[1]));
+	bn_json_extra(&j, "mprotect_after_dontneed_ms", bn_median(mp, reps) / 1e6);
 	bn_json_end(&j, getenv("BENCH_THP") ? "THP: system setting" : "THP off");
 
 	snprintf(id, sizeof(id), "4m-%zuM", mib);
@@ -126,6 +136,7 @@ static void run(size_t mib, unsigned int reps)
 	free(gr);
 	free(rp);
 	free(rr);
+	free(mp);
 }
 
 int main(int argc, char **argv)

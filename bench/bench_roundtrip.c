@@ -22,6 +22,11 @@
  * SOCK_SEQPACKET, as the seed's ZMQ send_pyobj channel does.
  *
  * Samples: one cycle each, gpusleep and floor in alternating blocks.
+ *
+ * --native (no module needed, run on the host by bench/run.sh): only the
+ * floor and the stand-in, record 2c = pickle cycle / floor cycle. gpusleep
+ * costs at least the floor, so 2c bounds from above the speedup 2b could
+ * show natively; with 2a's ratio it estimates it (docs/benchmarks.md).
  */
 #include <poll.h>
 #include <signal.h>
@@ -193,8 +198,9 @@ static int run_pickle(unsigned int cycles, double out[3])
 	return pclose(f) == 0 && ok ? 0 : -1;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	int native = argc > 1 && !strcmp(argv[1], "--native");
 	unsigned int cycles = bn_reps(1000, 50), pycycles = bn_reps(400, 40);
 	double *gr, *gs, *gc, *ur, *us, *uc, py[3], m[6];
 	int idp[2], rdy[2], qp[2], ce[2], ea[2], ac[2];
@@ -208,6 +214,11 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	if (pipe(idp) || pipe(rdy) || pipe(qp))
 		bn_die("pipe: %m");
+	if (native) {
+		eng = agt = -1;
+		ctl = dev = -1;
+		goto floor;
+	}
 	eng = fork();
 	if (eng == 0) {
 		close(qp[1]);
@@ -226,6 +237,7 @@ int main(void)
 	dev = bn_ck(gs_open(NULL, 0, NULL), "open");
 	ctl = bn_ck(gs_attach(dev, id, GPUSLEEP_ROLE_CONTROLLER), "attach");
 
+floor:
 	if (sp(ce) || sp(ea) || sp(ac))
 		bn_die("socketpair: %m");
 	ue = fork();
@@ -248,11 +260,12 @@ int main(void)
 	for (i = 0; i < 20; i++) {	/* warm up */
 		uint64_t a, b;
 
-		gs_cycle(ctl, &a, &b);
+		if (!native)
+			gs_cycle(ctl, &a, &b);
 		unix_cycle(ce[0], ac[0], &a, &b);
 	}
 	for (i = 0; i < cycles; i += BLOCK) {
-		for (k = i; k < cycles && k < i + BLOCK; k++) {
+		for (k = i; k < cycles && k < i + BLOCK && !native; k++) {
 			uint64_t a, b;
 
 			gs_cycle(ctl, &a, &b);
@@ -279,6 +292,18 @@ int main(void)
 	close(qp[1]);
 	waitpid(ue, NULL, 0);
 	waitpid(ua, NULL, 0);
+	if (native) {
+		if (run_pickle(pycycles, py))
+			bn_die("bench/pickle_rt.py failed");
+		bn_json_begin(&j, "2c", "python pickle stand-in vs C AF_UNIX floor (speedup, native)",
+			      py[0] / m[3], 0, "none");
+		bn_json_median(&j, "afunix_cycle", m[3]);
+		bn_json_median(&j, "pickle_cycle", py[0]);
+		bn_json_size(&j, "cycles", cycles);
+		bn_json_size(&j, "pickle_cycles", pycycles);
+		bn_json_end(&j, "information: the most 2b could be natively (gpusleep >= the floor)");
+		return 0;
+	}
 	waitpid(agt, NULL, 0);
 	close(ctl);
 	waitpid(eng, NULL, 0);

@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * gpusleepctl monitor: join the "events" group, dump every domain, then
+ * print each transition as it comes (text or JSON lines, one output layer).
+ * On ENOBUFS (events lost) say so and dump again.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpusleepctl.h"
+#include "libgpusleep.h"
+#include "nl.h"
+#include "output.h"
+
+struct mon {
+	struct out o;
+	long count;		/* transitions left to print; < 0: forever */
+	const char *kind;	/* "snapshot" or "resync" while dumping */
+};
+
+/* An event line with nothing but its name. */
+static void mon_event(struct mon *m, const char *text, const char *event)
+{
+	out_obj_open(&m->o, NULL);
+	out_str(&m->o, "event", text, event);
+	out_obj_close(&m->o);
+	out_end_line(&m->o);
+	fflush(stdout);
+}
+
+static void mon_result(struct mon *m, struct nlattr *nest)
+{
+	struct nlattr *rb[GPUSLEEP_A_RES_MAX + 1];
+	const char *reason;
+	char lower[64];
+	int32_t err;
+	size_t i;
+
+	if (nla_parse_nested(rb, GPUSLEEP_A_RES_MAX, nest, gs_nl_res_policy))
+		return;
+	err = rb[GPUSLEEP_A_RES_ERROR] ? nla_get_s32(rb[GPUSLEEP_A_RES_ERROR]) : 0;
+	reason = gs_reason_name(gs_attr_u32(rb, GPUSLEEP_A_RES_REASON));
+	for (i = 0; reason[i] && i < sizeof(lower) - 1; i++)
+		lower[i] = (char)tolower((unsigned char)reason[i]);
+	lower[i] = '\0';
+
+	out_obj_open(&m->o, "result");
+	out_u64(&m->o, "op", NULL, gs_attr_u64(rb, GPUSLEEP_A_RES_OP_ID));
+	out_str(&m->o, "kind", "; %s",
+		kind_name(gs_attr_u32(rb, GPUSLEEP_A_RES_KIND)));
+	out_tag_bits(&m->o, "tags", NULL, gs_attr_u32(rb, GPUSLEEP_A_RES_TAGS));
+	out_tag_bits(&m->o, "done_tags", NULL,
+		     gs_attr_u32(rb, GPUSLEEP_A_RES_DONE_TAGS));
+	out_s64(&m->o, "error", NULL, err);
+	out_str(&m->o, "reason", NULL, lower);
+	if (!err)
+		out_text(&m->o, " ok");
+	else
+		out_text(&m->o, " failed: %s (%s)",
+			 gs_reason_str(gs_attr_u32(rb, GPUSLEEP_A_RES_REASON)),
+			 strerror(-err));
+	out_u64(&m->o, "duration_us", NULL,
+		gs_attr_u64(rb, GPUSLEEP_A_RES_DURATION_NS) / 1000);
+	out_obj_close(&m->o);
+}
+
+static int mon_valid(struct nl_msg *msg, void *arg)
+{
+	struct genlmsghdr *gh = nlmsg_data(nlmsg_hdr(msg));
+	struct nlattr *tb[GPUSLEEP_A_MAX + 1];
+	struct mon *m = arg;
+	struct out *o = &m->o;
+	bool ntf = gh->cmd == GPUSLEEP_CMD_STATE_NTF;
+	const char *name;
+
+	if (genlmsg_parse(nlmsg_hdr(msg), 0, tb, GPUSLEEP_A_MAX, gs_nl_policy) ||
+	    !tb[GPUSLEEP_A_ID])
+		return NL_SKIP;
+	if (ntf && !m->count)
+		return NL_STOP;
+	name = tb[GPUSLEEP_A_NAME] ? nla_get_string(tb[GPUSLEEP_A_NAME]) : "";
+
+	out_obj_open(o, NULL);
+	out_str(o, "event", ntf ? "%.0s" : "%s: ", ntf ? "transition" : m->kind);
+	out_u64(o, "domain", "domain %llu", gs_attr_u32(tb, GPUSLEEP_A_ID));
+	out_str(o, "name", " (%s): ", name);
+	if (ntf) {
+		out_str(o, "from", "%s -> ",
+			gs_state_name(gs_attr_u32(tb, GPUSLEEP_A_FROM_STATE)));
+		out_str(o, "to", "%s",
+			gs_state_name(gs_attr_u32(tb, GPUSLEEP_A_STATE)));
+		out_u64(o, "op", ", op %llu", gs_attr_u64(tb, GPUSLEEP_A_OP_ID));
+	} else {
+		out_str(o, "state", "%s",
+			gs_state_name(gs_attr_u32(tb, GPUSLEEP_A_STATE)));
+		out_u64(o, "op_in_flight", NULL,
+			gs_attr_u64(tb, GPUSLEEP_A_OP_IN_FLIGHT));
+	}
+	out_tag_bits(o, "released_tags", ", released %s",
+		     gs_attr_u32(tb, GPUSLEEP_A_RELEASED));
+	if (ntf && tb[GPUSLEEP_A_RESULT])
+		mon_result(m, tb[GPUSLEEP_A_RESULT]);
+	out_obj_close(o);
+	out_end_line(o);
+	fflush(stdout);
+	if (ntf && m->count > 0)
+		m->count--;
+	return m->count ? NL_OK : NL_STOP;
+}
+
+static void mon_intr(void *arg)
+{
+	mon_event(arg, "dump interrupted by a domain change; again%.0s",
+		  "dump_interrupted");
+}
+
+static const char monitor_usage[] =
+	"Usage: gpusleepctl monitor [--json] [--count N]\n"
+	"Print every domain's state, then every state transition as it happens\n"
+	"(generic netlink family \"gpusleep\", group \"events\"). When events\n"
+	"were lost, say so and print the state of every domain again.\n"
+	"--count N: exit after N transitions.\n";
+
+int cmd_monitor(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "count", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct mon m = { .count = -1, .kind = "snapshot" };
+	struct gs_nl n;
+	bool json = false;
+	const char *what;
+	int c, r, ret = EX_FAILED;
+	char *end;
+
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "jc:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			json = true;
+			break;
+		case 'c':
+			errno = 0;
+			m.count = strtol(optarg, &end, 10);
+			if (errno || *end || m.count <= 0) {
+				errmsg("--count %s: not a positive number", optarg);
+				return EX_USAGE;
+			}
+			break;
+		case 'h':
+			fputs(monitor_usage, stdout);
+			return EX_OK;
+		default:
+			fputs(monitor_usage, stderr);
+			return EX_USAGE;
+		}
+	}
+	if (optind != argc) {
+		fputs(monitor_usage, stderr);
+		return EX_USAGE;
+	}
+	out_init(&m.o, stdout, json);
+
+	r = gs_nl_connect(&n);
+	if (r) {
+		errmsg("netlink: connect: %s", nl_geterror(r));
+		goto out;
+	}
+	r = gs_nl_join(&n, &what);
+	if (r) {
+		errmsg("netlink %s: %s%s", what, nl_geterror(r),
+		       n.family < 0 ? " (is the gpusleep module loaded?)" : "");
+		ret = r == -NLE_OBJ_NOTFOUND ? EX_NOTFOUND : EX_FAILED;
+		goto out;
+	}
+	nl_socket_modify_cb(n.evs, NL_CB_VALID, NL_CB_CUSTOM, mon_valid, &m);
+	nl_socket_modify_cb(n.req, NL_CB_VALID, NL_CB_CUSTOM, mon_valid, &m);
+	/* Joined first, dumped second: nothing falls between the two. */
+	r = gs_nl_dump(&n, mon_intr, &m);
+	if (r) {
+		errmsg("netlink: dump: %s", nl_geterror(r));
+		goto out;
+	}
+	m.kind = "resync";
+	while (m.count) {
+		r = nl_recvmsgs_default(n.evs);
+		if (r == -NLE_NOMEM) {
+			/* ENOBUFS: the socket overran and events are gone. */
+			mon_event(&m, "events %s (receive buffer overrun); state now:",
+				  "lost");
+			r = gs_nl_dump(&n, mon_intr, &m);
+		}
+		if (r < 0 && r != -NLE_INTR && r != -NLE_AGAIN) {
+			errmsg("netlink: receive: %s", nl_geterror(r));
+			goto out;
+		}
+	}
+	ret = EX_OK;
+out:
+	gs_nl_close(&n);
+	return ret;
+}
