@@ -40,6 +40,7 @@ X(owner_uid, U64, 0, NULL, "owner_uid", "  owner uid %llu", NONE, NULL, NULL, NU
 X(owner_pid, U64, 0, NULL, "owner_pid", " pid %llu\n", NONE, NULL, NULL, NULL, NULL) \
 X(state, STATE, F_LIST, NULL, "state", "\tstate %s", NONE, "gpusleep_domain_state", NULL, "gauge", "1 for the domain's current state, 0 for the others.") \
 X(released_tags, TAGS, F_LIST, NULL, "released_tags", "  released %s", NONE, "gpusleep_tag_released", NULL, "gauge", "1 if the tag's memory is released.") \
+X(unconfirmed_tags, TAGS, F_OPT, NULL, "unconfirmed_tags", "  unconfirmed %s", NONE, "gpusleep_tag_unconfirmed", NULL, "gauge", "1 while the tag's unmap is unconfirmed (it counts released; a resume remaps it).") \
 X(drain_pending, BOOL, 0, NULL, "drain_pending", "  drain pending %s\n", NONE, "gpusleep_drain_pending", NULL, "gauge", "1 while a release waits for the engine to drain.") \
 X(agent_attached, BOOL, F_LIST, NULL, "agent_attached", "\tagent attached %s", NONE, "gpusleep_agent_attached", NULL, "gauge", "1 if an agent is attached (memory saver enabled).") \
 X(kv_release_allowed, BOOL, 0, NULL, "kv_release_allowed", "  kv release allowed %s", NONE, "gpusleep_kv_release_allowed", NULL, "gauge", "1 if the engine allows its KV cache to be released.") \
