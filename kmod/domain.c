@@ -266,8 +266,9 @@ static ssize_t gs_domain_read(struct file *file, char __user *buf,
 	bool got, dead;
 	int ret;
 
-	if (!q || count < sizeof(ev))
+	if (!q || count < GPUSLEEP_EVENT_SIZE_VER0)
 		return -EINVAL;
+	count = min(count, sizeof(ev));
 	if (gf->role == GPUSLEEP_ROLE_ENGINE && !gs_engine_here(d))
 		return READ_ONCE(d->dead) ? 0 : -EPERM;
 	for (;;) {
@@ -287,13 +288,13 @@ static ssize_t gs_domain_read(struct file *file, char __user *buf,
 		if (ret)
 			return ret;
 	}
-	if (gs_copy_to_user(buf, &ev, sizeof(ev))) {
+	if (gs_copy_to_user(buf, &ev, count)) {
 		mutex_lock(&d->lock);
 		gs_evq_unpop(q, &ev);
 		mutex_unlock(&d->lock);
 		return -EFAULT;
 	}
-	return sizeof(ev);
+	return count;
 }
 
 static __poll_t gs_domain_poll(struct file *file, poll_table *wait)
@@ -446,7 +447,8 @@ static int gs_waiter_wait(struct gs_file *gf, unsigned int cmd, u64 asked,
 	return ret;
 }
 
-static long gs_ioc_op(struct gs_file *gf, unsigned int cmd, void __user *argp)
+static long gs_ioc_op(struct gs_file *gf, unsigned int cmd,
+		      const struct gs_uarg *ua)
 {
 	struct gs_domain *d = gf->d;
 	struct gs_waiter w = { .node = LIST_HEAD_INIT(w.node) };
@@ -456,8 +458,9 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd, void __user *argp)
 
 	if (gf->role == GPUSLEEP_ROLE_AGENT)
 		return -EPERM;
-	if (gs_copy_from_user(&req, argp, sizeof(req)))
-		return -EFAULT;
+	ret = gs_uarg_in(ua, &req, sizeof(req));
+	if (ret)
+		return ret;
 
 	mutex_lock(&d->lock);
 	restart = req.op_id && !(req.flags & GPUSLEEP_OPF_NONBLOCK) &&
@@ -478,7 +481,7 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd, void __user *argp)
 		return ret;
 
 	/* Tell the caller the id (or why it was refused) before waiting. */
-	if (!restart && gs_copy_to_user(argp, &req, sizeof(req))) {
+	if (!restart && gs_uarg_out(ua, &req, sizeof(req))) {
 		ret = -EFAULT;
 		goto out_unwait;
 	}
@@ -491,7 +494,7 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd, void __user *argp)
 			return ret;
 	}
 	req.reason = w.res.reason;
-	if (gs_copy_to_user(argp, &req, sizeof(req)))
+	if (gs_uarg_out(ua, &req, sizeof(req)))
 		return -EFAULT;
 	mutex_lock(&d->lock);
 	gs_seen(gf, w.op_id);
@@ -505,7 +508,7 @@ out_unwait:
 	return ret;
 }
 
-static long gs_ioc_wait(struct gs_file *gf, void __user *argp)
+static long gs_ioc_wait(struct gs_file *gf, const struct gs_uarg *ua)
 {
 	struct gs_domain *d = gf->d;
 	struct gs_waiter w = { .node = LIST_HEAD_INIT(w.node) };
@@ -514,8 +517,9 @@ static long gs_ioc_wait(struct gs_file *gf, void __user *argp)
 	long ret;
 	u64 id;
 
-	if (gs_copy_from_user(&wt, argp, sizeof(wt)))
-		return -EFAULT;
+	ret = gs_uarg_in(ua, &wt, sizeof(wt));
+	if (ret)
+		return ret;
 	/* result is output only and ignored on input. */
 	if (wt.pad || !gs_zero(wt.reserved, sizeof(wt.reserved)))
 		return -EINVAL;
@@ -543,7 +547,7 @@ static long gs_ioc_wait(struct gs_file *gf, void __user *argp)
 	}
 	wt.op_id = w.op_id;
 	wt.result = w.res;
-	if (gs_copy_to_user(argp, &wt, sizeof(wt)))
+	if (gs_uarg_out(ua, &wt, sizeof(wt)))
 		return -EFAULT;
 	mutex_lock(&d->lock);
 	gs_seen(gf, w.op_id);
@@ -551,7 +555,7 @@ static long gs_ioc_wait(struct gs_file *gf, void __user *argp)
 	return 0;
 }
 
-static long gs_ioc_complete(struct gs_file *gf, void __user *argp)
+static long gs_ioc_complete(struct gs_file *gf, const struct gs_uarg *ua)
 {
 	struct gs_domain *d = gf->d;
 	struct gpusleep_complete c;
@@ -560,8 +564,9 @@ static long gs_ioc_complete(struct gs_file *gf, void __user *argp)
 	if (gf->role == GPUSLEEP_ROLE_CONTROLLER ||
 	    (gf->role == GPUSLEEP_ROLE_ENGINE && !gs_engine_here(d)))
 		return -EPERM;
-	if (gs_copy_from_user(&c, argp, sizeof(c)))
-		return -EFAULT;
+	ret = gs_uarg_in(ua, &c, sizeof(c));
+	if (ret)
+		return ret;
 	if (c.pad || !gs_zero(c.reserved, sizeof(c.reserved)))
 		return -EINVAL;
 
@@ -576,19 +581,53 @@ static long gs_ioc_complete(struct gs_file *gf, void __user *argp)
 	return ret;
 }
 
+/* The commands of a domain fd, with the first size of their struct. */
+static const struct {
+	unsigned int cmd;
+	size_t ver0;
+} gs_domain_cmds[] = {
+	{ GPUSLEEP_IOC_RELEASE,		GPUSLEEP_OP_SIZE_VER0 },
+	{ GPUSLEEP_IOC_RESUME,		GPUSLEEP_OP_SIZE_VER0 },
+	{ GPUSLEEP_IOC_IS_SLEEPING,	0 },
+	{ GPUSLEEP_IOC_GET_STATE,	GPUSLEEP_STATE_SIZE_VER0 },
+	{ GPUSLEEP_IOC_WAIT,		GPUSLEEP_WAIT_SIZE_VER0 },
+	{ GPUSLEEP_IOC_EVENTFD,		GPUSLEEP_EVENTFD_SIZE_VER0 },
+	{ GPUSLEEP_IOC_COMPLETE,	GPUSLEEP_COMPLETE_SIZE_VER0 },
+};
+
+/* The known command cmd is (any struct size from its first on), or 0. */
+static unsigned int gs_domain_cmd(unsigned int cmd, unsigned long arg,
+				  struct gs_uarg *ua, int *err)
+{
+	unsigned int i;
+
+	*err = -ENOTTY;
+	for (i = 0; i < ARRAY_SIZE(gs_domain_cmds); i++) {
+		if (_IOC_TYPE(cmd) != _IOC_TYPE(gs_domain_cmds[i].cmd) ||
+		    _IOC_NR(cmd) != _IOC_NR(gs_domain_cmds[i].cmd))
+			continue;
+		*err = gs_uarg_init(ua, cmd, arg, gs_domain_cmds[i].cmd,
+				    gs_domain_cmds[i].ver0);
+		return *err ? 0 : gs_domain_cmds[i].cmd;
+	}
+	return 0;
+}
+
 static long gs_domain_ioctl(struct file *file, unsigned int cmd,
 			    unsigned long arg)
 {
 	struct gs_file *gf = file->private_data;
 	struct gs_domain *d = gf->d;
-	void __user *argp = (void __user *)arg;
 	struct gpusleep_state st;
 	struct gpusleep_eventfd efd;
+	struct gs_uarg ua;
+	int ret;
 
-	switch (cmd) {
+	switch (gs_domain_cmd(cmd, arg, &ua, &ret)) {
 	case GPUSLEEP_IOC_RELEASE:
+		return gs_ioc_op(gf, GPUSLEEP_IOC_RELEASE, &ua);
 	case GPUSLEEP_IOC_RESUME:
-		return gs_ioc_op(gf, cmd, argp);
+		return gs_ioc_op(gf, GPUSLEEP_IOC_RESUME, &ua);
 	case GPUSLEEP_IOC_IS_SLEEPING:
 		if (arg)
 			return -EINVAL;
@@ -597,22 +636,21 @@ static long gs_domain_ioctl(struct file *file, unsigned int cmd,
 		mutex_lock(&d->lock);
 		gs_fill_state(d, &st);
 		mutex_unlock(&d->lock);
-		if (gs_copy_to_user(argp, &st, sizeof(st)))
+		if (gs_uarg_out(&ua, &st, sizeof(st)))
 			return -EFAULT;
 		mutex_lock(&d->lock);
 		gs_seen(gf, st.last.op_id);
 		mutex_unlock(&d->lock);
 		return 0;
 	case GPUSLEEP_IOC_WAIT:
-		return gs_ioc_wait(gf, argp);
+		return gs_ioc_wait(gf, &ua);
 	case GPUSLEEP_IOC_EVENTFD:
-		if (gs_copy_from_user(&efd, argp, sizeof(efd)))
-			return -EFAULT;
-		return gs_efd_set(d, gf, &efd);
+		ret = gs_uarg_in(&ua, &efd, sizeof(efd));
+		return ret ? ret : gs_efd_set(d, gf, &efd);
 	case GPUSLEEP_IOC_COMPLETE:
-		return gs_ioc_complete(gf, argp);
+		return gs_ioc_complete(gf, &ua);
 	default:
-		return -ENOTTY;
+		return ret;	/* -ENOTTY, or -EINVAL for a struct too small */
 	}
 }
 

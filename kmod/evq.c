@@ -19,11 +19,15 @@ void gs_evq_init(struct gs_evq *q)
 
 int gs_evq_push(struct gs_evq *q, const struct gpusleep_event *ev)
 {
+	struct gpusleep_event *slot;
+
 	if (q->count == GS_EVQ_LEN) {
 		q->dropped++;
 		return -ENOBUFS;
 	}
-	q->rec[(q->head + q->count) % GS_EVQ_LEN] = *ev;
+	slot = &q->rec[(q->head + q->count) % GS_EVQ_LEN];
+	*slot = *ev;
+	slot->size = sizeof(*slot);	/* the reader learns what we have */
 	q->count++;
 	wake_up_interruptible_poll(&q->wq, EPOLLIN | EPOLLRDNORM);
 	return 0;

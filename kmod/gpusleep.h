@@ -11,6 +11,7 @@
  *             eventfds, waiters of blocking calls
  *   evq.c     the bounded event queues read by the engine and the agent
  *   user.c    what one user (euid) may hold: domains, fds, eventfds
+ *   uarg.c    ioctl arguments that can grow (sizes, copy in and out)
  *   efd.c     eventfd registrations and their signalling
  *   sysfs.c   /sys/class/gpusleep/ state for node tooling
  *   genl.c    the "gpusleep" generic netlink family
@@ -199,6 +200,23 @@ struct gs_file {
 	 */
 	u64 seen_done;
 };
+
+/* uarg.c: an ioctl argument, with the caller's size of it. */
+struct gs_uarg {
+	void __user *p;
+	size_t size;
+};
+
+/*
+ * Is cmd the command want (any size from ver0 on)? 0, -ENOTTY (another
+ * command), -EINVAL (smaller than the first version of the struct).
+ */
+int gs_uarg_init(struct gs_uarg *ua, unsigned int cmd, unsigned long arg,
+		 unsigned int want, size_t ver0);
+/* Copy in: 0, -EFAULT, -E2BIG (a newer caller's unknown tail not zero). */
+int gs_uarg_in(const struct gs_uarg *ua, void *k, size_t ksize);
+/* Copy out, up to the caller's size, clearing what the module lacks. */
+int gs_uarg_out(const struct gs_uarg *ua, const void *k, size_t ksize);
 
 /* user.c */
 enum gs_ucount {

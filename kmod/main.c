@@ -120,20 +120,22 @@ static bool gs_zero(const void *p, size_t n)
 	return !memchr_inv(p, 0, n);
 }
 
-static long gs_dev_api(void __user *argp)
+static long gs_dev_api(const struct gs_uarg *ua)
 {
 	struct gpusleep_api api;
 	u64 need;
+	int ret;
 
-	if (gs_copy_from_user(&api, argp, sizeof(api)))
-		return -EFAULT;
+	ret = gs_uarg_in(ua, &api, sizeof(api));
+	if (ret)
+		return ret;
 	/* max_domains is output only and ignored on input. */
 	if (!gs_zero(api.reserved, sizeof(api.reserved)))
 		return -EINVAL;
 	need = api.features;
 	api.features = GS_FEATURES;
 	api.max_domains = gs_max_domains;
-	if (gs_copy_to_user(argp, &api, sizeof(api)))
+	if (gs_uarg_out(ua, &api, sizeof(api)))
 		return -EFAULT;
 	if (api.api != GPUSLEEP_API_VERSION || (need & ~GS_FEATURES))
 		return -EINVAL;
@@ -172,14 +174,15 @@ static int gs_check_label(const char *s, size_t size, bool name)
 	return 0;
 }
 
-static long gs_dev_create(void __user *argp)
+static long gs_dev_create(const struct gs_uarg *ua)
 {
 	struct gpusleep_create req;
 	struct gs_domain *d;
 	int ret;
 
-	if (gs_copy_from_user(&req, argp, sizeof(req)))
-		return -EFAULT;
+	ret = gs_uarg_in(ua, &req, sizeof(req));
+	if (ret)
+		return ret;
 	/* id is output only and ignored on input. */
 	if ((req.flags & ~GPUSLEEP_CREATEF_MASK) || req.pad ||
 	    (req.caps & ~GPUSLEEP_CAP_ALL) ||
@@ -199,7 +202,7 @@ static long gs_dev_create(void __user *argp)
 	if (ret)
 		goto err_put;
 	req.id = d->id;
-	if (gs_copy_to_user(argp, &req, sizeof(req))) {
+	if (gs_uarg_out(ua, &req, sizeof(req))) {
 		ret = -EFAULT;
 		goto err_remove;
 	}
@@ -221,14 +224,15 @@ err_put:
 	return ret;
 }
 
-static long gs_dev_attach(void __user *argp)
+static long gs_dev_attach(const struct gs_uarg *ua)
 {
 	struct gpusleep_attach req;
 	struct gs_domain *d;
 	int ret;
 
-	if (gs_copy_from_user(&req, argp, sizeof(req)))
-		return -EFAULT;
+	ret = gs_uarg_in(ua, &req, sizeof(req));
+	if (ret)
+		return ret;
 	if (req.flags || req.pad || !gs_zero(req.reserved, sizeof(req.reserved)))
 		return -EINVAL;
 	if (req.role != GPUSLEEP_ROLE_AGENT &&
@@ -246,15 +250,24 @@ static long gs_dev_attach(void __user *argp)
 static long gpusleep_dev_ioctl(struct file *file, unsigned int cmd,
 			       unsigned long arg)
 {
-	void __user *argp = (void __user *)arg;
+	struct gs_uarg ua;
+	int ret;
 
-	switch (cmd) {
-	case GPUSLEEP_IOC_API:
-		return gs_dev_api(argp);
-	case GPUSLEEP_IOC_CREATE_DOMAIN:
-		return gs_dev_create(argp);
-	case GPUSLEEP_IOC_ATTACH:
-		return gs_dev_attach(argp);
+	if (_IOC_TYPE(cmd) != GPUSLEEP_IOC_MAGIC)
+		return -ENOTTY;
+	switch (_IOC_NR(cmd)) {
+	case _IOC_NR(GPUSLEEP_IOC_API):
+		ret = gs_uarg_init(&ua, cmd, arg, GPUSLEEP_IOC_API,
+				   GPUSLEEP_API_SIZE_VER0);
+		return ret ? ret : gs_dev_api(&ua);
+	case _IOC_NR(GPUSLEEP_IOC_CREATE_DOMAIN):
+		ret = gs_uarg_init(&ua, cmd, arg, GPUSLEEP_IOC_CREATE_DOMAIN,
+				   GPUSLEEP_CREATE_SIZE_VER0);
+		return ret ? ret : gs_dev_create(&ua);
+	case _IOC_NR(GPUSLEEP_IOC_ATTACH):
+		ret = gs_uarg_init(&ua, cmd, arg, GPUSLEEP_IOC_ATTACH,
+				   GPUSLEEP_ATTACH_SIZE_VER0);
+		return ret ? ret : gs_dev_attach(&ua);
 	default:
 		return -ENOTTY;
 	}
@@ -278,6 +291,16 @@ static int __init gpusleep_init(void)
 {
 	int ret;
 
+	BUILD_BUG_ON(sizeof(struct gpusleep_api) != GPUSLEEP_API_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_create) != GPUSLEEP_CREATE_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_attach) != GPUSLEEP_ATTACH_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_op) != GPUSLEEP_OP_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_result) != GPUSLEEP_RESULT_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_wait) != GPUSLEEP_WAIT_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_state) != GPUSLEEP_STATE_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_eventfd) != GPUSLEEP_EVENTFD_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_event) != GPUSLEEP_EVENT_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_complete) != GPUSLEEP_COMPLETE_SIZE_VER0);
 	BUILD_BUG_ON(sizeof(struct gpusleep_api) % 8);
 	BUILD_BUG_ON(sizeof(struct gpusleep_create) % 8);
 	BUILD_BUG_ON(sizeof(struct gpusleep_attach) % 8);

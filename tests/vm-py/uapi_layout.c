@@ -77,11 +77,13 @@ int main(void)
 	F(gpusleep_eventfd, events);
 	F(gpusleep_eventfd, reserved);
 	S(gpusleep_eventfd);
+	F(gpusleep_event, size);
 	F(gpusleep_event, op_id);
 	F(gpusleep_event, type);
 	F(gpusleep_event, tags);
 	F(gpusleep_event, flags);
 	F(gpusleep_event, step);
+	F(gpusleep_event, pad);
 	F(gpusleep_event, reserved);
 	S(gpusleep_event);
 	F(gpusleep_complete, op_id);

@@ -27,7 +27,7 @@ def _ioc(d, nr, size):
 IOC_CREATE = _ioc(3, 0x01, 128)
 IOC_ATTACH = _ioc(1, 0x02, 32)
 IOC_COMPLETE = _ioc(1, 0x20, 48)
-EV_FMT = "<QIIII2Q"       # struct gpusleep_event
+EV_FMT = "<IIQIIIIQ"      # struct gpusleep_event
 EV_DRAIN, EV_RESET, EV_REPAIR, EV_RESUME_SCHED = 1, 3, 4, 5
 EV_PAUSE_TAG, EV_RESUME_TAG = 6, 7
 ROLE_AGENT, ROLE_CONTROLLER = 2, 3
@@ -51,7 +51,8 @@ def next_event(fd):
     r, _, _ = select.select([fd], [], [], BOUND)
     if not r:
         raise RuntimeError("no event within the bound")
-    op, typ, tags, flags, step, _, _ = struct.unpack(EV_FMT, os.read(fd, 40))
+    _, typ, op, tags, flags, step, _, _ = struct.unpack(EV_FMT,
+                                                        os.read(fd, 40))
     return {"op": op, "type": typ, "tags": tags, "step": step}
 
 

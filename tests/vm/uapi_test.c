@@ -60,6 +60,8 @@ TEST_F(dev, unknown_ioctl_on_domain)
 
 struct op_short { __u32 tags, flags; };
 struct op_long { struct gpusleep_op op; __u64 more; };
+struct state_long { struct gpusleep_state st; __u64 more[3]; };
+struct event_long { struct gpusleep_event ev; __u64 more; };
 
 TEST_F(dev, short_and_oversized_struct)
 {
@@ -68,13 +70,70 @@ TEST_F(dev, short_and_oversized_struct)
 	int e = gs_create(self->dev, "u2", 0, NULL);
 
 	ASSERT_LE(0, e);
-	memset(&l, 0, sizeof(l));
+	/* Smaller than the first version: refused. */
 	EXPECT_EQ(-1, ioctl(e, _IOWR(GPUSLEEP_IOC_MAGIC, 0x10, struct op_short),
 			    &s));
-	EXPECT_EQ(ENOTTY, errno);
+	EXPECT_EQ(EINVAL, errno);
+	/* A newer caller's tail this module does not know must be zero. */
+	memset(&l, 0, sizeof(l));
+	l.more = 1;
 	EXPECT_EQ(-1, ioctl(e, _IOWR(GPUSLEEP_IOC_MAGIC, 0x10, struct op_long),
 			    &l));
+	EXPECT_EQ(E2BIG, errno);
+	/* Zero: accepted, and understood (no agent: not enabled). */
+	memset(&l, 0, sizeof(l));
+	EXPECT_EQ(-1, ioctl(e, _IOWR(GPUSLEEP_IOC_MAGIC, 0x10, struct op_long),
+			    &l));
+	EXPECT_EQ(ENOTCONN, errno);
+	EXPECT_EQ(GPUSLEEP_R_NOT_ENABLED, l.op.reason);
+	/* Another direction is another command. */
+	EXPECT_EQ(-1, ioctl(e, _IOW(GPUSLEEP_IOC_MAGIC, 0x10, struct gpusleep_op),
+			    &l.op));
 	EXPECT_EQ(ENOTTY, errno);
+	close(e);
+}
+
+/* Output to a newer caller: what the module lacks reads as zero. */
+TEST_F(dev, larger_output_struct_is_cleared)
+{
+	struct state_long sl;
+	int e = gs_create(self->dev, "u3", 0, NULL);
+
+	ASSERT_LE(0, e);
+	memset(&sl, 0xcc, sizeof(sl));
+	ASSERT_EQ(0, ioctl(e, _IOR(GPUSLEEP_IOC_MAGIC, 0x13, struct state_long),
+			   &sl));
+	EXPECT_EQ(GPUSLEEP_S_AWAKE, sl.st.state);
+	EXPECT_EQ(0, sl.more[0]);
+	EXPECT_EQ(0, sl.more[2]);
+	close(e);
+}
+
+/* Event records say their size; a larger buffer gets one record. */
+TEST_F(dev, event_records_say_their_size)
+{
+	struct event_long el;
+	struct gpusleep_op op;
+	uint32_t id;
+	int e, a, c;
+
+	e = gs_create(self->dev, "u4", 0, &id);
+	ASSERT_LE(0, e);
+	a = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
+	c = gs_attach(self->dev, id, GPUSLEEP_ROLE_CONTROLLER);
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, c);
+	ASSERT_EQ(0, gs_release(c, GPUSLEEP_TAG_WEIGHTS, GPUSLEEP_OPF_NONBLOCK,
+				&op));
+	memset(&el, 0xcc, sizeof(el));
+	EXPECT_EQ(-1, read(e, &el, GPUSLEEP_EVENT_SIZE_VER0 - 8));
+	EXPECT_EQ(EINVAL, errno);
+	ASSERT_EQ(sizeof(struct gpusleep_event), read(e, &el, sizeof(el)));
+	EXPECT_EQ(sizeof(struct gpusleep_event), el.ev.size);
+	EXPECT_EQ(GPUSLEEP_EV_DRAIN, el.ev.type);
+	EXPECT_EQ(0xccccccccccccccccULL, el.more);	/* not written */
+	close(c);
+	close(a);
 	close(e);
 }
 

@@ -315,21 +315,26 @@ enum gpusleep_event_type {
 #define GPUSLEEP_EVF_MAY_SCHEDULE	(1U << 1)
 
 /*
- * One record per read(); read() needs a buffer of at least this size and
- * returns whole records only. -EAGAIN under O_NONBLOCK; poll() reports
- * EPOLLIN when a record is queued and EPOLLHUP once the domain is dead.
+ * One record per read(); read() needs a buffer of at least
+ * GPUSLEEP_EVENT_SIZE_VER0 bytes and returns one record, cut to the
+ * buffer's size: size says how large the module's record is, so a reader
+ * built against an older, smaller struct gets the fields it knows.
+ * -EAGAIN under O_NONBLOCK; poll() reports EPOLLIN when a record is
+ * queued and EPOLLHUP once the domain is dead.
  * Nothing is lost to a full queue: a step record that was never read is
  * taken back when its step ends (timed out, cancelled), and an unread
  * DRAIN_CANCELLED or RESUME_SCHED is replaced by the newer one, so at most
  * one step record and one notification wait in a queue.
  */
 struct gpusleep_event {
-	__u64 op_id;
+	__u32 size;		/* the record's size in this module */
 	__u32 type;		/* enum gpusleep_event_type */
+	__u64 op_id;
 	__u32 tags;		/* DRAIN: the release's tags; *_TAG: one tag */
 	__u32 flags;		/* GPUSLEEP_EVF_* */
 	__u32 step;		/* echo in struct gpusleep_complete */
-	__u64 reserved[2];
+	__u32 pad;
+	__u64 reserved;
 };
 
 /*
@@ -359,6 +364,27 @@ struct gpusleep_complete {
  * ioctl-number.rst of 6.12 and 7.3 (0xB5 is rpmsg's). docs/uapi.md.
  */
 #define GPUSLEEP_IOC_MAGIC	0xBC
+
+/*
+ * Structures grow at their end only. The size of an ioctl's struct is the
+ * one its command carries (_IOC_SIZE): a caller built against a newer,
+ * larger struct is accepted when the part this module does not know is
+ * zero (else -E2BIG); one built against an older, smaller struct is
+ * zero-extended; below the first version's size it is -EINVAL. Output is
+ * copied back up to the caller's size, the rest cleared. struct
+ * gpusleep_result stays the last member of gpusleep_wait and
+ * gpusleep_state. The sizes of the first version:
+ */
+#define GPUSLEEP_API_SIZE_VER0		32
+#define GPUSLEEP_CREATE_SIZE_VER0	128
+#define GPUSLEEP_ATTACH_SIZE_VER0	32
+#define GPUSLEEP_OP_SIZE_VER0		48
+#define GPUSLEEP_RESULT_SIZE_VER0	104
+#define GPUSLEEP_WAIT_SIZE_VER0		136
+#define GPUSLEEP_STATE_SIZE_VER0	240
+#define GPUSLEEP_EVENTFD_SIZE_VER0	16
+#define GPUSLEEP_EVENT_SIZE_VER0	40
+#define GPUSLEEP_COMPLETE_SIZE_VER0	48
 
 /* /dev/gpusleep */
 #define GPUSLEEP_IOC_API		_IOWR(GPUSLEEP_IOC_MAGIC, 0x00, struct gpusleep_api)

@@ -149,8 +149,9 @@ class gpusleep_eventfd(ctypes.Structure):
 
 
 class gpusleep_event(ctypes.Structure):
-    _fields_ = [("op_id", u64), ("type", u32), ("tags", u32),
-                ("flags", u32), ("step", u32), ("reserved", u64 * 2)]
+    _fields_ = [("size", u32), ("type", u32), ("op_id", u64), ("tags", u32),
+                ("flags", u32), ("step", u32), ("pad", u32),
+                ("reserved", u64)]
 
 
 class gpusleep_complete(ctypes.Structure):
