@@ -57,7 +57,9 @@ static int drain_now(struct gs_engine *e, void *arg, uint32_t tags, bool ab)
 static int engine_main(int id_w, int quit_r)
 {
 	static const struct gs_engine_ops ops = { .drain = drain_now };
-	struct gs_engine_config cfg = { .name = "bench_rt", .gpu = "host" };
+	/* shared: the agent is another process here */
+	struct gs_engine_config cfg = { .name = "bench_rt", .gpu = "host",
+					.flags = GPUSLEEP_CREATEF_SHARED };
 	struct gs_engine *e;
 	uint32_t id;
 

@@ -71,8 +71,10 @@ static void setup(struct group *g, int dev, unsigned int n, unsigned int reps)
 	g->cyc = bn_xcalloc(reps, sizeof(double));
 	for (d = 0; d < n; d++) {
 		uint32_t id;
+		/* shared: the engine and agent are played by children */
 		int eng = bn_ck(gs_create_domain(dev, "bench_scale", "host", 0,
-						 &id), "create domain");
+						 GPUSLEEP_CREATEF_SHARED, &id),
+				"create domain");
 
 		spawn(eng);
 		spawn(bn_ck(gs_attach(dev, id, GPUSLEEP_ROLE_AGENT), "agent"));

@@ -17,6 +17,7 @@
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/pid.h>
+#include <linux/pid_namespace.h>
 #include <linux/poll.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
@@ -39,6 +40,7 @@ static void gs_domain_free(struct kref *kref)
 	mutex_destroy(&d->lock);
 	gs_user_uncharge(d->owner, GS_UC_DOMAINS);
 	put_pid(d->owner_pid);
+	put_cred(d->cred);
 	kfree(d);
 }
 
@@ -65,6 +67,7 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req)
 	memcpy(d->gpu, req->gpu, sizeof(d->gpu));
 	d->caps = req->caps;
 	d->owner = current_euid();
+	d->cred = get_current_cred();
 	d->owner_pid = get_pid(task_tgid(current));
 	d->shared = req->flags & GPUSLEEP_CREATEF_SHARED;
 	mutex_init(&d->lock);
@@ -79,9 +82,29 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req)
 	return d;
 }
 
-static bool gs_may_attach(const struct gs_domain *d)
+/*
+ * Who may reach a domain by its id. Domain ids are global and listed in
+ * sysfs, and containers without a user namespace share euids (root, most
+ * often), so the owner's euid alone is not enough: the caller must also
+ * be in the creator's user and pid namespaces. CAP_SYS_ADMIN in the
+ * initial user namespace may do anything. Anyone else needs a grant.
+ */
+bool gs_may_control(const struct gs_domain *d, const struct cred *cred)
 {
-	return uid_eq(current_euid(), d->owner) || capable(CAP_SYS_ADMIN);
+	return uid_eq(cred->euid, d->owner) &&
+	       cred->user_ns == d->cred->user_ns &&
+	       task_active_pid_ns(current) == ns_of_pid(d->owner_pid);
+}
+
+bool gs_may_attach(const struct gs_domain *d, u32 role)
+{
+	if (capable(CAP_SYS_ADMIN))
+		return true;
+	if (!gs_may_control(d, current_cred()))
+		return false;
+	/* The agent maps the engine's memory: the engine's process only. */
+	return role != GPUSLEEP_ROLE_AGENT || d->shared ||
+	       task_tgid(current) == d->owner_pid;
 }
 
 static const char *gs_role_name(u32 role)
@@ -101,16 +124,14 @@ static const char *gs_role_name(u32 role)
  * passes to the new file on success. For the agent role the slot is taken
  * under the lock before the fd is installed.
  */
-int gs_domain_open_fd(struct gs_domain *d, u32 role)
+int gs_domain_open_fd(struct gs_domain *d, u32 role, bool granted)
 {
 	struct gs_file *gf;
 	struct file *file;
 	int fd, ret;
 
-	if (role == GPUSLEEP_ROLE_AGENT || role == GPUSLEEP_ROLE_CONTROLLER) {
-		if (!gs_may_attach(d))
-			return -EPERM;
-	}
+	if (role != GPUSLEEP_ROLE_ENGINE && !granted && !gs_may_attach(d, role))
+		return -EPERM;
 
 	/* The engine fd comes with its domain, charged as one. */
 	if (role != GPUSLEEP_ROLE_ENGINE) {
@@ -593,6 +614,7 @@ static const struct {
 	{ GPUSLEEP_IOC_WAIT,		GPUSLEEP_WAIT_SIZE_VER0 },
 	{ GPUSLEEP_IOC_EVENTFD,		GPUSLEEP_EVENTFD_SIZE_VER0 },
 	{ GPUSLEEP_IOC_COMPLETE,	GPUSLEEP_COMPLETE_SIZE_VER0 },
+	{ GPUSLEEP_IOC_GRANT,		GPUSLEEP_GRANT_SIZE_VER0 },
 };
 
 /* The known command cmd is (any struct size from its first on), or 0. */
@@ -611,6 +633,31 @@ static unsigned int gs_domain_cmd(unsigned int cmd, unsigned long arg,
 		return *err ? 0 : gs_domain_cmds[i].cmd;
 	}
 	return 0;
+}
+
+/* GRANT: the engine makes an fd of a role for whom it trusts. */
+static long gs_ioc_grant(struct gs_file *gf, const struct gs_uarg *ua)
+{
+	struct gs_domain *d = gf->d;
+	struct gpusleep_grant g;
+	int ret;
+
+	if (gf->role != GPUSLEEP_ROLE_ENGINE || !gs_engine_here(d))
+		return -EPERM;
+	ret = gs_uarg_in(ua, &g, sizeof(g));
+	if (ret)
+		return ret;
+	if (g.flags || !gs_zero(g.reserved, sizeof(g.reserved)) ||
+	    (g.role != GPUSLEEP_ROLE_AGENT &&
+	     g.role != GPUSLEEP_ROLE_CONTROLLER))
+		return -EINVAL;
+	if (READ_ONCE(d->dead))
+		return -ENODEV;
+	kref_get(&d->kref);	/* passes to the new fd */
+	ret = gs_domain_open_fd(d, g.role, true);
+	if (ret < 0)
+		gs_domain_put(d);
+	return ret;
 }
 
 static long gs_domain_ioctl(struct file *file, unsigned int cmd,
@@ -649,6 +696,8 @@ static long gs_domain_ioctl(struct file *file, unsigned int cmd,
 		return ret ? ret : gs_efd_set(d, gf, &efd);
 	case GPUSLEEP_IOC_COMPLETE:
 		return gs_ioc_complete(gf, &ua);
+	case GPUSLEEP_IOC_GRANT:
+		return gs_ioc_grant(gf, &ua);
 	default:
 		return ret;	/* -ENOTTY, or -EINVAL for a struct too small */
 	}

@@ -274,15 +274,17 @@ static int gs_nl_get_dumpit(struct sk_buff *skb, struct netlink_callback *cb)
 }
 
 /*
- * The owner or CAP_SYS_ADMIN, both judged by the credentials of whoever
- * opened the socket (as netlink_capable() does), so a privileged process
- * that merely writes into someone else's socket grants nothing.
+ * As for an attach by id (gs_may_control(): the owner's euid, in the
+ * creator's user and pid namespaces) or CAP_SYS_ADMIN, judged by the
+ * credentials of whoever opened the socket (as netlink_capable() does),
+ * so a privileged process that merely writes into someone else's socket
+ * grants nothing.
  */
 static bool gs_nl_may_control(struct sk_buff *skb, const struct gs_domain *d)
 {
 	const struct socket *sock = NETLINK_CB(skb).sk->sk_socket;
 
-	if (sock && sock->file && uid_eq(sock->file->f_cred->euid, d->owner))
+	if (sock && sock->file && gs_may_control(d, sock->file->f_cred))
 		return true;
 	return netlink_capable(skb, CAP_SYS_ADMIN);
 }

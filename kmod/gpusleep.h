@@ -111,6 +111,7 @@ struct gs_domain {
 	char gpu[GPUSLEEP_GPU_LEN];
 	u32 caps;
 	kuid_t owner;
+	const struct cred *cred;	/* the creator's (its user namespace) */
 	struct pid *owner_pid;	/* the creating process (referenced) */
 	bool shared;		/* GPUSLEEP_CREATEF_SHARED */
 
@@ -235,7 +236,15 @@ void gs_user_uncharge(kuid_t uid, enum gs_ucount what);
 struct gs_domain *gs_domain_create(const struct gpusleep_create *req);
 void gs_domain_put(struct gs_domain *d);
 struct gs_domain *gs_domain_get_by_id(u32 id);
-int gs_domain_open_fd(struct gs_domain *d, u32 role);
+/*
+ * An fd of role for d; the caller's reference on d passes to it. Attaching
+ * (granted false) checks who may; a grant from the engine does not.
+ */
+int gs_domain_open_fd(struct gs_domain *d, u32 role, bool granted);
+/* May the caller attach to d with role (by id)? */
+bool gs_may_attach(const struct gs_domain *d, u32 role);
+/* May the holder of cred, in the caller's pid namespace, control d? */
+bool gs_may_control(const struct gs_domain *d, const struct cred *cred);
 /* The engine is gone: unlist the domain, fail what waits (idempotent). */
 void gs_domain_kill(struct gs_domain *d);
 

@@ -210,7 +210,7 @@ static long gs_dev_create(const struct gs_uarg *ua)
 	if (ret)
 		goto err_remove;
 	/* The engine fd takes over our reference. */
-	ret = gs_domain_open_fd(d, GPUSLEEP_ROLE_ENGINE);
+	ret = gs_domain_open_fd(d, GPUSLEEP_ROLE_ENGINE, false);
 	if (ret < 0)
 		goto err_sysfs;
 	return ret;
@@ -241,7 +241,7 @@ static long gs_dev_attach(const struct gs_uarg *ua)
 	d = gs_ids_get(req.id);
 	if (!d)
 		return -ENOENT;
-	ret = gs_domain_open_fd(d, req.role);
+	ret = gs_domain_open_fd(d, req.role, false);
 	if (ret < 0)
 		gs_domain_put(d);
 	return ret;
@@ -301,6 +301,7 @@ static int __init gpusleep_init(void)
 	BUILD_BUG_ON(sizeof(struct gpusleep_eventfd) != GPUSLEEP_EVENTFD_SIZE_VER0);
 	BUILD_BUG_ON(sizeof(struct gpusleep_event) != GPUSLEEP_EVENT_SIZE_VER0);
 	BUILD_BUG_ON(sizeof(struct gpusleep_complete) != GPUSLEEP_COMPLETE_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_grant) != GPUSLEEP_GRANT_SIZE_VER0);
 	BUILD_BUG_ON(sizeof(struct gpusleep_api) % 8);
 	BUILD_BUG_ON(sizeof(struct gpusleep_create) % 8);
 	BUILD_BUG_ON(sizeof(struct gpusleep_attach) % 8);

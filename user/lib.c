@@ -65,7 +65,7 @@ static int copy_name(char *dst, size_t len, const char *src)
 }
 
 int gs_create_domain(int devfd, const char *name, const char *gpu,
-		     uint32_t caps, uint32_t *id)
+		     uint32_t caps, uint32_t flags, uint32_t *id)
 {
 	struct gpusleep_create c;
 	int ret;
@@ -79,10 +79,20 @@ int gs_create_domain(int devfd, const char *name, const char *gpu,
 	if (ret)
 		return ret;
 	c.caps = caps;
+	c.flags = flags;
 	ret = sys_ioctl(devfd, GPUSLEEP_IOC_CREATE_DOMAIN, &c);
 	if (ret >= 0 && id)
 		*id = c.id;
 	return ret;
+}
+
+int gs_grant(int engine_fd, uint32_t role)
+{
+	struct gpusleep_grant g;
+
+	memset(&g, 0, sizeof(g));
+	g.role = role;
+	return sys_ioctl(engine_fd, GPUSLEEP_IOC_GRANT, &g);
 }
 
 int gs_attach(int devfd, uint32_t id, uint32_t role)

@@ -151,9 +151,9 @@ TEST(tags_format)
 TEST(no_device)
 {
 	EXPECT_EQ(-ENOENT, gs_open("/nonexistent/gpusleep", 0, NULL));
-	EXPECT_EQ(-EINVAL, gs_create_domain(-1, "", NULL, 0, NULL));
+	EXPECT_EQ(-EINVAL, gs_create_domain(-1, "", NULL, 0, 0, NULL));
 	EXPECT_EQ(-ENAMETOOLONG, gs_create_domain(-1, "a-name-that-is-longer-than-31-bytes",
-						  NULL, 0, NULL));
+						  NULL, 0, 0, NULL));
 	EXPECT_EQ(-EBADF, gs_release(-1, 0, 0, 0, NULL));
 	EXPECT_EQ(-EBADF, gs_is_sleeping(-1));
 }

@@ -39,9 +39,11 @@ def out(*words):
 def engine(argv):
     name = argv[0]
     hold = "--hold" in argv
+    # shared: the tests run the agent in a process of its own
     eng = gsengine.Engine(name, gpu="vm-py",
                           prefix_caching="--prefix-caching" in argv,
-                          prefix_cache_reset="--no-reset" not in argv)
+                          prefix_cache_reset="--no-reset" not in argv,
+                          shared=True)
     st = {"hold": hold}
 
     def drain(tags, abort):

@@ -104,6 +104,7 @@ int main(void)
 	F(gs_engine_config, name);
 	F(gs_engine_config, gpu);
 	F(gs_engine_config, caps);
+	F(gs_engine_config, flags);
 	S(gs_engine_config);
 	F(gs_mm_tag_info, policy);
 	F(gs_mm_tag_info, paused);

@@ -92,6 +92,8 @@ static int engine_main(int id_fd, int quit_fd)
 		.name = "test_agent_cycle",
 		.gpu = "host-0",
 		.caps = GPUSLEEP_CAP_PREFIX_CACHING | GPUSLEEP_CAP_PREFIX_CACHE_RESET,
+		/* shared: the agent runs in a process of its own here */
+		.flags = GPUSLEEP_CREATEF_SHARED,
 	};
 	struct engine_counts c = { 0 };
 	struct gs_engine *e;

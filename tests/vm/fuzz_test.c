@@ -51,8 +51,10 @@ static void engine_main(int s, unsigned int seed)
 	if (dev < 0)
 		_exit(2);
 	do {
-		e = gs_create(dev, "fuzz", GPUSLEEP_CAP_PREFIX_CACHING |
-			      GPUSLEEP_CAP_PREFIX_CACHE_RESET, &id);
+		/* shared: its agent is another process */
+		e = gs_create_flags(dev, "fuzz", GPUSLEEP_CAP_PREFIX_CACHING |
+				    GPUSLEEP_CAP_PREFIX_CACHE_RESET,
+				    GPUSLEEP_CREATEF_SHARED, &id);
 	} while (e == -EFAULT || e == -ENOMEM || e == -EMFILE);
 	if (e < 0)
 		_exit(3);

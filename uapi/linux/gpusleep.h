@@ -143,8 +143,13 @@ struct gpusleep_create {
 /*
  * GPUSLEEP_IOC_ATTACH: attach to domain id with a role (AGENT or
  * CONTROLLER); returns an fd (O_CLOEXEC). -ENOENT: no such domain;
- * -EPERM: caller is neither the owner (same euid) nor CAP_SYS_ADMIN;
- * -EBUSY: an agent is already attached.
+ * -EPERM: the caller has CAP_SYS_ADMIN (in the initial user namespace),
+ * or else it has the owner's euid and is in the creator's user and pid
+ * namespaces, and for the agent role it is the creating process itself
+ * (unless the domain is GPUSLEEP_CREATEF_SHARED). Anyone else needs a
+ * grant: an fd the engine makes with GPUSLEEP_IOC_GRANT and passes over a
+ * UNIX socket. -EBUSY: an agent is already attached. -EDQUOT: the
+ * caller's max_fds_per_user.
  */
 struct gpusleep_attach {
 	__u32 id;
@@ -285,6 +290,19 @@ struct gpusleep_eventfd {
 	__u64 reserved;
 };
 
+/*
+ * GPUSLEEP_IOC_GRANT (engine fd, in the engine's process): make an fd of
+ * role (AGENT or CONTROLLER) for this domain, returned (O_CLOEXEC) for
+ * the engine to pass to whom it trusts (SCM_RIGHTS over a UNIX socket);
+ * whoever holds it has the role, whatever its namespaces or euid. The fd
+ * is charged to the engine's euid. -EBUSY: an agent is attached already.
+ */
+struct gpusleep_grant {
+	__u32 role;
+	__u32 flags;		/* must be 0 */
+	__u64 reserved[2];
+};
+
 /* ------------------------------------------------------------------ */
 /* Engine and agent: events read() from the fd, answered by COMPLETE   */
 
@@ -385,6 +403,7 @@ struct gpusleep_complete {
 #define GPUSLEEP_EVENTFD_SIZE_VER0	16
 #define GPUSLEEP_EVENT_SIZE_VER0	40
 #define GPUSLEEP_COMPLETE_SIZE_VER0	48
+#define GPUSLEEP_GRANT_SIZE_VER0	24
 
 /* /dev/gpusleep */
 #define GPUSLEEP_IOC_API		_IOWR(GPUSLEEP_IOC_MAGIC, 0x00, struct gpusleep_api)
@@ -399,5 +418,7 @@ struct gpusleep_complete {
 #define GPUSLEEP_IOC_EVENTFD		_IOW(GPUSLEEP_IOC_MAGIC, 0x15, struct gpusleep_eventfd)
 /* engine or agent fd */
 #define GPUSLEEP_IOC_COMPLETE		_IOW(GPUSLEEP_IOC_MAGIC, 0x20, struct gpusleep_complete)
+/* engine fd */
+#define GPUSLEEP_IOC_GRANT		_IOW(GPUSLEEP_IOC_MAGIC, 0x21, struct gpusleep_grant)
 
 #endif /* _UAPI_LINUX_GPUSLEEP_H */

@@ -44,10 +44,23 @@ int gs_open(const char *path, uint64_t need, struct gpusleep_api *api);
 
 /* Create a domain; returns the engine fd, *id (may be NULL) its id. */
 int gs_create_domain(int devfd, const char *name, const char *gpu,
-		     uint32_t caps, uint32_t *id);
+		     uint32_t caps, uint32_t flags, uint32_t *id);
 
-/* Attach to domain id as GPUSLEEP_ROLE_AGENT or _CONTROLLER; returns an fd. */
+/*
+ * Attach to domain id as GPUSLEEP_ROLE_AGENT or _CONTROLLER; returns an fd.
+ * -EPERM unless the caller has the owner's euid in the creator's user and
+ * pid namespaces (and, for the agent, is the creating process) or
+ * CAP_SYS_ADMIN: others get their fd from gs_grant().
+ */
 int gs_attach(int devfd, uint32_t id, uint32_t role);
+
+/*
+ * From the engine's process: an fd of role (AGENT or CONTROLLER) for its
+ * domain, to pass over a UNIX socket (SCM_RIGHTS) to a process that may
+ * not attach by id (another container, another pid namespace, an agent
+ * process of its own). Returns the fd or -errno.
+ */
+int gs_grant(int engine_fd, uint32_t role);
 
 /*
  * Release / resume. tags 0 = the default (release all / resume what is
@@ -142,6 +155,12 @@ struct gs_engine_config {
 	const char *name;	/* domain name, not empty */
 	const char *gpu;	/* NULL = "" */
 	uint32_t caps;		/* GPUSLEEP_CAP_* */
+	/*
+	 * GPUSLEEP_CREATEF_*: 0 binds the domain to this process (the
+	 * agent attaches from it; a forked child's copy does not keep it);
+	 * SHARED for an engine that hands its fd to other processes.
+	 */
+	uint32_t flags;
 };
 
 /* Open the device, create the domain; the engine fd is non-blocking. */

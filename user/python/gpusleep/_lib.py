@@ -39,6 +39,7 @@ ROLE_CONTROLLER = 3
 
 CAP_PREFIX_CACHING = 1 << 0
 CAP_PREFIX_CACHE_RESET = 1 << 1
+CREATEF_SHARED = 1 << 0
 
 OP_RELEASE = 1
 OP_RESUME = 2
@@ -175,7 +176,7 @@ class gs_engine_ops(ctypes.Structure):
 
 class gs_engine_config(ctypes.Structure):
     _fields_ = [("dev_path", ctypes.c_char_p), ("name", ctypes.c_char_p),
-                ("gpu", ctypes.c_char_p), ("caps", u32)]
+                ("gpu", ctypes.c_char_p), ("caps", u32), ("flags", u32)]
 
 
 class gs_mm_tag_info(ctypes.Structure):
@@ -217,7 +218,9 @@ c_int, c_uint, c_char_p, c_void_p = ctypes.c_int, ctypes.c_uint, \
 # name: (restype, argtypes). Pointers to opaque objects are c_void_p.
 PROTOTYPES = {
     "gs_open": (c_int, [c_char_p, u64, P(gpusleep_api)]),
-    "gs_create_domain": (c_int, [c_int, c_char_p, c_char_p, u32, P(u32)]),
+    "gs_create_domain": (c_int, [c_int, c_char_p, c_char_p, u32, u32,
+                                 P(u32)]),
+    "gs_grant": (c_int, [c_int, u32]),
     "gs_attach": (c_int, [c_int, u32, u32]),
     "gs_release": (c_int, [c_int, u32, u32, u32, P(gpusleep_op)]),
     "gs_resume": (c_int, [c_int, u32, u32, u32, P(gpusleep_op)]),

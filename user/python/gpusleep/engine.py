@@ -70,7 +70,7 @@ class Engine(_Ops):
     def __init__(self, name, gpu="", *, prefix_caching=False,
                  prefix_cache_reset=False, dev_path=None, drain=None,
                  drain_cancelled=None, reset_caches=None, repair_kv=None,
-                 resume_sched=None):
+                 resume_sched=None, shared=False):
         L = _lib.lib()
         self.drain = drain
         self.drain_cancelled = drain_cancelled
@@ -88,9 +88,12 @@ class Engine(_Ops):
             resume_sched=_lib.VOID_FN(self._t_resume))
         caps = (_lib.CAP_PREFIX_CACHING if prefix_caching else 0) | \
             (_lib.CAP_PREFIX_CACHE_RESET if prefix_cache_reset else 0)
+        # shared=False: the domain belongs to this process (the agent
+        # attaches from it; a forked child's copy does not keep it alive)
         cfg = _lib.gs_engine_config(
             dev_path=dev_path.encode() if dev_path else None,
-            name=name.encode(), gpu=(gpu or "").encode(), caps=caps)
+            name=name.encode(), gpu=(gpu or "").encode(), caps=caps,
+            flags=_lib.CREATEF_SHARED if shared else 0)
         e = ctypes.c_void_p()
         ret = L.gs_engine_create(ctypes.byref(cfg), ctypes.byref(self._c_ops),
                                  None, ctypes.byref(e))
@@ -239,6 +242,20 @@ class Engine(_Ops):
         """Resume from the engine itself; see release()."""
         op_id = super().resume(tags, timeout=timeout, wait=False)
         return self.run_until_done(op_id) if wait else op_id
+
+    def grant(self, role="controller"):
+        """An fd of role ("controller" or "agent") for this domain, to pass
+        over a UNIX socket (socket.send_fds) to a process that may not
+        attach by id: another container or pid namespace, or an agent
+        process of its own. The caller owns the fd."""
+        self._check_open()
+        roles = {"controller": _lib.ROLE_CONTROLLER, "agent": _lib.ROLE_AGENT}
+        if role not in roles:
+            raise ValueError(f"role: want one of {sorted(roles)}")
+        ret = _lib.lib().gs_grant(self._fd, roles[role])
+        if ret < 0:
+            raise errors.from_code(-ret)
+        return ret
 
     def close(self):
         """Close the engine fd: the domain dies."""

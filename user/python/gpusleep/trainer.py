@@ -292,6 +292,19 @@ class Controller(_Ops):
                           f"{os.strerror(-fd)}")
         self._fd = fd
 
+    @classmethod
+    def from_fd(cls, fd):
+        """A controller over an fd granted by the engine (Engine.grant,
+        received with socket.recv_fds); owned from now on."""
+        self = cls.__new__(cls)
+        st = _lib.gpusleep_state()
+        ret = _lib.lib().gs_get_state(fd, ctypes.byref(st))
+        if ret < 0:
+            raise errors.from_code(-ret)
+        self.domain_id = st.id
+        self._fd = fd
+        return self
+
     def close(self):
         if self._fd >= 0:
             os.close(self._fd)
