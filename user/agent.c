@@ -27,8 +27,11 @@ enum { UD_AGENT = 1, UD_STOP = 2 };
 struct gs_agent {
 	int fd;
 	struct gs_mm *mm;
-	pthread_mutex_t lock;		/* stats */
+	pthread_mutex_t lock;		/* stats, last, cb */
 	struct gs_agent_stats stats;
+	struct gs_agent_result last[GPUSLEEP_NR_TAGS];
+	gs_agent_result_fn cb;
+	void *cb_arg;
 	/* the thread */
 	bool running;
 	pthread_t thread;
@@ -103,43 +106,115 @@ void gs_agent_get_stats(struct gs_agent *a, struct gs_agent_stats *st)
 	pthread_mutex_unlock(&a->lock);
 }
 
+void gs_agent_set_result_cb(struct gs_agent *a, gs_agent_result_fn fn,
+			    void *arg)
+{
+	pthread_mutex_lock(&a->lock);
+	a->cb = fn;
+	a->cb_arg = arg;
+	pthread_mutex_unlock(&a->lock);
+}
+
+int gs_agent_last_result(struct gs_agent *a, uint32_t tag,
+			 struct gs_agent_result *r)
+{
+	for (int i = 0; i < GPUSLEEP_NR_TAGS; i++)
+		if (tag == (1U << i)) {
+			pthread_mutex_lock(&a->lock);
+			*r = a->last[i];
+			pthread_mutex_unlock(&a->lock);
+			return r->op_id ? 0 : -ENOENT;
+		}
+	return -EINVAL;
+}
+
+/*
+ * The bytes a step is answered with. Success: what the step unmapped /
+ * mapped; a tag already in the asked state is what was asked (a late
+ * answer after a timeout, a resume of a tag whose unmap never happened,
+ * an empty tag): success with the tag's bytes. A failed pause that left
+ * part of the tag unmapped answers its error with the bytes still
+ * unmapped, never 0: the tag is then partly released, and the kernel must
+ * count it released (unconfirmed) so that a resume maps it back.
+ */
+static uint64_t answer_bytes(const struct gs_mm_result *r, bool pause)
+{
+	if (!r->status)
+		return r->bytes;
+	return pause ? r->unmapped_bytes : 0;
+}
+
 static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
 {
-	uint64_t bytes = 0;
-	int status, ret;
+	struct gs_agent_result ar;
+	struct gs_mm_result r;
+	gs_agent_result_fn cb;
+	void *cb_arg;
+	int status, ret, ti = -1;
 	bool pause;
 
 	switch (ev->type) {
 	case GPUSLEEP_EV_PAUSE_TAG:
 		pause = true;
-		status = gs_mm_pause(a->mm, ev->tags, &bytes);
+		gs_mm_pause_ex(a->mm, ev->tags, &r);
 		break;
 	case GPUSLEEP_EV_RESUME_TAG:
 		pause = false;
-		status = gs_mm_resume(a->mm, ev->tags, &bytes);
+		gs_mm_resume_ex(a->mm, ev->tags, &r);
 		break;
 	default:
 		return 0;	/* not an agent's event */
 	}
-	/*
-	 * Already in the asked state (a late answer after a timeout was
-	 * counted, or a tag with nothing in it): that is what was asked.
-	 */
-	if (status == -EALREADY)
-		status = 0;
-	if (status)
-		bytes = 0;
-	ret = gs_complete(a->fd, ev, status, bytes);
+	if (r.status == -EALREADY)
+		r.status = 0;
+	status = r.status;
+	if (status && pause && r.unmapped_bytes)
+		fprintf(stderr, "gpusleep agent: pausing %s failed (%s) and %llu bytes of it stay unmapped: answering them, a resume maps them back\n",
+			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
+			strerror(-status), (unsigned long long)r.unmapped_bytes);
+	if (r.lost_bytes)
+		fprintf(stderr, "gpusleep agent: %s: %llu bytes of discarded contents were lost by the rollback (they read as zeros)\n",
+			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
+			(unsigned long long)r.lost_bytes);
+	if (r.flags & GS_MM_RES_SHORTFALL)
+		fprintf(stderr, "gpusleep agent: %s: released %llu bytes but the driver saw only %llu come free\n",
+			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
+			(unsigned long long)r.bytes,
+			(unsigned long long)r.freed_bytes);
+	ret = gs_complete(a->fd, ev, status, answer_bytes(&r, pause));
+
+	memset(&ar, 0, sizeof(ar));
+	ar.op_id = ev->op_id;
+	ar.type = ev->type;
+	ar.tag = ev->tags;
+	ar.complete_ret = ret;
+	ar.mm = r;
+	for (int i = 0; i < GPUSLEEP_NR_TAGS; i++)
+		if (ev->tags == (1U << i))
+			ti = i;
 	pthread_mutex_lock(&a->lock);
+	if (ti >= 0)
+		a->last[ti] = ar;
 	if (status)
 		a->stats.failures++;
 	else if (pause)
 		a->stats.pauses++;
 	else
 		a->stats.resumes++;
+	if (pause && !status) {
+		a->stats.released_bytes += r.bytes;
+		a->stats.freed_bytes += r.freed_bytes;
+		if (r.flags & GS_MM_RES_SHORTFALL)
+			a->stats.shortfalls++;
+	}
+	a->stats.lost_bytes += r.lost_bytes;
 	if (ret)
 		a->stats.complete_errors++;
+	cb = a->cb;
+	cb_arg = a->cb_arg;
 	pthread_mutex_unlock(&a->lock);
+	if (cb)
+		cb(a, &ar, cb_arg);
 	/* -ESTALE: the kernel gave up on the step; the mm state is still true */
 	return ret == -ESTALE ? 0 : ret;
 }

@@ -10,6 +10,7 @@
 #define GPUSLEEP_USER_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct gs_backend {
 	const char *name;
@@ -29,7 +30,17 @@ struct gs_backend {
 	/* copy device range -> host, host -> device (may be async + sync) */
 	int (*backup)(struct gs_backend *b, void *host, const void *va, size_t size);
 	int (*restore)(struct gs_backend *b, void *va, const void *host, size_t size);
+	/* wait for the backend's own copies (backup/restore) */
 	int (*sync)(struct gs_backend *b);
+	/*
+	 * Optional (NULL: nothing to wait for / cannot tell). fence: wait for
+	 * every piece of GPU work of the context, the engine's included
+	 * (cuCtxSynchronize), before memory is copied out or unmapped.
+	 * mem_info: device memory free and total as the driver sees it
+	 * (cuMemGetInfo; host: memory not held by this process).
+	 */
+	int (*fence)(struct gs_backend *b);
+	int (*mem_info)(struct gs_backend *b, uint64_t *free_b, uint64_t *total);
 	void (*destroy)(struct gs_backend *b);
 };
 

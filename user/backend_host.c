@@ -10,6 +10,8 @@
  *   backup    memcpy to a staging buffer (mmap'd, so freeing it returns it)
  */
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -105,6 +107,33 @@ static int host_sync(struct gs_backend *b)
 	return 0;
 }
 
+/*
+ * "Device" memory here is this process's resident memory: free = physical
+ * memory minus our RSS, so a release shows as memory that came free.
+ */
+static int host_mem_info(struct gs_backend *b, uint64_t *free_b,
+			 uint64_t *total)
+{
+	unsigned long size, res;
+	long pg = sysconf(_SC_PAGESIZE), phys = sysconf(_SC_PHYS_PAGES);
+	FILE *f;
+	int n;
+
+	(void)b;
+	if (pg <= 0 || phys <= 0)
+		return -EOPNOTSUPP;
+	f = fopen("/proc/self/statm", "re");
+	if (!f)
+		return -errno;
+	n = fscanf(f, "%lu %lu", &size, &res);
+	fclose(f);
+	if (n != 2)
+		return -EIO;
+	*total = (uint64_t)phys * (uint64_t)pg;
+	*free_b = *total - (uint64_t)res * (uint64_t)pg;
+	return 0;
+}
+
 static void host_destroy(struct gs_backend *b)
 {
 	free(b);
@@ -127,6 +156,7 @@ struct gs_backend *gs_backend_host_new(void)
 	b->backup = host_backup;
 	b->restore = host_restore;
 	b->sync = host_sync;
+	b->mem_info = host_mem_info;
 	b->destroy = host_destroy;
 	return b;
 }

@@ -174,6 +174,8 @@ static long races, illegal;
 static unsigned long long capacity = 64ULL << 30;
 static unsigned long long used_bytes, other_bytes, freeing_bytes;
 static bool lazy_free;
+static bool hold_free;		/* released memory never shows free */
+static long rdma_handles;	/* made with gpuDirectRDMACapable */
 static int rdma_vmm = 1;	/* CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED */
 static int numa_id = -1;	/* CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID */
 static long long pin_us_per_gib;
@@ -337,6 +339,8 @@ EXPORT int fakecuda_set(const char *knob, long long value)
 		other_bytes = (unsigned long long)value;
 	else if (!strcmp(knob, "lazy_free"))
 		lazy_free = value != 0;
+	else if (!strcmp(knob, "hold_free"))
+		hold_free = value != 0;
 	else if (!strcmp(knob, "pin_us_per_gib"))
 		pin_us_per_gib = value;
 	else if (!strcmp(knob, "rdma_vmm"))
@@ -398,6 +402,7 @@ EXPORT void fakecuda_stats(struct fakecuda_stats *st)
 	st->freeing_bytes = freeing_bytes;
 	st->max_pin = max_pin;
 	st->pin_us = pin_us_total;
+	st->rdma_handles = rdma_handles;
 	st->misuse = misuse;
 	st->pageable_copies = pageable_copies;
 	pthread_mutex_unlock(&lock);
@@ -619,7 +624,8 @@ static bool run_stream(struct CUstream_st *s)
 /* released memory counts as used until a synchronisation (lazy_free) */
 static void synchronized(void)
 {
-	freeing_bytes = 0;
+	if (!hold_free)
+		freeing_bytes = 0;
 }
 
 /* kernels whose time has come finish by themselves (in stream order) */
@@ -934,6 +940,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 	}
 	p->size = size;
 	used_bytes += size;
+	rdma_handles += prop->allocFlags.gpuDirectRDMACapable != 0;
 	p->device = prop->location.id;
 	phys[nphys++] = p;
 	*handle = (uintptr_t)p;

@@ -33,6 +33,7 @@ struct fakecuda_stats {
 	unsigned long long freeing_bytes; /* released, free at the next sync */
 	unsigned long long max_pin;	 /* largest single cuMemHostAlloc */
 	long long pin_us;		 /* time spent pinning (simulated) */
+	long rdma_handles;	/* cuMemCreate with gpuDirectRDMACapable */
 };
 
 /* fakecuda_stats(): fill *st with the live counters */
@@ -67,7 +68,8 @@ typedef int (*fakecuda_launch_fn)(void *stream, void *va, unsigned long size,
 /*
  * fakecuda_set(knob, value): "capacity" (device bytes, default 64 GiB),
  * "other_used" (bytes held by others), "lazy_free" (released memory shows
- * free in cuMemGetInfo only after the next synchronisation),
+ * free in cuMemGetInfo only after the next synchronisation), "hold_free"
+ * (with lazy_free: never, as if someone else took it at once),
  * "pin_us_per_gib" (cuMemHostAlloc takes that long per GiB), "rdma_vmm"
  * (GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED), "numa_id" (HOST_NUMA_ID).
  * Returns 0, -1 for an unknown knob.
