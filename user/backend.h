@@ -22,6 +22,15 @@ struct gs_backend {
 	void (*unreserve)(struct gs_backend *b, void *va, size_t size);
 	/* back [va, va+size) with fresh memory, accessible: create+map+access */
 	int (*map)(struct gs_backend *b, void *va, size_t size, void **handle);
+	/*
+	 * Optional: the same without clearing the memory (its contents are
+	 * undefined), for memory about to be overwritten (a restore) or whose
+	 * contents nobody was promised (a new chunk, like cudaMalloc): no
+	 * memset and no stream synchronisation, which are also not allowed
+	 * while a CUDA graph is being captured.
+	 */
+	int (*map_nozero)(struct gs_backend *b, void *va, size_t size,
+			  void **handle);
 	/* drop the backing memory of [va, va+size); the range stays reserved */
 	int (*unmap)(struct gs_backend *b, void *va, size_t size, void *handle);
 	/* staging memory for backup (pinned on CUDA), allocated once, reused */

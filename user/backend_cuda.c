@@ -294,8 +294,8 @@ static void cuda_unreserve(struct gs_backend *b, void *va, size_t size)
 		cu_fail(&cb->api, rc, "cuMemAddressFree");
 }
 
-static int cuda_map(struct gs_backend *b, void *va, size_t size,
-		    void **handle)
+static int cuda_map_common(struct gs_backend *b, void *va, size_t size,
+			   void **handle, bool zero)
 {
 	struct cuda_backend *cb = cb_of(b);
 	uintptr_t ptr = (uintptr_t)va;
@@ -341,6 +341,8 @@ static int cuda_map(struct gs_backend *b, void *va, size_t size,
 	 * fresh memory reads as zeros. Zero it on our stream and wait, so
 	 * the engine's streams never see the memory before it is cleared.
 	 */
+	if (!zero)
+		goto done;
 	rc = cb->api.MemsetD32Async(ptr, 0, size / 4, cb->stream);
 	if (rc != CUDA_SUCCESS) {
 		ret = cu_fail(&cb->api, rc, "cuMemsetD32Async");
@@ -351,6 +353,7 @@ static int cuda_map(struct gs_backend *b, void *va, size_t size,
 		ret = cu_fail(&cb->api, rc, "cuStreamSynchronize (zeroing)");
 		goto err_unmap;
 	}
+done:
 	hs->mapped = true;
 	*handle = hs;
 	return 0;
@@ -366,6 +369,18 @@ err_release:
 err_free:
 	free(hs);
 	return ret;
+}
+
+static int cuda_map(struct gs_backend *b, void *va, size_t size,
+		    void **handle)
+{
+	return cuda_map_common(b, va, size, handle, true);
+}
+
+static int cuda_map_nozero(struct gs_backend *b, void *va, size_t size,
+			   void **handle)
+{
+	return cuda_map_common(b, va, size, handle, false);
 }
 
 /*
@@ -755,6 +770,7 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 		.reserve = cuda_reserve,
 		.unreserve = cuda_unreserve,
 		.map = cuda_map,
+		.map_nozero = cuda_map_nozero,
 		.unmap = cuda_unmap,
 		.host_alloc = cuda_host_alloc,
 		.host_free = cuda_host_free,

@@ -306,6 +306,16 @@ int gs_mm_pin_staging(struct gs_mm *mm, uint32_t tag, uint64_t max_bytes,
 	return ret;
 }
 
+/* map c; zero = it must read as zeros (else its contents are undefined) */
+static int chunk_map(struct gs_mm *mm, struct chunk *c, bool zero)
+{
+	struct gs_backend *b = mm->b;
+
+	if (!zero && b->map_nozero)
+		return b->map_nozero(b, c->va, c->size, &c->handle);
+	return b->map(b, c->va, c->size, &c->handle);
+}
+
 static int chunk_new(struct gs_mm *mm, struct tag *t, size_t need,
 		     struct chunk **out)
 {
@@ -337,7 +347,8 @@ static int chunk_new(struct gs_mm *mm, struct tag *t, size_t need,
 	ret = b->reserve(b, size, (void **)&c->va);
 	if (ret)
 		goto err_free;
-	ret = b->map(b, c->va, size, &c->handle);
+	/* no contents promised (as cudaMalloc): no memset, no sync */
+	ret = chunk_map(mm, c, false);
 	if (ret)
 		goto err_unreserve;
 	c->mapped = true;
@@ -629,7 +640,7 @@ static int chunk_bring_back(struct gs_mm *mm, struct chunk *c)
 	int ret;
 
 	if (!c->mapped) {
-		ret = b->map(b, c->va, c->size, &c->handle);
+		ret = chunk_map(mm, c, !c->saved);
 		if (ret)
 			return ret;
 		c->mapped = true;
@@ -821,7 +832,8 @@ int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 	for (c = t->chunks; c; c = c->next) {
 		if (c->mapped)
 			continue;
-		ret = b->map(b, c->va, c->size, &c->handle);
+		/* DISCARD: zeros; a backup about to be restored: no memset */
+		ret = chunk_map(mm, c, !c->saved);
 		if (ret)
 			goto undo;
 		c->mapped = true;

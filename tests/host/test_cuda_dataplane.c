@@ -599,4 +599,39 @@ TEST_F(dp, failed_restore_leaves_nothing_queued)
 	EXPECT_TRUE(all_u32(b, 20 * MiB, 0x32));
 }
 
+/*
+ * A new chunk is not cleared (nothing promised it, as for cudaMalloc): no
+ * memset and no stream synchronisation, neither allowed while a CUDA graph
+ * is captured (the caching allocator may call us then). A resumed DISCARD
+ * tag is cleared; a resumed BACKUP tag is only restored.
+ */
+TEST_F(dp, new_chunks_and_restores_are_not_cleared)
+{
+	long memsets, syncs;
+	void *w, *kv;
+	uint64_t bytes;
+
+	NEED_MM();
+	memsets = self->calls("cuMemsetD32Async");
+	syncs = self->calls("cuStreamSynchronize") + self->calls("cuCtxSynchronize");
+	w = gs_mm_alloc(self->mm, W, 10 * MiB);
+	kv = gs_mm_alloc(self->mm, KV, 10 * MiB);
+	ASSERT_NE(NULL, w);
+	ASSERT_NE(NULL, kv);
+	EXPECT_EQ(memsets, self->calls("cuMemsetD32Async"));
+	EXPECT_EQ(syncs, self->calls("cuStreamSynchronize") +
+			 self->calls("cuCtxSynchronize"));
+	ASSERT_EQ(0, launch(self, w, 10 * MiB, 0x5eed, UNTIL_SYNC));
+	ASSERT_EQ(0, launch(self, kv, 10 * MiB, 0x5eed, UNTIL_SYNC));
+	ASSERT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+	ASSERT_EQ(0, gs_mm_pause(self->mm, KV, &bytes));
+	memsets = self->calls("cuMemsetD32Async");
+	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+	EXPECT_EQ(memsets, self->calls("cuMemsetD32Async"));
+	EXPECT_TRUE(all_u32(w, 10 * MiB, 0x5eed));
+	ASSERT_EQ(0, gs_mm_resume(self->mm, KV, &bytes));
+	EXPECT_LT(memsets, self->calls("cuMemsetD32Async"));
+	EXPECT_TRUE(all_u32(kv, 10 * MiB, 0));
+}
+
 TEST_HARNESS_MAIN
