@@ -23,7 +23,8 @@ TESTS = ["import gpusleep loads no library",
          "engine callback answers",
          "memory manager on the host backend: views, backup, discard",
          "no /dev/gpusleep: Controller raises, adapter disabled",
-         "make python-install DESTDIR: import gpusleep from the stage"]
+         "make python-install DESTDIR: import gpusleep from the stage",
+         "adapter in local mode: regions, pause/resume, verified free"]
 
 
 def lazy_import():
@@ -155,12 +156,80 @@ def install():
         check("build/lib/libgpusleep.so" in out[2], out[2])
 
 
+LOCAL = r"""
+import ctypes, os, sys, threading
+os.environ["GPUSLEEP_BACKEND"] = "host"
+os.environ["GPUSLEEP_TMS_LOCAL"] = "1"
+sys.path.insert(0, sys.argv[1])
+import gpusleep.torch_memory_saver as m
+from gpusleep import _lib
+tms = m.torch_memory_saver
+L = _lib.lib()
+SIZE = 8 << 20
+assert tms.enabled and tms.local, "local mode"
+tms.hook_mode = "torch"
+with m.configure_subprocess():
+    pass
+# the tag is per thread: a region here does not move another thread
+other = {}
+def alloc_other():
+    other["p"] = L.gpusleep_malloc(4096, 0, None)
+with tms.region(tag="weights", enable_cpu_backup=True):
+    w = L.gpusleep_malloc(SIZE, 0, None)
+with tms.region(tag="kv_cache"):
+    k = L.gpusleep_malloc(SIZE, 0, None)
+    th = threading.Thread(target=alloc_other)
+    th.start(); th.join()
+    with tms.region(tag="cuda_graph"):          # alias: weights
+        g = L.gpusleep_malloc(4096, 0, None)
+mm = L.gpusleep_mm()
+assert L.gs_mm_tag_of(mm, w) == 1 and L.gs_mm_tag_of(mm, g) == 1
+assert L.gs_mm_tag_of(mm, k) == 2 and L.gs_mm_tag_of(mm, other["p"]) == 1
+# a later region asking no backup does not drop the weights' backup
+with tms.region(tag="weights", enable_cpu_backup=False):
+    pass
+wv = (ctypes.c_ubyte * SIZE).from_address(w)
+kv = (ctypes.c_ubyte * SIZE).from_address(k)
+pat = bytes(range(251)) * (SIZE // 251) + bytes(SIZE % 251)
+ctypes.memmove(w, pat, SIZE)
+ctypes.memset(k, 0xcd, SIZE)
+r = tms.pause()
+assert set(r) == {"weights", "kv_cache"}, r
+for t in r:
+    assert r[t]["status"] == 0 and r[t]["bytes"] >= SIZE, r
+    assert r[t]["measured"], r
+    # the host backend's "device memory" is the process's RSS
+    assert r[t]["freed_bytes"] >= SIZE // 2, r
+assert tms.pause("weights")["weights"]["status"] == -114    # EALREADY
+r = tms.resume("weights")
+assert r["weights"]["bytes"] >= SIZE, r
+assert bytes(wv) == pat, "weights identical"
+tms.resume()
+assert bytes(kv) == bytes(SIZE), "KV zero"
+try:
+    with tms.region(tag="bogus"):
+        pass
+    raise AssertionError("bogus tag accepted")
+except m.errors.InvalidRequest:
+    pass
+print("ok")
+"""
+
+
+def local_mode():
+    out = subprocess.run([sys.executable, "-B", "-c", LOCAL,
+                          os.path.join(REPO, "user", "python")],
+                         capture_output=True, text=True, timeout=120)
+    check(out.returncode == 0 and out.stdout.strip() == "ok",
+          out.stdout + out.stderr)
+
+
 def main():
     tap = Tap(TESTS)
     tap.run(TESTS[0], lazy_import)
     tap.run(TESTS[1], check_layouts)
     for name, fn in zip(TESTS[2:], [tags, exceptions, answers, memory,
-                                    no_device, install]):
+                                    no_device, install, local_mode]):
         tap.run(name, fn)
     tap.done()
 

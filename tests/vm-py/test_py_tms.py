@@ -47,11 +47,14 @@ def view(addr):
 def enabled():
     check(tms.enabled and tms_module.enabled, "enabled")
     with raises_ctx(gpusleep.InvalidRequest):
-        with tms.region(tag="cuda_graph"):
+        with tms.region(tag="bogus"):
             pass
-    tms.tag_aliases["cuda_graph"] = "kv_cache"
-    check(tms._tag("cuda_graph") == "kv_cache", "alias")
-    del tms.tag_aliases["cuda_graph"]
+    # SGLang's graph tag and TMS's default tag live with the weights
+    check(tms._tag("cuda_graph") == "weights", "cuda_graph alias")
+    check(tms._tag("default") == "weights", "default alias")
+    tms.tag_aliases["graph2"] = "kv_cache"
+    check(tms._tag("graph2") == "kv_cache", "alias")
+    del tms.tag_aliases["graph2"]
 
 
 class raises_ctx:

@@ -353,9 +353,14 @@ int gs_agent_last_result(struct gs_agent *a, uint32_t tag,
 /* ------------------------------------------------------------------ */
 /* PyTorch pluggable allocator (docs/pytorch.md)                       */
 
+/* Allocates in the calling thread's tag (gpusleep_set_tag). */
 void *gpusleep_malloc(ssize_t size, int device, void *stream);
+/* Allocate in one tag, whatever the thread: one MemPool per tag. */
+void *gpusleep_malloc_weights(ssize_t size, int device, void *stream);
+void *gpusleep_malloc_kv_cache(ssize_t size, int device, void *stream);
 void gpusleep_free(void *ptr, ssize_t size, int device, void *stream);
-/* "weights" or "kv_cache": the tag of later allocations (process-wide). */
+/* "weights" or "kv_cache": the tag of the calling thread's later
+ * gpusleep_malloc() allocations ("weights" until set). */
 int gpusleep_set_tag(const char *tag);
 /* The process's memory manager, NULL before the first allocation. */
 struct gs_mm *gpusleep_mm(void);
