@@ -730,7 +730,10 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 	if (ret)
 		goto out;
 	if (t->policy == GS_MM_BACKUP && t->chunks) {
+		uint64_t c0 = now_ns();
+
 		ret = tag_backup(mm, t);
+		res->copy_ns = now_ns() - c0;
 		if (ret)
 			goto out;	/* nothing unmapped: state unchanged */
 	}
@@ -816,7 +819,7 @@ int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 	int i = tag_index(tag);
 	struct tag *t;
 	struct chunk *c;
-	uint64_t start = now_ns(), done = 0;
+	uint64_t start = now_ns(), done = 0, copy0;
 	int ret = 0;
 
 	memset(res, 0, sizeof(*res));
@@ -840,6 +843,7 @@ int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 		c->fresh = true;
 		done += c->size;
 	}
+	copy0 = now_ns();
 	for (c = t->chunks; c; c = c->next) {
 		if (!c->saved)
 			continue;
@@ -848,6 +852,7 @@ int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 			goto undo;
 	}
 	ret = b->sync(b);
+	res->copy_ns = now_ns() - copy0;
 	if (ret)
 		goto undo;
 	for (c = t->chunks; c; c = c->next) {

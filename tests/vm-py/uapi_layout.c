@@ -136,6 +136,7 @@ int main(void)
 	F(gs_mm_result, free_before);
 	F(gs_mm_result, free_after);
 	F(gs_mm_result, duration_ns);
+	F(gs_mm_result, copy_ns);
 	S(gs_mm_result);
 	F(gs_agent_result, op_id);
 	F(gs_agent_result, type);

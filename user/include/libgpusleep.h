@@ -237,6 +237,8 @@ struct gs_mm_result {
 	uint64_t free_before;	/* cuMemGetInfo free, before and after */
 	uint64_t free_after;
 	uint64_t duration_ns;
+	uint64_t copy_ns;	/* of which backup (pause) / restore (resume)
+				 * copies, queued to synchronised */
 };
 #define GS_MM_RES_MEASURED	(1U << 0)	/* freed_bytes was measured */
 #define GS_MM_RES_SHORTFALL	(1U << 1)	/* freed_bytes < bytes */

@@ -193,7 +193,8 @@ class gs_mm_result(ctypes.Structure):
     _fields_ = [("status", ctypes.c_int32), ("flags", u32), ("bytes", u64),
                 ("unmapped_bytes", u64), ("lost_bytes", u64),
                 ("freed_bytes", u64), ("free_before", u64),
-                ("free_after", u64), ("duration_ns", u64)]
+                ("free_after", u64), ("duration_ns", u64),
+                ("copy_ns", u64)]
 
 
 class gs_agent_result(ctypes.Structure):
