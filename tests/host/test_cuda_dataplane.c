@@ -30,6 +30,9 @@
 #include "libgpusleep.h"
 #include "fake_libcuda.h"
 
+/* CUresult, without cuda.h (built with or without it) */
+typedef int CUresult_t;
+
 #ifndef FAKECUDA_LIB
 #define FAKECUDA_LIB "build/tests/host/fakecuda/libcuda.so.1"
 #endif
@@ -632,6 +635,92 @@ TEST_F(dp, new_chunks_and_restores_are_not_cleared)
 	ASSERT_EQ(0, gs_mm_resume(self->mm, KV, &bytes));
 	EXPECT_LT(memsets, self->calls("cuMemsetD32Async"));
 	EXPECT_TRUE(all_u32(kv, 10 * MiB, 0));
+}
+
+/*
+ * The stand-in itself: a device-to-host copy ordered after the engine's
+ * kernel with an event (cuStreamWaitEvent) is no race and sees the
+ * kernel's result; one not ordered is a race; cuEventSynchronize and
+ * cuCtxSynchronize finish the work; launching on unmapped memory is a
+ * sticky fault that every later call answers.
+ */
+typedef CUresult_t (*ev_create_fn)(void **ev, unsigned int flags);
+typedef CUresult_t (*ev_record_fn)(void *ev, void *stream);
+typedef CUresult_t (*ev_sync_fn)(void *ev);
+typedef CUresult_t (*ev_destroy_fn)(void *ev);
+typedef CUresult_t (*wait_fn)(void *stream, void *ev, unsigned int flags);
+typedef CUresult_t (*stream_create_fn)(void **s, unsigned int flags);
+typedef CUresult_t (*stream_sync_fn)(void *s);
+typedef CUresult_t (*stream_destroy_fn)(void *s);
+typedef CUresult_t (*d2h_fn)(void *dst, uintptr_t src, size_t n, void *s);
+typedef CUresult_t (*host_alloc_fn)(void **p, size_t n, unsigned int fl);
+typedef CUresult_t (*free_host_fn)(void *p);
+typedef CUresult_t (*ctx_sync_fn)(void);
+
+TEST_F(dp, stand_in_orders_copies_by_events_and_faults_stick)
+{
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	ev_create_fn ev_create = (ev_create_fn)dlsym(lib, "cuEventCreate");
+	ev_record_fn ev_record = (ev_record_fn)dlsym(lib, "cuEventRecord");
+	ev_sync_fn ev_sync = (ev_sync_fn)dlsym(lib, "cuEventSynchronize");
+	ev_destroy_fn ev_destroy = (ev_destroy_fn)dlsym(lib, "cuEventDestroy_v2");
+	wait_fn wait = (wait_fn)dlsym(lib, "cuStreamWaitEvent");
+	stream_create_fn s_create = (stream_create_fn)dlsym(lib, "cuStreamCreate");
+	stream_sync_fn s_sync = (stream_sync_fn)dlsym(lib, "cuStreamSynchronize");
+	stream_destroy_fn s_destroy = (stream_destroy_fn)dlsym(lib, "cuStreamDestroy_v2");
+	d2h_fn d2h = (d2h_fn)dlsym(lib, "cuMemcpyDtoHAsync_v2");
+	host_alloc_fn host_alloc = (host_alloc_fn)dlsym(lib, "cuMemHostAlloc");
+	free_host_fn free_host = (free_host_fn)dlsym(lib, "cuMemFreeHost");
+	ctx_sync_fn ctx_sync = (ctx_sync_fn)dlsym(lib, "cuCtxSynchronize");
+	void *w, *host, *ev, *copy;
+	struct fakecuda_stats st;
+	uint64_t bytes;
+
+	NEED_MM();
+	ASSERT_NE(NULL, ev_create);
+	ASSERT_NE(NULL, wait);
+	ASSERT_NE(NULL, ctx_sync);
+	w = gs_mm_alloc(self->mm, KV, 2 * MiB);
+	ASSERT_NE(NULL, w);
+	ASSERT_EQ(0, host_alloc(&host, 2 * MiB, 0));
+	ASSERT_EQ(0, s_create(&copy, 1));
+	ASSERT_EQ(0, ev_create(&ev, 0));
+
+	/* ordered by an event: no race, and the copy sees the kernel's data */
+	ASSERT_EQ(0, self->launch(self->engine, w, 2 * MiB, 0x42, UNTIL_SYNC));
+	ASSERT_EQ(0, ev_record(ev, self->engine));
+	ASSERT_EQ(0, wait(copy, ev, 0));
+	ASSERT_EQ(0, d2h(host, (uintptr_t)w, 2 * MiB, copy));
+	ASSERT_EQ(0, s_sync(copy));
+	EXPECT_EQ(0, stats(self).races);
+	EXPECT_EQ(0, stats(self).kernels);	/* ran first */
+	EXPECT_TRUE(all_u32(host, 2 * MiB, 0x42));
+
+	/* not ordered: a race */
+	ASSERT_EQ(0, self->launch(self->engine, w, 2 * MiB, 0x43, UNTIL_SYNC));
+	EXPECT_EQ(0, d2h(host, (uintptr_t)w, 2 * MiB, copy));
+	EXPECT_EQ(1, stats(self).races);
+	ASSERT_EQ(0, s_sync(copy));
+	/* cuEventSynchronize on the engine's stream finishes its kernel */
+	ASSERT_EQ(0, ev_record(ev, self->engine));
+	ASSERT_EQ(0, ev_sync(ev));
+	EXPECT_EQ(0, stats(self).kernels);
+	EXPECT_TRUE(all_u32(w, 2 * MiB, 0x43));
+	ASSERT_EQ(0, ev_destroy(ev));
+	ASSERT_EQ(0, s_destroy(copy));
+	ASSERT_EQ(0, free_host(host));
+
+	/* a kernel launched on unmapped memory: sticky ILLEGAL_ADDRESS */
+	ASSERT_EQ(0, gs_mm_pause(self->mm, KV, &bytes));
+	EXPECT_EQ(-1, self->launch(self->engine, w, 2 * MiB, 1, UNTIL_SYNC));
+	st = stats(self);
+	EXPECT_EQ(700, st.sticky);	/* CUDA_ERROR_ILLEGAL_ADDRESS */
+	EXPECT_EQ(700, ctx_sync());
+	EXPECT_EQ(-EIO, gs_mm_resume(self->mm, KV, &bytes));
+	/* the teardown would count the fault: this test wanted it */
+	gs_mm_destroy(self->mm);
+	self->mm = NULL;
+	_exit(_metadata->passed ? 0 : 1);
 }
 
 TEST_HARNESS_MAIN
