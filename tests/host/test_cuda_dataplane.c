@@ -723,4 +723,59 @@ TEST_F(dp, stand_in_orders_copies_by_events_and_faults_stick)
 	_exit(_metadata->passed ? 0 : 1);
 }
 
+/*
+ * The agent on its own thread, as in an engine: the engine's last kernels
+ * end by themselves a little after the pause arrives; the answer comes
+ * after them, with the kernels' data in the backup.
+ */
+TEST_F(dp, agent_thread_pauses_after_kernels_that_end_later)
+{
+	struct gs_agent_result r;
+	void *w;
+
+	NEED_MM();
+	agent_up(_metadata, self);
+	w = gs_mm_alloc(self->mm, W, 8 * MiB);
+	ASSERT_NE(NULL, w);
+	ASSERT_EQ(0, gs_agent_start(self->a));
+	for (int i = 0; i < 8; i++)
+		ASSERT_EQ(0, launch(self, w, 8 * MiB, 0x100 + i,
+				    10000 * (i + 1)));
+	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG, W, 1));
+	ASSERT_EQ(0, send_ev(self->sv[1], 2, GPUSLEEP_EV_RESUME_TAG, W, 1));
+	memset(&r, 0, sizeof(r));
+	for (int i = 0; i < 2000; i++) {
+		if (!gs_agent_last_result(self->a, W, &r) && r.op_id == 2)
+			break;
+		usleep(5000);
+	}
+	ASSERT_EQ(0, gs_agent_stop(self->a));
+	ASSERT_EQ(2, nrec);
+	EXPECT_EQ(0, rec[0].status);
+	EXPECT_EQ(16 * MiB, rec[0].bytes);
+	EXPECT_EQ(0, rec[1].status);
+	EXPECT_TRUE(all_u32(w, 8 * MiB, 0x107));
+	ASSERT_EQ(0, stats(self).sticky);
+}
+
+/* Out of device memory: NULL and ENOMEM, nothing half made. */
+TEST_F(dp, out_of_device_memory_is_enomem)
+{
+	struct fakecuda_stats before, after;
+	void *p;
+
+	NEED_MM();
+	ASSERT_EQ(0, self->set("capacity", 64 * MiB));
+	p = gs_mm_alloc(self->mm, KV, 40 * MiB);
+	ASSERT_NE(NULL, p);
+	before = stats(self);
+	errno = 0;
+	EXPECT_EQ(NULL, gs_mm_alloc(self->mm, KV, 40 * MiB));
+	EXPECT_EQ(ENOMEM, errno);
+	after = stats(self);
+	EXPECT_EQ(before.reservations, after.reservations);
+	EXPECT_EQ(before.handles, after.handles);
+	EXPECT_EQ(0, gs_mm_free(self->mm, p));
+}
+
 TEST_HARNESS_MAIN
