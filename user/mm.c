@@ -250,6 +250,9 @@ int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 		mm->tags[i].policy = p;
 		mm->tags[i].first_chunk = cs;
 		mm->tags[i].next_chunk = cs;
+		if (p == GS_MM_DISCARD)	/* awake: no chunk needs its staging */
+			for (struct chunk *c = mm->tags[i].chunks; c; c = c->next)
+				chunk_unpin(mm, c);
 		tag_pin_ahead(mm, &mm->tags[i]);
 	}
 	pthread_mutex_unlock(&mm->lock);

@@ -537,6 +537,12 @@ TEST_F(dp, staging_freed_after_resume_when_asked)
 	EXPECT_EQ(1, stats(self).host_allocs);
 	ASSERT_EQ(0, gs_mm_set_staging(self->mm, W, GS_MM_STAGING_LAZY));
 	EXPECT_EQ(-EINVAL, gs_mm_set_staging(self->mm, W, 1U << 7));
+	/* a tag that is no longer backed up keeps no pinned memory */
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, W, GS_MM_DISCARD, 0));
+	EXPECT_EQ(0, stats(self).host_allocs);
+	ASSERT_EQ(0, gs_mm_set_staging(self->mm, W, 0));
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, W, GS_MM_BACKUP, 0));
+	EXPECT_EQ(1, stats(self).host_allocs);	/* pinned ahead again */
 }
 
 /* Defect 5: gpuDirectRDMACapable where the device supports it with VMM. */
