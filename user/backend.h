@@ -49,6 +49,13 @@ struct gs_backend {
 	 * (cuMemGetInfo; host: memory not held by this process).
 	 */
 	int (*fence)(struct gs_backend *b);
+	/*
+	 * Optional: wait only for the work queued so far on the given streams
+	 * (CUstream on CUDA: an event recorded on each, then waited for), for
+	 * engines that declare their streams instead of the whole context.
+	 */
+	int (*fence_streams)(struct gs_backend *b, void *const *streams,
+			     unsigned int n);
 	int (*mem_info)(struct gs_backend *b, uint64_t *free_b, uint64_t *total);
 	void (*destroy)(struct gs_backend *b);
 };

@@ -104,6 +104,10 @@ struct cuda_api {
 	CUresult (*MemGetInfo)(size_t *free_b, size_t *total);
 	CUresult (*DeviceGetAttribute)(int *pi, CUdevice_attribute attrib,
 			CUdevice dev);
+	CUresult (*EventCreate)(CUevent *ev, unsigned int flags);
+	CUresult (*EventRecord)(CUevent ev, CUstream stream);
+	CUresult (*EventSynchronize)(CUevent ev);
+	CUresult (*EventDestroy)(CUevent ev);
 };
 
 /* base name for cuGetProcAddress, exported name for dlsym */
@@ -149,6 +153,10 @@ static const struct {
 	SYM(MemGetInfo, "cuMemGetInfo", "cuMemGetInfo_v2", false),
 	SYM(DeviceGetAttribute, "cuDeviceGetAttribute", "cuDeviceGetAttribute",
 	    false),
+	SYM(EventCreate, "cuEventCreate", "cuEventCreate", false),
+	SYM(EventRecord, "cuEventRecord", "cuEventRecord", false),
+	SYM(EventSynchronize, "cuEventSynchronize", "cuEventSynchronize", false),
+	SYM(EventDestroy, "cuEventDestroy", "cuEventDestroy_v2", false),
 #undef SYM
 };
 
@@ -558,6 +566,41 @@ static int cuda_fence(struct gs_backend *b)
 	return 0;
 }
 
+/*
+ * Wait for what is queued so far on the engine's declared streams: one
+ * event recorded on each, then waited for. Work queued later, or on other
+ * streams, is not waited for.
+ */
+static int cuda_fence_streams(struct gs_backend *b, void *const *streams,
+			      unsigned int n)
+{
+	struct cuda_backend *cb = cb_of(b);
+	CUevent ev = NULL;
+	CUresult rc;
+	int ret;
+
+	ret = use_ctx(cb);
+	if (ret)
+		return ret;
+	rc = cb->api.EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+	if (rc != CUDA_SUCCESS)
+		return cu_fail(&cb->api, rc, "cuEventCreate");
+	for (unsigned int i = 0; i < n && !ret; i++) {
+		rc = cb->api.EventRecord(ev, (CUstream)streams[i]);
+		if (rc != CUDA_SUCCESS) {
+			ret = cu_fail(&cb->api, rc, "cuEventRecord (fence)");
+			break;
+		}
+		rc = cb->api.EventSynchronize(ev);
+		if (rc != CUDA_SUCCESS)
+			ret = cu_fail(&cb->api, rc, "cuEventSynchronize (fence)");
+	}
+	rc = cb->api.EventDestroy(ev);
+	if (rc != CUDA_SUCCESS)
+		cu_fail(&cb->api, rc, "cuEventDestroy");
+	return ret;
+}
+
 static int cuda_mem_info(struct gs_backend *b, uint64_t *free_b,
 			 uint64_t *total)
 {
@@ -778,6 +821,7 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 		.restore = cuda_restore,
 		.sync = cuda_sync,
 		.fence = cuda_fence,
+		.fence_streams = cuda_fence_streams,
 		.mem_info = cuda_mem_info,
 		.destroy = cuda_destroy,
 	};

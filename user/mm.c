@@ -88,6 +88,8 @@ struct tag {
 struct gs_mm {
 	struct gs_backend *b;
 	size_t gran;
+	void **fence_streams;	/* declared engine streams; none: context */
+	unsigned int nfence;
 	pthread_mutex_t lock;
 	struct tag tags[GPUSLEEP_NR_TAGS];
 };
@@ -192,7 +194,31 @@ static void chunk_destroy(struct gs_mm *mm, struct chunk *c)
 /* Wait for all GPU work of the context (the engine's too). */
 static int mm_fence(struct gs_mm *mm)
 {
+	if (mm->nfence && mm->b->fence_streams)
+		return mm->b->fence_streams(mm->b, mm->fence_streams,
+					    mm->nfence);
 	return mm->b->fence ? mm->b->fence(mm->b) : 0;
+}
+
+int gs_mm_set_fence_streams(struct gs_mm *mm, void *const *streams,
+			    unsigned int n)
+{
+	void **copy = NULL;
+
+	if (n && !streams)
+		return -EINVAL;
+	if (n) {
+		copy = calloc(n, sizeof(*copy));
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, streams, n * sizeof(*copy));
+	}
+	pthread_mutex_lock(&mm->lock);
+	free(mm->fence_streams);
+	mm->fence_streams = copy;
+	mm->nfence = n;
+	pthread_mutex_unlock(&mm->lock);
+	return 0;
 }
 
 void gs_mm_destroy(struct gs_mm *mm)
@@ -212,6 +238,7 @@ void gs_mm_destroy(struct gs_mm *mm)
 	}
 	mm->b->destroy(mm->b);
 	pthread_mutex_destroy(&mm->lock);
+	free(mm->fence_streams);
 	free(mm);
 }
 

@@ -784,4 +784,43 @@ TEST_F(dp, out_of_device_memory_is_enomem)
 	EXPECT_EQ(0, gs_mm_free(self->mm, p));
 }
 
+/*
+ * Declared streams: the pause waits for the engine's declared stream (an
+ * event recorded and waited for), not for the whole context: work of an
+ * undeclared stream on other memory stays queued.
+ */
+TEST_F(dp, pause_waits_for_declared_streams_only)
+{
+	fakecuda_engine_stream_fn es;
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	void *other, *w, *outside;
+	long ctx_syncs;
+	uint64_t bytes;
+
+	NEED_MM();
+	es = (fakecuda_engine_stream_fn)dlsym(lib, "fakecuda_engine_stream");
+	other = es();
+	ASSERT_NE(NULL, other);
+	ASSERT_EQ(0, gs_mm_set_fence_streams(self->mm, &self->engine, 1));
+	w = gs_mm_alloc(self->mm, W, 4 * MiB);
+	outside = gs_mm_alloc(self->mm, KV, 4 * MiB);	/* not paused here */
+	ASSERT_NE(NULL, w);
+	ASSERT_NE(NULL, outside);
+	ASSERT_EQ(0, launch(self, w, 4 * MiB, 0x77, UNTIL_SYNC));
+	ASSERT_EQ(0, self->launch(other, outside, 4 * MiB, 1, UNTIL_SYNC));
+	ctx_syncs = self->calls("cuCtxSynchronize");
+	ASSERT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+	EXPECT_EQ(ctx_syncs, self->calls("cuCtxSynchronize"));
+	EXPECT_EQ(1, stats(self).kernels);	/* the other stream's */
+	EXPECT_EQ(0, stats(self).races);
+	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+	EXPECT_TRUE(all_u32(w, 4 * MiB, 0x77));
+	/* back to the whole context */
+	ASSERT_EQ(0, gs_mm_set_fence_streams(self->mm, NULL, 0));
+	EXPECT_EQ(-EINVAL, gs_mm_set_fence_streams(self->mm, NULL, 2));
+	ASSERT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+	EXPECT_EQ(0, stats(self).kernels);
+	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+}
+
 TEST_HARNESS_MAIN

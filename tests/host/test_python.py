@@ -111,6 +111,14 @@ def memory():
     check(bytes(w.as_ctypes()[:4]) == pat[:4], "ctypes view")
     e = raises(OSError, mm.resume, "weights")
     check(e.errno == errno.EALREADY, str(e))
+    mm.set_fence_streams([0x1234])	# the host backend has none to wait for
+    r = mm.pause_ex("kv_cache")
+    check(r["status"] == 0 and r["bytes"] >= 1 << 20 and r["measured"],
+          repr(r))
+    check(mm.resume_ex("kv_cache")["bytes"] >= 1 << 20, "resume_ex")
+    mm.set_fence_streams()
+    check(mm.trim() == 0, "nothing empty to trim")
+    mm.set_staging("weights", free_after_resume=True)
     mm.free(w)
     mm.free(k)
     mm.close()

@@ -247,6 +247,17 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res);
 int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res);
 
 /*
+ * What a pause waits for before its first copy and its first unmap: by
+ * default (n = 0) all GPU work of the context (cuCtxSynchronize); or only
+ * the work queued so far on the engine's own streams (CUstream values, an
+ * event recorded on each and waited for), when other streams of the
+ * process must not be waited for. The engine must then declare every
+ * stream that touches the tags' memory.
+ */
+int gs_mm_set_fence_streams(struct gs_mm *mm, void *const *streams,
+			    unsigned int n);
+
+/*
  * Give the empty chunks of tags (0 = all) back to the backend, after
  * waiting for the GPU's work (a free never unmaps: kernels may still use
  * the memory; empty chunks are a cache until a pause or this call).

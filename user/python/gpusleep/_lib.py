@@ -280,6 +280,7 @@ PROTOTYPES = {
     "gs_mm_pause_ex": (c_int, [c_void_p, u32, P(gs_mm_result)]),
     "gs_mm_resume_ex": (c_int, [c_void_p, u32, P(gs_mm_result)]),
     "gs_mm_trim": (c_int, [c_void_p, u32, P(u64)]),
+    "gs_mm_set_fence_streams": (c_int, [c_void_p, P(c_void_p), c_uint]),
     "gs_mm_set_staging": (c_int, [c_void_p, u32, c_uint]),
     "gs_mm_pin_staging": (c_int, [c_void_p, u32, u64, P(u64)]),
     # agent

@@ -175,6 +175,15 @@ class MemoryManager:
                    "trim")
         return n.value
 
+    def set_fence_streams(self, streams=()):
+        """What a pause waits for before copying and unmapping: () = all
+        GPU work of the context (default); else only the work queued on
+        these CUDA streams (ints: cudaStream_t, e.g.
+        torch.cuda.current_stream().cuda_stream)."""
+        arr = (ctypes.c_void_p * max(len(streams), 1))(*streams)
+        _lib.check(_lib.lib().gs_mm_set_fence_streams(
+            self._mm, arr, len(streams)), "set_fence_streams")
+
     def set_staging(self, tag, lazy=False, free_after_resume=False):
         """Backup staging: pinned ahead (default) or at the pause (lazy);
         kept across cycles (default) or freed after each resume."""
