@@ -7,7 +7,8 @@
  *   map       mprotect READ|WRITE: the range reads as fresh zero pages
  *   unmap     madvise(MADV_DONTNEED) then mprotect PROT_NONE: the pages go
  *             back to the kernel (RSS falls), the addresses stay reserved
- *   backup    memcpy to a staging buffer (mmap'd, so freeing it returns it)
+ *   backup    memcpy to a staging buffer (mmap'd and populated, resident
+ *             as pinned memory is; freeing it returns it)
  */
 #include <errno.h>
 #include <stdint.h>
@@ -71,8 +72,9 @@ static int host_host_alloc(struct gs_backend *b, size_t size, void **host)
 	void *p;
 
 	(void)b;
+	/* resident from now on, as pinned memory is (MAP_POPULATE) */
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (p == MAP_FAILED)
 		return -errno;
 	*host = p;
