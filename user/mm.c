@@ -68,7 +68,6 @@ struct chunk {
 	bool mapped;
 	bool saved;
 	bool fresh;		/* mapped by the resume in progress */
-	bool unmapped_now;	/* unmapped by the pause in progress */
 	size_t used;
 	unsigned int nr_allocs;
 	struct block *blocks;
@@ -781,7 +780,6 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 			break;
 		}
 		c->mapped = false;
-		c->unmapped_now = true;
 		c->handle = NULL;
 		c->saved = t->policy == GS_MM_BACKUP && c->nr_allocs;
 		done += c->size;
@@ -802,16 +800,16 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 		for (c = t->chunks; c; c = c->next) {
 			if (c != failed && c->mapped)
 				continue;
-			if (!chunk_bring_back(mm, c) && c != failed &&
-			    t->policy == GS_MM_DISCARD && c->nr_allocs)
-				res->lost_bytes += c->size;	/* zeros now */
+			/* DISCARD: gone, whether it maps back (zeros) or not */
+			if (c != failed && t->policy == GS_MM_DISCARD &&
+			    c->nr_allocs)
+				res->lost_bytes += c->size;
+			chunk_bring_back(mm, c);
 			if (c == failed)
 				break;
 		}
 		if (t->policy == GS_MM_DISCARD)
 			t->lost = true;
-		for (c = t->chunks; c; c = c->next)
-			c->unmapped_now = false;
 		tag_update_paused(t);
 		res->bytes = 0;
 		res->unmapped_bytes = tag_unmapped_bytes(t);
@@ -819,8 +817,6 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 			res->flags |= GS_MM_RES_PARTIAL;
 		goto out;
 	}
-	for (c = t->chunks; c; c = c->next)
-		c->unmapped_now = false;
 	t->paused = t->chunks != NULL;
 	t->pauses++;
 	res->bytes = done;

@@ -823,4 +823,39 @@ TEST_F(dp, pause_waits_for_declared_streams_only)
 	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
 }
 
+/*
+ * A DISCARD pause whose rollback cannot map a chunk back: that chunk stays
+ * unmapped (answered with its bytes) and its contents count as lost.
+ */
+TEST_F(dp, discard_rollback_left_unmapped_is_lost_and_reported)
+{
+	struct gs_agent_result r;
+	void *a, *b;
+
+	NEED_MM();
+	agent_up(_metadata, self);
+	a = gs_mm_alloc(self->mm, KV, 10 * MiB);	/* chunk 1: 16 MiB */
+	b = gs_mm_alloc(self->mm, KV, 20 * MiB);	/* chunk 2: 32 MiB */
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	ASSERT_EQ(0, launch(self, b, 20 * MiB, 9, UNTIL_SYNC));
+	ASSERT_EQ(0, self->fail("cuMemUnmap", 2, 1, 999));
+	ASSERT_EQ(0, self->fail("cuMemCreate", 1, 1, 2));
+	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG, KV, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	EXPECT_NE(0, rec[0].status);
+	EXPECT_EQ(16 * MiB, rec[0].bytes);
+	ASSERT_EQ(0, gs_agent_last_result(self->a, KV, &r));
+	EXPECT_TRUE(r.mm.flags & GS_MM_RES_PARTIAL);
+	EXPECT_EQ(16 * MiB, r.mm.unmapped_bytes);
+	EXPECT_EQ(48 * MiB, r.mm.lost_bytes);
+	ASSERT_EQ(0, send_ev(self->sv[1], 2, GPUSLEEP_EV_RESUME_TAG, KV, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	EXPECT_EQ(0, rec[1].status);
+	EXPECT_EQ(16 * MiB, rec[1].bytes);
+	EXPECT_TRUE(all_u32(a, 10 * MiB, 0));
+	EXPECT_TRUE(all_u32(b, 20 * MiB, 9));	/* never unmapped */
+	ASSERT_EQ(0, stats(self).sticky);
+}
+
 TEST_HARNESS_MAIN
