@@ -7,6 +7,10 @@
  * fd and one on a stop eventfd. A multishot poll stays armed while its CQEs
  * carry IORING_CQE_F_MORE; one without it (overflow, cancel) means the poll
  * ended and is armed again. cqe->res is the poll mask, or -errno.
+ *
+ * Built where liburing is missing (GS_HAVE_URING 0: a GPU machine with
+ * only the toolkit, for the GPU check), the thread poll()s the same two
+ * fds instead; everything else is the same.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +22,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#ifndef GS_HAVE_URING
+#define GS_HAVE_URING 1
+#endif
+#if GS_HAVE_URING
 #include <liburing.h>
+#endif
 
 #include "libgpusleep.h"
 
@@ -36,7 +45,9 @@ struct gs_agent {
 	bool running;
 	pthread_t thread;
 	int stop_efd;
+#if GS_HAVE_URING
 	struct io_uring ring;
+#endif
 	int thread_ret;
 };
 
@@ -242,6 +253,7 @@ int gs_agent_dispatch(struct gs_agent *a)
 	}
 }
 
+#if GS_HAVE_URING
 static int arm(struct io_uring *ring, int fd, uint64_t ud)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
@@ -302,6 +314,44 @@ static void *agent_thread(void *p)
 	return NULL;
 }
 
+#else /* !GS_HAVE_URING */
+static void *agent_thread(void *p)
+{
+	struct gs_agent *a = p;
+	int ret = 0;
+
+	for (;;) {
+		struct pollfd pfd[2] = {
+			{ .fd = a->fd, .events = POLLIN },
+			{ .fd = a->stop_efd, .events = POLLIN },
+		};
+
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			ret = -errno;
+			break;
+		}
+		/* records first, even with POLLHUP: read() drains, then EOF */
+		if (pfd[0].revents) {
+			ret = gs_agent_dispatch(a);
+			if (ret == -EPIPE) {
+				ret = 0;	/* the domain died */
+				break;
+			}
+			if (ret < 0)
+				break;
+		}
+		if (pfd[1].revents) {
+			ret = 0;
+			break;
+		}
+	}
+	a->thread_ret = ret;
+	return NULL;
+}
+#endif
+
 int gs_agent_start(struct gs_agent *a)
 {
 	int ret;
@@ -311,6 +361,7 @@ int gs_agent_start(struct gs_agent *a)
 	a->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (a->stop_efd < 0)
 		return -errno;
+#if GS_HAVE_URING
 	ret = io_uring_queue_init(8, &a->ring, 0);
 	if (ret < 0)
 		goto err_efd;
@@ -319,6 +370,7 @@ int gs_agent_start(struct gs_agent *a)
 		ret = arm(&a->ring, a->fd, UD_AGENT);
 	if (ret)
 		goto err_ring;
+#endif
 	a->thread_ret = 0;
 	ret = -pthread_create(&a->thread, NULL, agent_thread, a);
 	if (ret)
@@ -327,8 +379,10 @@ int gs_agent_start(struct gs_agent *a)
 	return 0;
 
 err_ring:
+#if GS_HAVE_URING
 	io_uring_queue_exit(&a->ring);
 err_efd:
+#endif
 	close(a->stop_efd);
 	a->stop_efd = -1;
 	return ret;
@@ -346,7 +400,9 @@ int gs_agent_stop(struct gs_agent *a)
 			strerror(errno));
 	pthread_join(a->thread, NULL);
 	a->running = false;
+#if GS_HAVE_URING
 	io_uring_queue_exit(&a->ring);
+#endif
 	close(a->stop_efd);
 	a->stop_efd = -1;
 	return a->thread_ret;

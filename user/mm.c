@@ -829,8 +829,13 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 		res->flags |= GS_MM_RES_MEASURED;
 		res->freed_bytes = res->free_after > res->free_before ?
 				   res->free_after - res->free_before : 0;
-		/* less than 99% (other allocations meanwhile blur the rest) */
-		if (res->freed_bytes < done - done / 100)
+		/*
+		 * Short of 1% or 1 MiB, whichever is more: other allocations
+		 * meanwhile (host backend: the process's RSS) blur the rest.
+		 */
+		uint64_t slack = done / 100 > (1U << 20) ? done / 100 : 1U << 20;
+
+		if (res->freed_bytes + slack < done)
 			res->flags |= GS_MM_RES_SHORTFALL;
 	}
 out:

@@ -241,7 +241,8 @@ struct gs_mm_result {
 				 * copies, queued to synchronised */
 };
 #define GS_MM_RES_MEASURED	(1U << 0)	/* freed_bytes was measured */
-#define GS_MM_RES_SHORTFALL	(1U << 1)	/* freed_bytes < 99% of bytes */
+#define GS_MM_RES_SHORTFALL	(1U << 1)	/* freed_bytes short of bytes by
+						 * more than 1% or 1 MiB */
 #define GS_MM_RES_PARTIAL	(1U << 2)	/* failed, tag left partly unmapped */
 int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res);
 int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res);
