@@ -203,6 +203,19 @@ out:
 	return ret;
 }
 
+/* The last step the process's agent served for tag (its verified free,
+ * what stays unmapped, what was lost); -ENOENT without agent or step. */
+int gpusleep_agent_last_result(unsigned int tag, struct gs_agent_result *r)
+{
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&torch_lock);
+	if (torch_agent)
+		ret = gs_agent_last_result(torch_agent, tag, r);
+	pthread_mutex_unlock(&torch_lock);
+	return ret;
+}
+
 int gpusleep_agent_stop(void)
 {
 	int ret = -EINVAL;

@@ -57,6 +57,12 @@ TEST(torch_entry_points)
 	ASSERT_EQ(0, gs_mm_tag_info(gpusleep_mm(), GPUSLEEP_TAG_WEIGHTS, &info));
 	EXPECT_EQ(0, info.nr_allocs);
 	EXPECT_EQ(-EINVAL, gpusleep_agent_stop());
+	{
+		struct gs_agent_result r;
+
+		EXPECT_EQ(-ENOENT, gpusleep_agent_last_result(
+			GPUSLEEP_TAG_WEIGHTS, &r));	/* no agent */
+	}
 }
 
 struct tagged {

@@ -115,6 +115,12 @@ def pause_all():
     check(r.ok and r.tags == ["weights", "kv_cache"], repr(r))
     check(r.bytes["weights"] >= SIZE and r.bytes["kv_cache"] >= SIZE,
           repr(r.bytes))
+    # what the agent measured: the memory came free (host backend: RSS)
+    for t in ("weights", "kv_cache"):
+        lr = tms.last_result(t)
+        check(lr is not None and lr["mm"]["status"] == 0 and
+              lr["mm"]["measured"] and not lr["mm"]["shortfall"] and
+              lr["mm"]["bytes"] == r.bytes[t], repr(lr))
     ev = S["events"]
     check(ev[:2] == [("drain", ("weights", "kv_cache")), ("reset",)],
           repr(ev))

@@ -381,6 +381,8 @@ struct gs_mm *gpusleep_mm(void);
 /* Serve domain_id with that memory manager on an agent thread. */
 int gpusleep_agent_start(unsigned int domain_id);
 int gpusleep_agent_stop(void);
+/* That agent's last step for tag (gs_agent_last_result); -ENOENT if none. */
+int gpusleep_agent_last_result(unsigned int tag, struct gs_agent_result *r);
 
 #ifdef __cplusplus
 }

@@ -299,6 +299,7 @@ PROTOTYPES = {
     "gpusleep_mm": (c_void_p, []),
     "gpusleep_agent_start": (c_int, [c_uint]),
     "gpusleep_agent_stop": (c_int, []),
+    "gpusleep_agent_last_result": (c_int, [c_uint, P(gs_agent_result)]),
 }
 
 _here = os.path.dirname(os.path.abspath(__file__))

@@ -348,6 +348,21 @@ class TorchMemorySaver:
         self._ensure_agent()
         return eng.resume(self._tags(tag))
 
+    def last_result(self, tag):
+        """What the last release or resume of tag did to the memory, as
+        gpusleep.agent.result_dict (bytes, freed_bytes: what the driver
+        saw come free, unmapped_bytes, lost_bytes, ...) under 'mm', with
+        op_id and the COMPLETE answer; None if none yet. In local mode,
+        pause()/resume() return these directly."""
+        from .agent import result_dict
+        r = _lib.gs_agent_result()
+        ret = _lib.lib().gpusleep_agent_last_result(
+            _lib.tags_to_mask([self._tag(tag)]), ctypes.byref(r))
+        if ret < 0:
+            return None
+        return {"op_id": r.op_id, "type": r.type, "tag": r.tag,
+                "complete_ret": r.complete_ret, "mm": result_dict(r.mm)}
+
     def close(self):
         """Stop the agent thread and close the domain (tests)."""
         if self._agent:
