@@ -7,6 +7,10 @@
  * fd and one on a stop eventfd. A multishot poll stays armed while its CQEs
  * carry IORING_CQE_F_MORE; one without it (overflow, cancel) means the poll
  * ended and is armed again. cqe->res is the poll mask, or -errno.
+ *
+ * Built where liburing is missing (GS_HAVE_URING 0: a GPU machine with
+ * only the toolkit, for the GPU check), the thread poll()s the same two
+ * fds instead; everything else is the same.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +22,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#ifndef GS_HAVE_URING
+#define GS_HAVE_URING 1
+#endif
+#if GS_HAVE_URING
 #include <liburing.h>
+#endif
 
 #include "libgpusleep.h"
 
@@ -27,13 +36,18 @@ enum { UD_AGENT = 1, UD_STOP = 2 };
 struct gs_agent {
 	int fd;
 	struct gs_mm *mm;
-	pthread_mutex_t lock;		/* stats */
+	pthread_mutex_t lock;		/* stats, last, cb */
 	struct gs_agent_stats stats;
+	struct gs_agent_result last[GPUSLEEP_NR_TAGS];
+	gs_agent_result_fn cb;
+	void *cb_arg;
 	/* the thread */
 	bool running;
 	pthread_t thread;
 	int stop_efd;
+#if GS_HAVE_URING
 	struct io_uring ring;
+#endif
 	int thread_ret;
 };
 
@@ -103,43 +117,115 @@ void gs_agent_get_stats(struct gs_agent *a, struct gs_agent_stats *st)
 	pthread_mutex_unlock(&a->lock);
 }
 
+void gs_agent_set_result_cb(struct gs_agent *a, gs_agent_result_fn fn,
+			    void *arg)
+{
+	pthread_mutex_lock(&a->lock);
+	a->cb = fn;
+	a->cb_arg = arg;
+	pthread_mutex_unlock(&a->lock);
+}
+
+int gs_agent_last_result(struct gs_agent *a, uint32_t tag,
+			 struct gs_agent_result *r)
+{
+	for (int i = 0; i < GPUSLEEP_NR_TAGS; i++)
+		if (tag == (1U << i)) {
+			pthread_mutex_lock(&a->lock);
+			*r = a->last[i];
+			pthread_mutex_unlock(&a->lock);
+			return r->op_id ? 0 : -ENOENT;
+		}
+	return -EINVAL;
+}
+
+/*
+ * The bytes a step is answered with. Success: what the step unmapped /
+ * mapped; a tag already in the asked state is what was asked (a late
+ * answer after a timeout, a resume of a tag whose unmap never happened,
+ * an empty tag): success with the tag's bytes. A failed pause that left
+ * part of the tag unmapped answers its error with the bytes still
+ * unmapped, never 0: the tag is then partly released, and the kernel must
+ * count it released (unconfirmed) so that a resume maps it back.
+ */
+static uint64_t answer_bytes(const struct gs_mm_result *r, bool pause)
+{
+	if (!r->status)
+		return r->bytes;
+	return pause ? r->unmapped_bytes : 0;
+}
+
 static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
 {
-	uint64_t bytes = 0;
-	int status, ret;
+	struct gs_agent_result ar;
+	struct gs_mm_result r;
+	gs_agent_result_fn cb;
+	void *cb_arg;
+	int status, ret, ti = -1;
 	bool pause;
 
 	switch (ev->type) {
 	case GPUSLEEP_EV_PAUSE_TAG:
 		pause = true;
-		status = gs_mm_pause(a->mm, ev->tags, &bytes);
+		gs_mm_pause_ex(a->mm, ev->tags, &r);
 		break;
 	case GPUSLEEP_EV_RESUME_TAG:
 		pause = false;
-		status = gs_mm_resume(a->mm, ev->tags, &bytes);
+		gs_mm_resume_ex(a->mm, ev->tags, &r);
 		break;
 	default:
 		return 0;	/* not an agent's event */
 	}
-	/*
-	 * Already in the asked state (a late answer after a timeout was
-	 * counted, or a tag with nothing in it): that is what was asked.
-	 */
-	if (status == -EALREADY)
-		status = 0;
-	if (status)
-		bytes = 0;
-	ret = gs_complete(a->fd, ev, status, bytes);
+	if (r.status == -EALREADY)
+		r.status = 0;
+	status = r.status;
+	if (status && pause && r.unmapped_bytes)
+		fprintf(stderr, "gpusleep agent: pausing %s failed (%s) and %llu bytes of it stay unmapped: answering them, a resume maps them back\n",
+			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
+			strerror(-status), (unsigned long long)r.unmapped_bytes);
+	if (r.lost_bytes)
+		fprintf(stderr, "gpusleep agent: %s: %llu bytes of discarded contents were lost by the rollback (they read as zeros)\n",
+			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
+			(unsigned long long)r.lost_bytes);
+	if (r.flags & GS_MM_RES_SHORTFALL)
+		fprintf(stderr, "gpusleep agent: %s: released %llu bytes but the driver saw only %llu come free\n",
+			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
+			(unsigned long long)r.bytes,
+			(unsigned long long)r.freed_bytes);
+	ret = gs_complete(a->fd, ev, status, answer_bytes(&r, pause));
+
+	memset(&ar, 0, sizeof(ar));
+	ar.op_id = ev->op_id;
+	ar.type = ev->type;
+	ar.tag = ev->tags;
+	ar.complete_ret = ret;
+	ar.mm = r;
+	for (int i = 0; i < GPUSLEEP_NR_TAGS; i++)
+		if (ev->tags == (1U << i))
+			ti = i;
 	pthread_mutex_lock(&a->lock);
+	if (ti >= 0)
+		a->last[ti] = ar;
 	if (status)
 		a->stats.failures++;
 	else if (pause)
 		a->stats.pauses++;
 	else
 		a->stats.resumes++;
+	if (pause && !status) {
+		a->stats.released_bytes += r.bytes;
+		a->stats.freed_bytes += r.freed_bytes;
+		if (r.flags & GS_MM_RES_SHORTFALL)
+			a->stats.shortfalls++;
+	}
+	a->stats.lost_bytes += r.lost_bytes;
 	if (ret)
 		a->stats.complete_errors++;
+	cb = a->cb;
+	cb_arg = a->cb_arg;
 	pthread_mutex_unlock(&a->lock);
+	if (cb)
+		cb(a, &ar, cb_arg);
 	/* -ESTALE: the kernel gave up on the step; the mm state is still true */
 	return ret == -ESTALE ? 0 : ret;
 }
@@ -167,6 +253,7 @@ int gs_agent_dispatch(struct gs_agent *a)
 	}
 }
 
+#if GS_HAVE_URING
 static int arm(struct io_uring *ring, int fd, uint64_t ud)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
@@ -227,6 +314,44 @@ static void *agent_thread(void *p)
 	return NULL;
 }
 
+#else /* !GS_HAVE_URING */
+static void *agent_thread(void *p)
+{
+	struct gs_agent *a = p;
+	int ret = 0;
+
+	for (;;) {
+		struct pollfd pfd[2] = {
+			{ .fd = a->fd, .events = POLLIN },
+			{ .fd = a->stop_efd, .events = POLLIN },
+		};
+
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			ret = -errno;
+			break;
+		}
+		/* records first, even with POLLHUP: read() drains, then EOF */
+		if (pfd[0].revents) {
+			ret = gs_agent_dispatch(a);
+			if (ret == -EPIPE) {
+				ret = 0;	/* the domain died */
+				break;
+			}
+			if (ret < 0)
+				break;
+		}
+		if (pfd[1].revents) {
+			ret = 0;
+			break;
+		}
+	}
+	a->thread_ret = ret;
+	return NULL;
+}
+#endif
+
 int gs_agent_start(struct gs_agent *a)
 {
 	int ret;
@@ -236,6 +361,7 @@ int gs_agent_start(struct gs_agent *a)
 	a->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (a->stop_efd < 0)
 		return -errno;
+#if GS_HAVE_URING
 	ret = io_uring_queue_init(8, &a->ring, 0);
 	if (ret < 0)
 		goto err_efd;
@@ -244,6 +370,7 @@ int gs_agent_start(struct gs_agent *a)
 		ret = arm(&a->ring, a->fd, UD_AGENT);
 	if (ret)
 		goto err_ring;
+#endif
 	a->thread_ret = 0;
 	ret = -pthread_create(&a->thread, NULL, agent_thread, a);
 	if (ret)
@@ -252,8 +379,10 @@ int gs_agent_start(struct gs_agent *a)
 	return 0;
 
 err_ring:
+#if GS_HAVE_URING
 	io_uring_queue_exit(&a->ring);
 err_efd:
+#endif
 	close(a->stop_efd);
 	a->stop_efd = -1;
 	return ret;
@@ -271,7 +400,9 @@ int gs_agent_stop(struct gs_agent *a)
 			strerror(errno));
 	pthread_join(a->thread, NULL);
 	a->running = false;
+#if GS_HAVE_URING
 	io_uring_queue_exit(&a->ring);
+#endif
 	close(a->stop_efd);
 	a->stop_efd = -1;
 	return a->thread_ret;

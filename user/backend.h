@@ -10,6 +10,7 @@
 #define GPUSLEEP_USER_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct gs_backend {
 	const char *name;
@@ -21,6 +22,15 @@ struct gs_backend {
 	void (*unreserve)(struct gs_backend *b, void *va, size_t size);
 	/* back [va, va+size) with fresh memory, accessible: create+map+access */
 	int (*map)(struct gs_backend *b, void *va, size_t size, void **handle);
+	/*
+	 * Optional: the same without clearing the memory (its contents are
+	 * undefined), for memory about to be overwritten (a restore) or whose
+	 * contents nobody was promised (a new chunk, like cudaMalloc): no
+	 * memset and no stream synchronisation, which are also not allowed
+	 * while a CUDA graph is being captured.
+	 */
+	int (*map_nozero)(struct gs_backend *b, void *va, size_t size,
+			  void **handle);
 	/* drop the backing memory of [va, va+size); the range stays reserved */
 	int (*unmap)(struct gs_backend *b, void *va, size_t size, void *handle);
 	/* staging memory for backup (pinned on CUDA), allocated once, reused */
@@ -29,7 +39,24 @@ struct gs_backend {
 	/* copy device range -> host, host -> device (may be async + sync) */
 	int (*backup)(struct gs_backend *b, void *host, const void *va, size_t size);
 	int (*restore)(struct gs_backend *b, void *va, const void *host, size_t size);
+	/* wait for the backend's own copies (backup/restore) */
 	int (*sync)(struct gs_backend *b);
+	/*
+	 * Optional (NULL: nothing to wait for / cannot tell). fence: wait for
+	 * every piece of GPU work of the context, the engine's included
+	 * (cuCtxSynchronize), before memory is copied out or unmapped.
+	 * mem_info: device memory free and total as the driver sees it
+	 * (cuMemGetInfo; host: memory not held by this process).
+	 */
+	int (*fence)(struct gs_backend *b);
+	/*
+	 * Optional: wait only for the work queued so far on the given streams
+	 * (CUstream on CUDA: an event recorded on each, then waited for), for
+	 * engines that declare their streams instead of the whole context.
+	 */
+	int (*fence_streams)(struct gs_backend *b, void *const *streams,
+			     unsigned int n);
+	int (*mem_info)(struct gs_backend *b, uint64_t *free_b, uint64_t *total);
 	void (*destroy)(struct gs_backend *b);
 };
 

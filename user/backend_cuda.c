@@ -38,6 +38,9 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <linux/mempolicy.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -45,6 +48,8 @@
 #define CUDA_LIB_DEFAULT "libcuda.so.1"
 /* the ABI the prototypes below follow */
 #define CUDA_ABI_VERSION 12000
+/* NUMA nodes a memory policy mask here can name */
+#define NUMA_BITS 1024
 
 #if CUDA_VERSION >= 12000
 typedef CUdriverProcAddressQueryResult gs_query_result;
@@ -95,6 +100,14 @@ struct cuda_api {
 	CUresult (*StreamCreate)(CUstream *stream, unsigned int flags);
 	CUresult (*StreamSynchronize)(CUstream stream);
 	CUresult (*StreamDestroy)(CUstream stream);
+	CUresult (*CtxSynchronize)(void);
+	CUresult (*MemGetInfo)(size_t *free_b, size_t *total);
+	CUresult (*DeviceGetAttribute)(int *pi, CUdevice_attribute attrib,
+			CUdevice dev);
+	CUresult (*EventCreate)(CUevent *ev, unsigned int flags);
+	CUresult (*EventRecord)(CUevent ev, CUstream stream);
+	CUresult (*EventSynchronize)(CUevent ev);
+	CUresult (*EventDestroy)(CUevent ev);
 };
 
 /* base name for cuGetProcAddress, exported name for dlsym */
@@ -136,6 +149,14 @@ static const struct {
 	SYM(StreamSynchronize, "cuStreamSynchronize", "cuStreamSynchronize",
 	    false),
 	SYM(StreamDestroy, "cuStreamDestroy", "cuStreamDestroy_v2", false),
+	SYM(CtxSynchronize, "cuCtxSynchronize", "cuCtxSynchronize", false),
+	SYM(MemGetInfo, "cuMemGetInfo", "cuMemGetInfo_v2", false),
+	SYM(DeviceGetAttribute, "cuDeviceGetAttribute", "cuDeviceGetAttribute",
+	    false),
+	SYM(EventCreate, "cuEventCreate", "cuEventCreate", false),
+	SYM(EventRecord, "cuEventRecord", "cuEventRecord", false),
+	SYM(EventSynchronize, "cuEventSynchronize", "cuEventSynchronize", false),
+	SYM(EventDestroy, "cuEventDestroy", "cuEventDestroy_v2", false),
 #undef SYM
 };
 
@@ -149,6 +170,7 @@ struct cuda_backend {
 	bool ctx_retained;
 	CUstream stream;
 	size_t gran;
+	int numa_node;		/* host NUMA node closest to the GPU, or -1 */
 	CUmemAllocationProp prop;
 	CUmemAccessDesc access;
 	char name[32];
@@ -280,8 +302,8 @@ static void cuda_unreserve(struct gs_backend *b, void *va, size_t size)
 		cu_fail(&cb->api, rc, "cuMemAddressFree");
 }
 
-static int cuda_map(struct gs_backend *b, void *va, size_t size,
-		    void **handle)
+static int cuda_map_common(struct gs_backend *b, void *va, size_t size,
+			   void **handle, bool zero)
 {
 	struct cuda_backend *cb = cb_of(b);
 	uintptr_t ptr = (uintptr_t)va;
@@ -327,6 +349,8 @@ static int cuda_map(struct gs_backend *b, void *va, size_t size,
 	 * fresh memory reads as zeros. Zero it on our stream and wait, so
 	 * the engine's streams never see the memory before it is cleared.
 	 */
+	if (!zero)
+		goto done;
 	rc = cb->api.MemsetD32Async(ptr, 0, size / 4, cb->stream);
 	if (rc != CUDA_SUCCESS) {
 		ret = cu_fail(&cb->api, rc, "cuMemsetD32Async");
@@ -337,6 +361,7 @@ static int cuda_map(struct gs_backend *b, void *va, size_t size,
 		ret = cu_fail(&cb->api, rc, "cuStreamSynchronize (zeroing)");
 		goto err_unmap;
 	}
+done:
 	hs->mapped = true;
 	*handle = hs;
 	return 0;
@@ -352,6 +377,18 @@ err_release:
 err_free:
 	free(hs);
 	return ret;
+}
+
+static int cuda_map(struct gs_backend *b, void *va, size_t size,
+		    void **handle)
+{
+	return cuda_map_common(b, va, size, handle, true);
+}
+
+static int cuda_map_nozero(struct gs_backend *b, void *va, size_t size,
+			   void **handle)
+{
+	return cuda_map_common(b, va, size, handle, false);
 }
 
 /*
@@ -409,6 +446,9 @@ static int cuda_unmap(struct gs_backend *b, void *va, size_t size,
 static int cuda_host_alloc(struct gs_backend *b, size_t size, void **host)
 {
 	struct cuda_backend *cb = cb_of(b);
+	unsigned long mask[NUMA_BITS / 64] = { 0 }, oldmask[NUMA_BITS / 64];
+	bool policy_set = false;
+	int oldmode = 0;
 	void *p = NULL;
 	CUresult rc;
 	int ret;
@@ -420,7 +460,21 @@ static int cuda_host_alloc(struct gs_backend *b, size_t size, void **host)
 	ret = use_ctx(cb);
 	if (ret)
 		return ret;
+	/*
+	 * On the NUMA node nearest the GPU: the driver allocates the pages
+	 * under the calling thread's memory policy, so prefer that node for
+	 * the time of the call (best effort: without NUMA it does nothing).
+	 */
+	if (cb->numa_node >= 0 && cb->numa_node < NUMA_BITS &&
+	    !syscall(SYS_get_mempolicy, &oldmode, oldmask, NUMA_BITS + 1,
+		     NULL, 0)) {
+		mask[cb->numa_node / 64] |= 1UL << (cb->numa_node % 64);
+		policy_set = !syscall(SYS_set_mempolicy, MPOL_PREFERRED, mask,
+				      NUMA_BITS + 1);
+	}
 	rc = cb->api.MemHostAlloc(&p, size, CU_MEMHOSTALLOC_PORTABLE);
+	if (policy_set)
+		syscall(SYS_set_mempolicy, oldmode, oldmask, NUMA_BITS + 1);
 	if (rc != CUDA_SUCCESS)
 		return cu_fail(&cb->api, rc, "cuMemHostAlloc");
 	*host = p;
@@ -488,6 +542,81 @@ static int cuda_sync(struct gs_backend *b)
 	rc = cb->api.StreamSynchronize(cb->stream);
 	if (rc != CUDA_SUCCESS)
 		return cu_fail(&cb->api, rc, "cuStreamSynchronize");
+	return 0;
+}
+
+/*
+ * Wait for every stream of the context: the engine's kernels as well as
+ * our copies. The engine's streams are not ours to know; the primary
+ * context is shared with the CUDA runtime (PyTorch), so synchronising it
+ * orders us after all of its work, as torch.cuda.synchronize() would.
+ */
+static int cuda_fence(struct gs_backend *b)
+{
+	struct cuda_backend *cb = cb_of(b);
+	CUresult rc;
+	int ret;
+
+	ret = use_ctx(cb);
+	if (ret)
+		return ret;
+	rc = cb->api.CtxSynchronize();
+	if (rc != CUDA_SUCCESS)
+		return cu_fail(&cb->api, rc, "cuCtxSynchronize");
+	return 0;
+}
+
+/*
+ * Wait for what is queued so far on the engine's declared streams: one
+ * event recorded on each, then waited for. Work queued later, or on other
+ * streams, is not waited for.
+ */
+static int cuda_fence_streams(struct gs_backend *b, void *const *streams,
+			      unsigned int n)
+{
+	struct cuda_backend *cb = cb_of(b);
+	CUevent ev = NULL;
+	CUresult rc;
+	int ret;
+
+	ret = use_ctx(cb);
+	if (ret)
+		return ret;
+	rc = cb->api.EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+	if (rc != CUDA_SUCCESS)
+		return cu_fail(&cb->api, rc, "cuEventCreate");
+	for (unsigned int i = 0; i < n && !ret; i++) {
+		rc = cb->api.EventRecord(ev, (CUstream)streams[i]);
+		if (rc != CUDA_SUCCESS) {
+			ret = cu_fail(&cb->api, rc, "cuEventRecord (fence)");
+			break;
+		}
+		rc = cb->api.EventSynchronize(ev);
+		if (rc != CUDA_SUCCESS)
+			ret = cu_fail(&cb->api, rc, "cuEventSynchronize (fence)");
+	}
+	rc = cb->api.EventDestroy(ev);
+	if (rc != CUDA_SUCCESS)
+		cu_fail(&cb->api, rc, "cuEventDestroy");
+	return ret;
+}
+
+static int cuda_mem_info(struct gs_backend *b, uint64_t *free_b,
+			 uint64_t *total)
+{
+	struct cuda_backend *cb = cb_of(b);
+	size_t f = 0, t = 0;
+	CUresult rc;
+	int ret;
+
+	ret = use_ctx(cb);
+	if (ret)
+		return ret;
+	rc = cb->api.MemGetInfo(&f, &t);
+	if (rc != CUDA_SUCCESS)
+		return cu_fail(&cb->api, rc, "cuMemGetInfo");
+	*free_b = f;
+	*total = t;
 	return 0;
 }
 
@@ -561,6 +690,44 @@ static int cuda_load(struct cuda_backend *cb, const char *path)
 	return 0;
 }
 
+static int dev_attr(struct cuda_backend *cb, CUdevice_attribute a, int dflt)
+{
+	int v = dflt;
+
+	if (cb->api.DeviceGetAttribute(&v, a, cb->dev) != CUDA_SUCCESS)
+		return dflt;
+	return v;
+}
+
+/*
+ * What the device offers beyond plain VMM memory:
+ * - gpuDirectRDMACapable, when the device supports it with VMM: NICs
+ *   (NCCL over InfiniBand/RoCE) can then register the memory;
+ * - an exportable POSIX file descriptor handle, asked for with
+ *   GPUSLEEP_CUDA_HANDLE=fd, for processes that share the memory (CUDA
+ *   IPC of tensors on it needs the allocation to be exportable);
+ * - the host NUMA node nearest the GPU, for the pinned staging.
+ */
+static void cuda_set_features(struct cuda_backend *cb)
+{
+	const char *h = getenv("GPUSLEEP_CUDA_HANDLE");
+
+	if (dev_attr(cb, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, 0))
+		cb->prop.allocFlags.gpuDirectRDMACapable = 1;
+	if (h && !strcmp(h, "fd")) {
+		if (dev_attr(cb, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 0))
+			cb->prop.requestedHandleTypes =
+				CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+		else
+			fprintf(stderr, "gpusleep: cuda: GPUSLEEP_CUDA_HANDLE=fd: the device cannot export POSIX file descriptors; allocations are not exportable\n");
+	}
+#if CUDA_VERSION >= 12020
+	cb->numa_node = dev_attr(cb, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1);
+#else
+	cb->numa_node = -1;
+#endif
+}
+
 struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 				       int *err)
 {
@@ -616,6 +783,7 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 	cb->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
 	cb->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	cb->prop.location.id = cb->dev;
+	cuda_set_features(cb);
 	cb->access.location = cb->prop.location;
 	cb->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	rc = cb->api.MemGetAllocationGranularity(&cb->gran, &cb->prop,
@@ -645,12 +813,16 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 		.reserve = cuda_reserve,
 		.unreserve = cuda_unreserve,
 		.map = cuda_map,
+		.map_nozero = cuda_map_nozero,
 		.unmap = cuda_unmap,
 		.host_alloc = cuda_host_alloc,
 		.host_free = cuda_host_free,
 		.backup = cuda_backup,
 		.restore = cuda_restore,
 		.sync = cuda_sync,
+		.fence = cuda_fence,
+		.fence_streams = cuda_fence_streams,
+		.mem_info = cuda_mem_info,
 		.destroy = cuda_destroy,
 	};
 	*err = 0;

@@ -4,12 +4,16 @@
  * whole system runs (and its memory is measured) without a GPU.
  *
  *   reserve   mmap PROT_NONE, MAP_NORESERVE: address space only
- *   map       mprotect READ|WRITE: the range reads as fresh zero pages
+ *   map       mprotect READ|WRITE and populate: fresh zero pages, resident
+ *             (as device memory is once created)
  *   unmap     madvise(MADV_DONTNEED) then mprotect PROT_NONE: the pages go
  *             back to the kernel (RSS falls), the addresses stay reserved
- *   backup    memcpy to a staging buffer (mmap'd, so freeing it returns it)
+ *   backup    memcpy to a staging buffer (mmap'd and populated, resident
+ *             as pinned memory is; freeing it returns it)
  */
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -44,11 +48,32 @@ static void host_unreserve(struct gs_backend *b, void *va, size_t size)
 	munmap(va, size);
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23	/* Linux 5.14 */
+#endif
+
+/*
+ * Mapped memory is resident, as device memory is once cuMemCreate'd: so a
+ * release returns all it unmaps and the verified free (RSS) can see it.
+ */
 static int host_map(struct gs_backend *b, void *va, size_t size, void **handle)
 {
+	long pg = sysconf(_SC_PAGESIZE);
+
 	(void)b;
 	if (mprotect(va, size, PROT_READ | PROT_WRITE))
 		return -errno;
+	if (madvise(va, size, MADV_POPULATE_WRITE)) {
+		int err = errno;
+
+		if (err != EINVAL) {	/* ENOMEM... */
+			mprotect(va, size, PROT_NONE);
+			return -err;
+		}
+		/* before 5.14: touch every page (fresh pages read as zeros) */
+		for (size_t off = 0; off < size; off += (size_t)(pg > 0 ? pg : 4096))
+			((volatile char *)va)[off] = 0;
+	}
 	*handle = va;
 	return 0;
 }
@@ -69,8 +94,9 @@ static int host_host_alloc(struct gs_backend *b, size_t size, void **host)
 	void *p;
 
 	(void)b;
+	/* resident from now on, as pinned memory is (MAP_POPULATE) */
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (p == MAP_FAILED)
 		return -errno;
 	*host = p;
@@ -105,6 +131,33 @@ static int host_sync(struct gs_backend *b)
 	return 0;
 }
 
+/*
+ * "Device" memory here is this process's resident memory: free = physical
+ * memory minus our RSS, so a release shows as memory that came free.
+ */
+static int host_mem_info(struct gs_backend *b, uint64_t *free_b,
+			 uint64_t *total)
+{
+	unsigned long size, res;
+	long pg = sysconf(_SC_PAGESIZE), phys = sysconf(_SC_PHYS_PAGES);
+	FILE *f;
+	int n;
+
+	(void)b;
+	if (pg <= 0 || phys <= 0)
+		return -EOPNOTSUPP;
+	f = fopen("/proc/self/statm", "re");
+	if (!f)
+		return -errno;
+	n = fscanf(f, "%lu %lu", &size, &res);
+	fclose(f);
+	if (n != 2)
+		return -EIO;
+	*total = (uint64_t)phys * (uint64_t)pg;
+	*free_b = *total - (uint64_t)res * (uint64_t)pg;
+	return 0;
+}
+
 static void host_destroy(struct gs_backend *b)
 {
 	free(b);
@@ -127,6 +180,7 @@ struct gs_backend *gs_backend_host_new(void)
 	b->backup = host_backup;
 	b->restore = host_restore;
 	b->sync = host_sync;
+	b->mem_info = host_mem_info;
 	b->destroy = host_destroy;
 	return b;
 }

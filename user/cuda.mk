@@ -31,6 +31,8 @@ $(GS_CUDA_FAKE): tests/host/fake_libcuda.c tests/host/fake_libcuda.h
 		-Wl,-soname,libcuda.so.1 -o $@ $< $(LDFLAGS) -lpthread
 
 ALL_TARGETS	+= $(GS_CUDA_FAKE)
+# the GPU check's dry run over the stand-in (bench/gpu/check.py)
+HOST_TESTS	+= tests/host/test_gpu_check.sh
 endif
 
 $(GS_CUDA_BINS): $(BUILD)/tests/host/%: tests/host/%.c $(GS_A) $(KSFT_STAMP) \

@@ -17,18 +17,35 @@
  *           failed): the next resume must restore it
  * and per tag: paused = some chunk is unmapped.
  *
+ * The engine's GPU work: a pause fences (b->fence: cuCtxSynchronize on
+ * CUDA) before its first backup copy and again before its first unmap, so
+ * the backup sees what the engine's kernels wrote and nothing is unmapped
+ * under them. A free never unmaps: PyTorch frees when the last reference
+ * drops on the CPU, while kernels may still use the memory. An empty chunk
+ * stays mapped, a cache the next allocation is carved from without any
+ * driver call; empty chunks go back to the backend only at a fenced point
+ * (a pause of their tag, gs_mm_trim(), gs_mm_destroy()).
+ *
+ * Staging (GS_MM_BACKUP): each chunk has its own pieces of pinned host
+ * memory, at most GS_MM_PIN_PIECE each, pinned when the chunk is made (or
+ * the tag becomes BACKUP) rather than all at once inside a pause step, and
+ * kept across cycles unless GS_MM_STAGING_FREE_AFTER_RESUME.
+ *
  * Locking: one mutex per mm, held across a whole pause/resume/alloc/free.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "libgpusleep.h"
 #include "backend.h"
 
 #define GS_MM_CHUNK_DEFAULT	(16UL << 20)
 #define GS_MM_CHUNK_MAX		(1UL << 30)
+#define GS_MM_PIN_PIECE		(256UL << 20)
 
 struct block {
 	struct block *prev, *next;	/* address order */
@@ -36,12 +53,18 @@ struct block {
 	bool used;
 };
 
+struct piece {
+	void *host;		/* pinned staging, NULL until pinned */
+	size_t size;
+};
+
 struct chunk {
 	struct chunk *next;
 	char *va;
 	size_t size;
 	void *handle;
-	size_t staging_off;
+	struct piece *pieces;	/* staging: size split in GS_MM_PIN_PIECE */
+	unsigned int npieces;
 	bool mapped;
 	bool saved;
 	bool fresh;		/* mapped by the resume in progress */
@@ -52,19 +75,20 @@ struct chunk {
 
 struct tag {
 	enum gs_mm_policy policy;
+	unsigned int staging_flags;	/* GS_MM_STAGING_* */
 	size_t first_chunk;
 	size_t next_chunk;
 	struct chunk *chunks;		/* in creation order */
 	bool paused;
 	bool lost;
-	void *staging;
-	size_t staging_size;
 	uint64_t pauses, resumes;
 };
 
 struct gs_mm {
 	struct gs_backend *b;
 	size_t gran;
+	void **fence_streams;	/* declared engine streams; none: context */
+	unsigned int nfence;
 	pthread_mutex_t lock;
 	struct tag tags[GPUSLEEP_NR_TAGS];
 };
@@ -122,20 +146,86 @@ static void chunk_free_blocks(struct chunk *c)
 	c->blocks = NULL;
 }
 
-/* Give a chunk back to the backend (its blocks are all free or abandoned). */
+/* Give the chunk's pinned staging back (no copy may be queued on it). */
+static void chunk_unpin(struct gs_mm *mm, struct chunk *c)
+{
+	for (unsigned int i = 0; i < c->npieces; i++)
+		if (c->pieces[i].host) {
+			mm->b->host_free(mm->b, c->pieces[i].host,
+					 c->pieces[i].size);
+			c->pieces[i].host = NULL;
+		}
+}
+
+/* Pin what is missing of c's staging, piece by piece; 0 or -errno. */
+static int chunk_pin(struct gs_mm *mm, struct chunk *c)
+{
+	for (unsigned int i = 0; i < c->npieces; i++) {
+		struct piece *pc = &c->pieces[i];
+		int ret;
+
+		if (pc->host)
+			continue;
+		ret = mm->b->host_alloc(mm->b, pc->size, &pc->host);
+		if (ret) {
+			pc->host = NULL;
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Give a chunk back to the backend (its blocks are all free or abandoned).
+ * The caller has fenced the engine's work, or the chunk is not mapped.
+ */
 static void chunk_destroy(struct gs_mm *mm, struct chunk *c)
 {
 	if (c->mapped)
 		mm->b->unmap(mm->b, c->va, c->size, c->handle);
 	mm->b->unreserve(mm->b, c->va, c->size);
+	chunk_unpin(mm, c);
+	free(c->pieces);
 	chunk_free_blocks(c);
 	free(c);
+}
+
+/* Wait for all GPU work of the context (the engine's too). */
+static int mm_fence(struct gs_mm *mm)
+{
+	if (mm->nfence && mm->b->fence_streams)
+		return mm->b->fence_streams(mm->b, mm->fence_streams,
+					    mm->nfence);
+	return mm->b->fence ? mm->b->fence(mm->b) : 0;
+}
+
+int gs_mm_set_fence_streams(struct gs_mm *mm, void *const *streams,
+			    unsigned int n)
+{
+	void **copy = NULL;
+
+	if (n && !streams)
+		return -EINVAL;
+	if (n) {
+		copy = calloc(n, sizeof(*copy));
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, streams, n * sizeof(*copy));
+	}
+	pthread_mutex_lock(&mm->lock);
+	free(mm->fence_streams);
+	mm->fence_streams = copy;
+	mm->nfence = n;
+	pthread_mutex_unlock(&mm->lock);
+	return 0;
 }
 
 void gs_mm_destroy(struct gs_mm *mm)
 {
 	if (!mm)
 		return;
+	/* nothing is unmapped under the engine's kernels, even now */
+	mm_fence(mm);
 	for (int i = 0; i < GPUSLEEP_NR_TAGS; i++) {
 		struct tag *t = &mm->tags[i];
 		struct chunk *c, *n;
@@ -144,12 +234,27 @@ void gs_mm_destroy(struct gs_mm *mm)
 			n = c->next;
 			chunk_destroy(mm, c);
 		}
-		if (t->staging)
-			mm->b->host_free(mm->b, t->staging, t->staging_size);
 	}
 	mm->b->destroy(mm->b);
 	pthread_mutex_destroy(&mm->lock);
+	free(mm->fence_streams);
 	free(mm);
+}
+
+/* Pin ahead of a pause; a failure is only said: the pause pins again. */
+static void tag_pin_ahead(struct gs_mm *mm, struct tag *t)
+{
+	if (t->policy != GS_MM_BACKUP || (t->staging_flags & GS_MM_STAGING_LAZY))
+		return;
+	for (struct chunk *c = t->chunks; c; c = c->next) {
+		int ret = chunk_pin(mm, c);
+
+		if (ret) {
+			fprintf(stderr, "gpusleep: mm: pinning %zu bytes of backup staging ahead of time failed (%s); the pause will try again\n",
+				c->size, strerror(-ret));
+			return;
+		}
+	}
 }
 
 int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
@@ -171,9 +276,73 @@ int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 		mm->tags[i].policy = p;
 		mm->tags[i].first_chunk = cs;
 		mm->tags[i].next_chunk = cs;
+		if (p == GS_MM_DISCARD)	/* awake: no chunk needs its staging */
+			for (struct chunk *c = mm->tags[i].chunks; c; c = c->next)
+				chunk_unpin(mm, c);
+		tag_pin_ahead(mm, &mm->tags[i]);
 	}
 	pthread_mutex_unlock(&mm->lock);
 	return ret;
+}
+
+int gs_mm_set_staging(struct gs_mm *mm, uint32_t tag, unsigned int flags)
+{
+	int i = tag_index(tag);
+
+	if (i < 0 || (flags & ~(GS_MM_STAGING_LAZY |
+				GS_MM_STAGING_FREE_AFTER_RESUME)))
+		return -EINVAL;
+	pthread_mutex_lock(&mm->lock);
+	mm->tags[i].staging_flags = flags;
+	pthread_mutex_unlock(&mm->lock);
+	return 0;
+}
+
+int gs_mm_pin_staging(struct gs_mm *mm, uint32_t tag, uint64_t max_bytes,
+		      uint64_t *left)
+{
+	int i = tag_index(tag);
+	uint64_t done = 0, todo = 0;
+	int ret = 0;
+
+	if (i < 0)
+		return -EINVAL;
+	pthread_mutex_lock(&mm->lock);
+	if (mm->tags[i].policy == GS_MM_BACKUP) {
+		for (struct chunk *c = mm->tags[i].chunks; c; c = c->next)
+			for (unsigned int k = 0; k < c->npieces; k++) {
+				struct piece *pc = &c->pieces[k];
+
+				if (pc->host)
+					continue;
+				if (ret || (max_bytes && done >= max_bytes)) {
+					todo += pc->size;
+					continue;
+				}
+				ret = mm->b->host_alloc(mm->b, pc->size,
+							&pc->host);
+				if (ret) {
+					pc->host = NULL;
+					todo += pc->size;
+				} else {
+					done += pc->size;
+				}
+			}
+	}
+	pthread_mutex_unlock(&mm->lock);
+	if (left)
+		*left = todo;
+	return ret;
+}
+
+/* map c; zero = it must read as zeros (else its contents are undefined) */
+static int chunk_map(struct gs_mm *mm, struct chunk *c, bool zero)
+{
+	struct gs_backend *b = mm->b;
+
+	if (!zero && b->map_nozero)
+		return b->map_nozero(b, c->va, c->size, &c->handle);
+	return b->map(b, c->va, c->size, &c->handle);
 }
 
 static int chunk_new(struct gs_mm *mm, struct tag *t, size_t need,
@@ -182,6 +351,7 @@ static int chunk_new(struct gs_mm *mm, struct tag *t, size_t need,
 	struct gs_backend *b = mm->b;
 	struct chunk *c;
 	size_t size = t->next_chunk > need ? t->next_chunk : need;
+	unsigned int np;
 	int ret;
 
 	size = round_up(size, mm->gran);
@@ -190,17 +360,24 @@ static int chunk_new(struct gs_mm *mm, struct tag *t, size_t need,
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	np = (unsigned int)((size + GS_MM_PIN_PIECE - 1) / GS_MM_PIN_PIECE);
 	c->blocks = calloc(1, sizeof(*c->blocks));
-	if (!c->blocks) {
-		free(c);
-		return -ENOMEM;
+	c->pieces = calloc(np, sizeof(*c->pieces));
+	if (!c->blocks || !c->pieces) {
+		ret = -ENOMEM;
+		goto err_free;
 	}
+	c->npieces = np;
+	for (unsigned int i = 0; i < np; i++)
+		c->pieces[i].size = i + 1 < np ? GS_MM_PIN_PIECE :
+				    size - (size_t)i * GS_MM_PIN_PIECE;
 	c->size = size;
 	c->blocks->size = size;
 	ret = b->reserve(b, size, (void **)&c->va);
 	if (ret)
 		goto err_free;
-	ret = b->map(b, c->va, size, &c->handle);
+	/* no contents promised (as cudaMalloc): no memset, no sync */
+	ret = chunk_map(mm, c, false);
 	if (ret)
 		goto err_unreserve;
 	c->mapped = true;
@@ -213,11 +390,20 @@ static int chunk_new(struct gs_mm *mm, struct tag *t, size_t need,
 		pp = &(*pp)->next;
 	*pp = c;
 	*out = c;
+	/* the staging of a backed-up tag is pinned now, not in the pause */
+	if (t->policy == GS_MM_BACKUP &&
+	    !(t->staging_flags & GS_MM_STAGING_LAZY)) {
+		ret = chunk_pin(mm, c);
+		if (ret)
+			fprintf(stderr, "gpusleep: mm: pinning %zu bytes of backup staging ahead of time failed (%s); the pause will try again\n",
+				size, strerror(-ret));
+	}
 	return 0;
 
 err_unreserve:
 	b->unreserve(b, c->va, size);
 err_free:
+	free(c->pieces);
 	free(c->blocks);
 	free(c);
 	return ret;
@@ -370,12 +556,13 @@ int gs_mm_free(struct gs_mm *mm, void *ptr)
 	}
 	ret = 0;
 	/*
-	 * An empty chunk goes back to the backend, awake or paused; one that
-	 * will not unmap stays, empty and mapped, for later allocations.
+	 * Never unmap here: the engine's kernels may still use the memory.
+	 * An empty mapped chunk stays as a cache for later allocations and
+	 * goes back at the next fenced point (pause, gs_mm_trim, destroy).
+	 * An empty chunk that is not mapped (its tag is paused) cannot be
+	 * in use on the GPU: it goes now.
 	 */
-	if (!c->nr_allocs &&
-	    (!c->mapped || !mm->b->unmap(mm->b, c->va, c->size, c->handle))) {
-		c->mapped = false;
+	if (!c->nr_allocs && !c->mapped) {
 		*link = c->next;
 		chunk_destroy(mm, c);
 		tag_update_paused(&mm->tags[ti]);
@@ -405,23 +592,94 @@ static uint64_t tag_chunk_bytes(const struct tag *t)
 	return sum;
 }
 
+static uint64_t tag_unmapped_bytes(const struct tag *t)
+{
+	uint64_t sum = 0;
+
+	for (const struct chunk *c = t->chunks; c; c = c->next)
+		if (!c->mapped)
+			sum += c->size;
+	return sum;
+}
+
+/*
+ * Unmap and give back the empty mapped chunks of t; the caller fenced.
+ * A chunk that will not unmap stays, empty and mapped. Returns the bytes.
+ */
+static uint64_t tag_trim(struct gs_mm *mm, struct tag *t)
+{
+	struct chunk **pp = &t->chunks;
+	uint64_t bytes = 0;
+
+	while (*pp) {
+		struct chunk *c = *pp;
+
+		if (c->nr_allocs || !c->mapped || c->saved ||
+		    mm->b->unmap(mm->b, c->va, c->size, c->handle)) {
+			pp = &c->next;
+			continue;
+		}
+		c->mapped = false;
+		bytes += c->size;
+		*pp = c->next;
+		chunk_destroy(mm, c);
+	}
+	return bytes;
+}
+
+int gs_mm_trim(struct gs_mm *mm, uint32_t tags, uint64_t *bytes)
+{
+	uint64_t sum = 0;
+	int ret;
+
+	if (tags & ~(uint32_t)GPUSLEEP_TAG_ALL)
+		return -EINVAL;
+	pthread_mutex_lock(&mm->lock);
+	ret = mm_fence(mm);
+	if (!ret)
+		for (int i = 0; i < GPUSLEEP_NR_TAGS; i++)
+			if (!tags || (tags & (1U << i)))
+				sum += tag_trim(mm, &mm->tags[i]);
+	pthread_mutex_unlock(&mm->lock);
+	if (bytes)
+		*bytes = sum;
+	return ret;
+}
+
+/* Queue the restore of c from its staging; the caller syncs. */
+static int chunk_restore(struct gs_mm *mm, struct chunk *c)
+{
+	size_t off = 0;
+
+	for (unsigned int i = 0; i < c->npieces; i++) {
+		int ret = mm->b->restore(mm->b, c->va + off, c->pieces[i].host,
+					 c->pieces[i].size);
+
+		if (ret)
+			return ret;
+		off += c->pieces[i].size;
+	}
+	return 0;
+}
+
 /* Map c again and bring its contents back if they are in staging. */
-static int chunk_bring_back(struct gs_mm *mm, struct tag *t, struct chunk *c)
+static int chunk_bring_back(struct gs_mm *mm, struct chunk *c)
 {
 	struct gs_backend *b = mm->b;
 	int ret;
 
 	if (!c->mapped) {
-		ret = b->map(b, c->va, c->size, &c->handle);
+		ret = chunk_map(mm, c, !c->saved);
 		if (ret)
 			return ret;
 		c->mapped = true;
 	}
 	if (c->saved) {
-		ret = b->restore(b, c->va, (char *)t->staging + c->staging_off,
-				 c->size);
+		ret = chunk_restore(mm, c);
 		if (!ret)
 			ret = b->sync(b);
+		else
+			b->sync(b);	/* nothing stays queued */
 		if (ret)
 			return ret;
 		c->saved = false;
@@ -429,51 +687,92 @@ static int chunk_bring_back(struct gs_mm *mm, struct tag *t, struct chunk *c)
 	return 0;
 }
 
-int gs_mm_pause(struct gs_mm *mm, uint32_t tag, uint64_t *bytes)
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* free device memory as the backend sees it; false if it cannot tell */
+static bool mm_free_now(struct gs_mm *mm, uint64_t *free_b)
+{
+	uint64_t total;
+
+	return mm->b->mem_info && !mm->b->mem_info(mm->b, free_b, &total);
+}
+
+/* Back up every chunk of t into its staging; nothing queued on return. */
+static int tag_backup(struct gs_mm *mm, struct tag *t)
+{
+	struct gs_backend *b = mm->b;
+	int ret = 0;
+
+	for (struct chunk *c = t->chunks; c && !ret; c = c->next) {
+		size_t off = 0;
+
+		if (!c->nr_allocs)
+			continue;	/* empty: nothing to keep */
+		/* pinned ahead; what is missing now, piece by piece */
+		ret = chunk_pin(mm, c);
+		for (unsigned int i = 0; i < c->npieces && !ret; i++) {
+			ret = b->backup(b, c->pieces[i].host, c->va + off,
+					c->pieces[i].size);
+			off += c->pieces[i].size;
+		}
+	}
+	if (ret) {
+		b->sync(b);	/* never return with copies in flight */
+		return ret;
+	}
+	return b->sync(b);
+}
+
+int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 {
 	struct gs_backend *b = mm->b;
 	int i = tag_index(tag);
 	struct tag *t;
 	struct chunk *c, *failed = NULL;
-	uint64_t total, done = 0;
+	uint64_t start = now_ns(), done = 0;
+	bool measured;
 	int ret = 0;
 
+	memset(res, 0, sizeof(*res));
 	if (i < 0)
-		return -EINVAL;
+		return res->status = -EINVAL;
 	t = &mm->tags[i];
 	pthread_mutex_lock(&mm->lock);
-	total = tag_chunk_bytes(t);
 	if (t->paused) {
-		*bytes = total;
+		res->bytes = tag_chunk_bytes(t);
+		res->unmapped_bytes = tag_unmapped_bytes(t);
 		ret = -EALREADY;
 		goto out;
 	}
-	if (t->policy == GS_MM_BACKUP && total) {
-		size_t off = 0;
+	/*
+	 * The engine's kernels may still be running (it answered its drain
+	 * when the requests were done on the CPU): wait for all of them
+	 * before the first copy, so the backup holds what they wrote.
+	 */
+	ret = mm_fence(mm);
+	if (ret)
+		goto out;
+	if (t->policy == GS_MM_BACKUP && t->chunks) {
+		uint64_t c0 = now_ns();
 
-		if (t->staging_size < total) {
-			void *host;
-
-			/* grow: the new buffer first, so a failure keeps the old */
-			ret = b->host_alloc(b, total, &host);
-			if (ret)
-				goto out;
-			if (t->staging)
-				b->host_free(b, t->staging, t->staging_size);
-			t->staging = host;
-			t->staging_size = total;
-		}
-		for (c = t->chunks; c; c = c->next) {
-			c->staging_off = off;
-			ret = b->backup(b, (char *)t->staging + off, c->va, c->size);
-			if (ret)
-				goto out;
-			off += c->size;
-		}
-		ret = b->sync(b);
+		ret = tag_backup(mm, t);
+		res->copy_ns = now_ns() - c0;
 		if (ret)
-			goto out;
+			goto out;	/* nothing unmapped: state unchanged */
 	}
+	/* and before the first unmap: nothing is unmapped under a kernel */
+	ret = mm_fence(mm);
+	if (ret)
+		goto out;
+	measured = mm_free_now(mm, &res->free_before);
+	/* empty chunks are given back with the rest */
+	done = tag_trim(mm, t);
 	for (c = t->chunks; c; c = c->next) {
 		ret = b->unmap(b, c->va, c->size, c->handle);
 		if (ret) {
@@ -482,7 +781,7 @@ int gs_mm_pause(struct gs_mm *mm, uint32_t tag, uint64_t *bytes)
 		}
 		c->mapped = false;
 		c->handle = NULL;
-		c->saved = t->policy == GS_MM_BACKUP;
+		c->saved = t->policy == GS_MM_BACKUP && c->nr_allocs;
 		done += c->size;
 	}
 	if (failed) {
@@ -490,84 +789,123 @@ int gs_mm_pause(struct gs_mm *mm, uint32_t tag, uint64_t *bytes)
 		 * Undo: map the chunks unmapped here again and restore them.
 		 * The failed chunk may have lost its pages (host: madvise done,
 		 * mprotect failed): restore it too when there is a backup.
+		 * What cannot be mapped back stays unmapped (and saved, for
+		 * BACKUP) and is said in res: the tag is then partly released
+		 * and a resume brings it back.
 		 */
 		if (t->policy == GS_MM_BACKUP)
-			failed->saved = true;
+			failed->saved = failed->nr_allocs != 0;
+		else if (failed->nr_allocs)
+			res->lost_bytes += failed->size;	/* may be */
 		for (c = t->chunks; c; c = c->next) {
 			if (c != failed && c->mapped)
 				continue;
-			/* on failure the chunk stays unmapped or saved */
-			chunk_bring_back(mm, t, c);
+			/* DISCARD: gone, whether it maps back (zeros) or not */
+			if (c != failed && t->policy == GS_MM_DISCARD &&
+			    c->nr_allocs)
+				res->lost_bytes += c->size;
+			chunk_bring_back(mm, c);
 			if (c == failed)
 				break;
 		}
 		if (t->policy == GS_MM_DISCARD)
 			t->lost = true;
 		tag_update_paused(t);
+		res->bytes = 0;
+		res->unmapped_bytes = tag_unmapped_bytes(t);
+		if (res->unmapped_bytes)
+			res->flags |= GS_MM_RES_PARTIAL;
 		goto out;
 	}
-	t->paused = total != 0;
+	t->paused = t->chunks != NULL;
 	t->pauses++;
-	*bytes = done;
+	res->bytes = done;
+	res->unmapped_bytes = tag_unmapped_bytes(t);
+	/*
+	 * Verified free: after a synchronisation, how much device memory the
+	 * driver now reports free that was not before.
+	 */
+	if (measured && !mm_fence(mm) && mm_free_now(mm, &res->free_after)) {
+		res->flags |= GS_MM_RES_MEASURED;
+		res->freed_bytes = res->free_after > res->free_before ?
+				   res->free_after - res->free_before : 0;
+		/*
+		 * Short of 1% or 1 MiB, whichever is more: other allocations
+		 * meanwhile (host backend: the process's RSS) blur the rest.
+		 */
+		uint64_t slack = done / 100 > (1U << 20) ? done / 100 : 1U << 20;
+
+		if (res->freed_bytes + slack < done)
+			res->flags |= GS_MM_RES_SHORTFALL;
+	}
 out:
 	pthread_mutex_unlock(&mm->lock);
+	res->status = ret;
+	res->duration_ns = now_ns() - start;
 	return ret;
 }
 
-int gs_mm_resume(struct gs_mm *mm, uint32_t tag, uint64_t *bytes)
+int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 {
 	struct gs_backend *b = mm->b;
 	int i = tag_index(tag);
 	struct tag *t;
 	struct chunk *c;
-	uint64_t done = 0;
+	uint64_t start = now_ns(), done = 0, copy0;
 	int ret = 0;
 
+	memset(res, 0, sizeof(*res));
 	if (i < 0)
-		return -EINVAL;
+		return res->status = -EINVAL;
 	t = &mm->tags[i];
 	pthread_mutex_lock(&mm->lock);
 	if (!t->paused) {
-		*bytes = tag_chunk_bytes(t);
+		res->bytes = tag_chunk_bytes(t);
 		ret = -EALREADY;
 		goto out;
 	}
 	for (c = t->chunks; c; c = c->next) {
 		if (c->mapped)
 			continue;
-		ret = b->map(b, c->va, c->size, &c->handle);
+		/* DISCARD: zeros; a backup about to be restored: no memset */
+		ret = chunk_map(mm, c, !c->saved);
 		if (ret)
 			goto undo;
 		c->mapped = true;
 		c->fresh = true;
 		done += c->size;
 	}
+	copy0 = now_ns();
 	for (c = t->chunks; c; c = c->next) {
 		if (!c->saved)
 			continue;
-		ret = b->restore(b, c->va, (char *)t->staging + c->staging_off,
-				 c->size);
+		ret = chunk_restore(mm, c);
 		if (ret)
 			goto undo;
 	}
 	ret = b->sync(b);
+	res->copy_ns = now_ns() - copy0;
 	if (ret)
 		goto undo;
 	for (c = t->chunks; c; c = c->next) {
 		c->saved = false;
 		c->fresh = false;
+		if (t->staging_flags & GS_MM_STAGING_FREE_AFTER_RESUME)
+			chunk_unpin(mm, c);
 	}
 	t->paused = false;
 	t->resumes++;
-	*bytes = done;
+	res->bytes = done;
 	goto out;
 
 undo:
 	/*
 	 * Back to paused: unmap what this call mapped (its contents, if any,
-	 * are still in staging: saved stays set). A chunk that will not
-	 * unmap stays mapped and saved, and is restored next time.
+	 * are still in staging: saved stays set), once no copy of ours is
+	 * queued on it. A chunk that will not unmap stays mapped and saved,
+	 * and is restored next time.
 	 */
+	b->sync(b);
 	for (c = t->chunks; c; c = c->next) {
 		if (!c->fresh)
 			continue;
@@ -579,7 +917,30 @@ undo:
 	}
 	tag_update_paused(t);
 out:
+	res->unmapped_bytes = tag_unmapped_bytes(t);
 	pthread_mutex_unlock(&mm->lock);
+	res->status = ret;
+	res->duration_ns = now_ns() - start;
+	return ret;
+}
+
+int gs_mm_pause(struct gs_mm *mm, uint32_t tag, uint64_t *bytes)
+{
+	struct gs_mm_result r;
+	int ret = gs_mm_pause_ex(mm, tag, &r);
+
+	if (!ret || ret == -EALREADY)
+		*bytes = r.bytes;
+	return ret;
+}
+
+int gs_mm_resume(struct gs_mm *mm, uint32_t tag, uint64_t *bytes)
+{
+	struct gs_mm_result r;
+	int ret = gs_mm_resume_ex(mm, tag, &r);
+
+	if (!ret || ret == -EALREADY)
+		*bytes = r.bytes;
 	return ret;
 }
 
@@ -602,9 +963,14 @@ int gs_mm_tag_info(struct gs_mm *mm, uint32_t tag, struct gs_mm_tag_info *info)
 		info->used_bytes += c->used;
 		if (c->mapped)
 			info->mapped_bytes += c->size;
+		for (unsigned int k = 0; k < c->npieces; k++) {
+			if (!c->pieces[k].host)
+				continue;
+			if (!info->staging)
+				info->staging = c->pieces[k].host;
+			info->staging_bytes += c->pieces[k].size;
+		}
 	}
-	info->staging = t->staging;
-	info->staging_bytes = t->staging_size;
 	info->pauses = t->pauses;
 	info->resumes = t->resumes;
 	info->lost = t->lost;

@@ -1,17 +1,23 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * PyTorch pluggable allocator on top of gs_mm, so that tensors live on
- * tagged, sleepable memory. From Python (see docs/pytorch.md):
+ * tagged, sleepable memory. Used as the allocator of one torch.cuda.MemPool
+ * per tag, entered with torch.cuda.use_mem_pool (see docs/pytorch.md and
+ * gpusleep.torch_memory_saver): PyTorch's caching allocator stays on top,
+ * everything outside the pools stays with PyTorch's own allocator, and it
+ * works after CUDA is initialised.
  *
- *   import ctypes, torch
- *   lib = "/usr/lib/x86_64-linux-gnu/libgpusleep.so.0"
  *   alloc = torch.cuda.memory.CUDAPluggableAllocator(
- *       lib, "gpusleep_malloc", "gpusleep_free")
- *   torch.cuda.memory.change_current_allocator(alloc)  # before any CUDA use
- *   gs = ctypes.CDLL(lib)
- *   gs.gpusleep_set_tag(b"weights")    # load the model
- *   gs.gpusleep_set_tag(b"kv_cache")   # allocate the KV pools
- *   gs.gpusleep_agent_start(domain_id) # serve the domain's pause/resume
+ *       lib, "gpusleep_malloc_weights", "gpusleep_free")
+ *   pool = torch.cuda.MemPool(alloc.allocator())
+ *   with torch.cuda.use_mem_pool(pool):
+ *       model = load_model()
+ *
+ * gpusleep_malloc_weights / gpusleep_malloc_kv_cache allocate in their
+ * tag whatever thread calls them; gpusleep_malloc allocates in the calling
+ * thread's tag (gpusleep_set_tag, per thread, "weights" until set).
+ * A NULL return is an out-of-memory for PyTorch's caching allocator, which
+ * frees its cached blocks, retries and raises torch.OutOfMemoryError.
  *
  * One memory manager per process, made at the first allocation for that
  * allocation's device. Environment:
@@ -24,7 +30,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +41,13 @@ static pthread_mutex_t torch_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gs_mm *torch_mm;
 static int torch_device = -1;
 static struct gs_agent *torch_agent;
-static _Atomic uint32_t cur_tag = GPUSLEEP_TAG_WEIGHTS;
+/* the calling thread's tag for gpusleep_malloc; 0 = weights */
+static _Thread_local uint32_t thread_tag;
+
+static uint32_t cur_tag(void)
+{
+	return thread_tag ? thread_tag : GPUSLEEP_TAG_WEIGHTS;
+}
 
 static int mm_init(int device)
 {
@@ -81,12 +92,11 @@ static int mm_init(int device)
 	return 0;
 }
 
-void *gpusleep_malloc(ssize_t size, int device, void *stream)
+static void *torch_malloc(uint32_t tag, ssize_t size, int device)
 {
 	void *p;
 	int ret = 0;
 
-	(void)stream;
 	if (size < 0)
 		return NULL;
 	pthread_mutex_lock(&torch_lock);
@@ -100,11 +110,29 @@ void *gpusleep_malloc(ssize_t size, int device, void *stream)
 			device, torch_device);
 	if (ret)
 		return NULL;
-	p = gs_mm_alloc(torch_mm, atomic_load(&cur_tag), (size_t)size);
+	p = gs_mm_alloc(torch_mm, tag, (size_t)size);
 	if (!p)
 		fprintf(stderr, "gpusleep: allocating %zd bytes (tag %s): %s\n",
-			size, gs_tag_name(atomic_load(&cur_tag)), strerror(errno));
+			size, gs_tag_name(tag), strerror(errno));
 	return p;
+}
+
+void *gpusleep_malloc(ssize_t size, int device, void *stream)
+{
+	(void)stream;
+	return torch_malloc(cur_tag(), size, device);
+}
+
+void *gpusleep_malloc_weights(ssize_t size, int device, void *stream)
+{
+	(void)stream;
+	return torch_malloc(GPUSLEEP_TAG_WEIGHTS, size, device);
+}
+
+void *gpusleep_malloc_kv_cache(ssize_t size, int device, void *stream)
+{
+	(void)stream;
+	return torch_malloc(GPUSLEEP_TAG_KV_CACHE, size, device);
 }
 
 void gpusleep_free(void *ptr, ssize_t size, int device, void *stream)
@@ -121,7 +149,8 @@ void gpusleep_free(void *ptr, ssize_t size, int device, void *stream)
 			strerror(-ret));
 }
 
-/* One tag name ("weights" or "kv_cache"): the tag of later allocations. */
+/* One tag name ("weights" or "kv_cache"): the tag of this thread's later
+ * gpusleep_malloc() allocations. */
 int gpusleep_set_tag(const char *tag)
 {
 	uint32_t t;
@@ -131,7 +160,7 @@ int gpusleep_set_tag(const char *tag)
 			tag ? tag : "(null)");
 		return -EINVAL;
 	}
-	atomic_store(&cur_tag, t);
+	thread_tag = t;
 	return 0;
 }
 
@@ -170,6 +199,19 @@ int gpusleep_agent_start(unsigned int domain_id)
 		fprintf(stderr, "gpusleep: agent for domain %u: %s\n", domain_id,
 			strerror(-ret));
 out:
+	pthread_mutex_unlock(&torch_lock);
+	return ret;
+}
+
+/* The last step the process's agent served for tag (its verified free,
+ * what stays unmapped, what was lost); -ENOENT without agent or step. */
+int gpusleep_agent_last_result(unsigned int tag, struct gs_agent_result *r)
+{
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&torch_lock);
+	if (torch_agent)
+		ret = gs_agent_last_result(torch_agent, tag, r);
 	pthread_mutex_unlock(&torch_lock);
 	return ret;
 }

@@ -15,14 +15,18 @@
 GS_LIBDIR	:= $(BUILD)/lib
 GS_OBJDIR	:= $(BUILD)/user
 GS_SONAME	:= libgpusleep.so.0
-GS_LIBS		:= -lpthread -luring -ldl
+# liburing when it is there (the agent's io_uring loop); without it (a GPU
+# machine with only the CUDA toolkit, bench/gpu/check.sh) the agent polls
+GS_HAVE_URING	:= $(shell printf '\043include <liburing.h>\n' | \
+			$(CC) -E -x c - >/dev/null 2>&1 && echo 1 || echo 0)
+GS_LIBS		:= -lpthread $(if $(filter 1,$(GS_HAVE_URING)),-luring) -ldl
 GS_ASAN		:= -fsanitize=address,undefined -fno-omit-frame-pointer
 GS_KSFT_CFLAGS	:= $(if $(KSFT_CFLAGS),$(KSFT_CFLAGS),-isystem $(KSFT_INC))
 
 GS_CUDA_H	:= $(firstword $(wildcard $(if $(CUDA_HOME),$(CUDA_HOME)/include/cuda.h) \
 			/usr/local/cuda/include/cuda.h))
 GS_SRCS		:= $(filter-out user/backend_cuda.c,$(sort $(wildcard user/*.c)))
-GS_LIB_CFLAGS	:= $(CFLAGS) -fPIC -Iuser -Iuser/include
+GS_LIB_CFLAGS	:= $(CFLAGS) -fPIC -Iuser -Iuser/include -DGS_HAVE_URING=$(GS_HAVE_URING)
 ifneq ($(and $(wildcard user/backend_cuda.c),$(GS_CUDA_H)),)
 GS_SRCS		+= user/backend_cuda.c
 GS_LIB_CFLAGS	+= -DHAVE_CUDA=1 -I$(dir $(GS_CUDA_H))

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fake_libcuda.h"
@@ -52,6 +53,10 @@
 #undef cuMemcpyHtoDAsync
 #undef cuStreamDestroy
 #undef cuDevicePrimaryCtxRelease
+#undef cuEventDestroy
+#undef cuMemGetInfo
+#undef cuStreamWaitEvent
+#undef cuEventRecord
 
 #define EXPORT __attribute__((visibility("default")))
 #define GRAN FAKECUDA_GRANULARITY
@@ -70,7 +75,11 @@
 	X(cuMemFreeHost) X(cuMemcpyDtoHAsync)			\
 	X(cuMemcpyHtoDAsync) X(cuMemsetD32Async)		\
 	X(cuStreamCreate)					\
-	X(cuStreamSynchronize) X(cuStreamDestroy)
+	X(cuStreamSynchronize) X(cuStreamDestroy)		\
+	X(cuCtxSynchronize) X(cuStreamWaitEvent)		\
+	X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)	\
+	X(cuEventQuery) X(cuEventDestroy) X(cuMemGetInfo)	\
+	X(cuDeviceGetAttribute)
 
 #define AS_ENUM(n) E_##n,
 enum entry { ENTRY_POINTS(AS_ENUM) E_COUNT };
@@ -84,19 +93,39 @@ struct CUctx_st {
 
 struct copy_op {
 	bool memset;		/* cuMemsetD32Async of value */
+	bool kernel;		/* fakecuda_launch(): engine work */
+	bool writes;		/* kernel: writes value over the range */
 	unsigned int value;
 	bool to_host;
 	void *host;
 	uintptr_t dev;
 	size_t size;
 	bool pinned;
+	uint64_t seq;		/* position in its stream */
+	uint64_t due;		/* kernel: done by itself at this time (ns) */
+};
+
+/* "stream w runs nothing queued after this point before s reached seq" */
+struct wait_dep {
+	struct CUstream_st *s;
+	uint64_t seq;
+	uint64_t after;		/* applies to w's ops with seq > after */
 };
 
 struct CUstream_st {
 	bool live;
+	bool engine;		/* made by fakecuda_engine_stream() */
 	bool failed;		/* a queued copy hit unmapped memory */
 	struct copy_op *ops;
 	size_t nops, cap;
+	uint64_t seq;		/* of the last op queued */
+	struct wait_dep *waits;
+	size_t nwaits, wcap;
+};
+
+struct CUevent_st {
+	struct CUstream_st *s;	/* NULL until recorded */
+	uint64_t seq;
 };
 
 struct phys {
@@ -136,6 +165,22 @@ static int nhosts;
 static struct CUstream_st *streams[MAX_OBJS];
 static int nstreams;
 static long misuse, pageable_copies;
+static struct CUevent_st *events[MAX_OBJS];
+static int nevents;
+/* the context's sticky error: once set, every call answers it */
+static CUresult sticky;
+static long races, illegal;
+/* device memory: cuMemGetInfo, cuMemCreate's OUT_OF_MEMORY */
+static unsigned long long capacity = 64ULL << 30;
+static unsigned long long used_bytes, other_bytes, freeing_bytes;
+static bool lazy_free;
+static bool hold_free;		/* released memory never shows free */
+static long rdma_handles;	/* made with gpuDirectRDMACapable */
+static int rdma_vmm = 1;	/* CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED */
+static int numa_id = -1;	/* CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID */
+static long long pin_us_per_gib;
+static unsigned long long max_pin;
+static long long pin_us_total;
 
 static CUresult bad(const char *fn, const char *why)
 {
@@ -148,9 +193,15 @@ static CUresult bad(const char *fn, const char *why)
  * Count the call of e; return the armed fault's code, or CUDA_SUCCESS.
  * Called with the lock held.
  */
+static void retire_due(void);
+
 static CUresult enter(enum entry e)
 {
 	long n = ++calls[e];
+
+	retire_due();
+	if (sticky && e != E_cuGetErrorName && e != E_cuGetProcAddress)
+		return sticky;
 
 	for (int i = 0; i < nfaults; i++) {
 		struct fault *f = &faults[i];
@@ -206,6 +257,12 @@ static int find_entry(const char *name)
 	return -1;
 }
 
+static bool covered(uintptr_t va, size_t size, bool whole, bool need_access);
+static void fault_sticky(const char *what, uintptr_t dev, size_t size);
+static CUresult queue_op(struct CUstream_st *s, struct copy_op *op);
+static int find_stream(CUstream s);
+static uint64_t now_ns(void);
+
 /* ---- control interface for the tests ---- */
 
 EXPORT int fakecuda_fail(const char *fn, unsigned int nth, unsigned int times,
@@ -224,6 +281,74 @@ EXPORT int fakecuda_fail(const char *fn, unsigned int nth, unsigned int times,
 		f->code = (CUresult)code;
 		ret = 0;
 	}
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+/* an engine stream: not the backend's, not counted in stats.streams */
+EXPORT void *fakecuda_engine_stream(void)
+{
+	struct CUstream_st *s = NULL;
+
+	pthread_mutex_lock(&lock);
+	if (nstreams < MAX_OBJS && (s = calloc(1, sizeof(*s)))) {
+		s->live = true;
+		s->engine = true;
+		streams[nstreams++] = s;
+	}
+	pthread_mutex_unlock(&lock);
+	return s;
+}
+
+EXPORT int fakecuda_launch(void *stream, void *va, size_t size,
+			   long long value, long long delay_us)
+{
+	struct CUstream_st *s = stream;
+	struct copy_op op = { .kernel = true, .dev = (uintptr_t)va,
+			      .size = size & ~(size_t)3 };
+	int ret = -1;
+
+	pthread_mutex_lock(&lock);
+	retire_due();
+	if (!s || find_stream(s) < 0 || !op.size) {
+		bad("fakecuda_launch", "unknown stream or size < 4");
+	} else if (sticky) {
+		/* a lost context runs nothing */
+	} else if (!covered(op.dev, op.size, false, true)) {
+		fault_sticky("kernel launched", op.dev, op.size);
+	} else {
+		op.writes = value >= 0;
+		op.value = (unsigned int)value;
+		op.due = delay_us < 0 ? 0 : now_ns() + (uint64_t)delay_us * 1000;
+		if (!op.due && delay_us >= 0)
+			op.due = 1;
+		ret = queue_op(s, &op) == CUDA_SUCCESS ? 0 : -1;
+	}
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+EXPORT int fakecuda_set(const char *knob, long long value)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&lock);
+	if (!strcmp(knob, "capacity"))
+		capacity = (unsigned long long)value;
+	else if (!strcmp(knob, "other_used"))
+		other_bytes = (unsigned long long)value;
+	else if (!strcmp(knob, "lazy_free"))
+		lazy_free = value != 0;
+	else if (!strcmp(knob, "hold_free"))
+		hold_free = value != 0;
+	else if (!strcmp(knob, "pin_us_per_gib"))
+		pin_us_per_gib = value;
+	else if (!strcmp(knob, "rdma_vmm"))
+		rdma_vmm = (int)value;
+	else if (!strcmp(knob, "numa_id"))
+		numa_id = (int)value;
+	else
+		ret = -1;
 	pthread_mutex_unlock(&lock);
 	return ret;
 }
@@ -259,8 +384,25 @@ EXPORT void fakecuda_stats(struct fakecuda_stats *st)
 	st->streams = nstreams;
 	for (int i = 0; i < MAX_DEVICES; i++)
 		st->ctx_refs += contexts[i].refs;
-	for (int i = 0; i < nstreams; i++)
-		st->pending += streams[i]->nops;
+	st->streams = 0;
+	for (int i = 0; i < nstreams; i++) {
+		st->streams += !streams[i]->engine;
+		for (size_t j = 0; j < streams[i]->nops; j++) {
+			if (streams[i]->ops[j].kernel)
+				st->kernels++;
+			else
+				st->pending++;
+		}
+	}
+	st->events = nevents;
+	st->races = races;
+	st->illegal = illegal;
+	st->sticky = sticky;
+	st->used_bytes = used_bytes;
+	st->freeing_bytes = freeing_bytes;
+	st->max_pin = max_pin;
+	st->pin_us = pin_us_total;
+	st->rdma_handles = rdma_handles;
 	st->misuse = misuse;
 	st->pageable_copies = pageable_copies;
 	pthread_mutex_unlock(&lock);
@@ -276,6 +418,14 @@ __attribute__((constructor)) static void fakecuda_load(void)
 			   MAX_DEVICES : atoi(s);
 	s = getenv("FAKECUDA_POISON");
 	poison = s && *s && strcmp(s, "0");
+	s = getenv("FAKECUDA_MEM_MIB");
+	if (s && atoll(s) > 0)
+		capacity = (unsigned long long)atoll(s) << 20;
+	s = getenv("FAKECUDA_LAZY_FREE");
+	lazy_free = s && *s && strcmp(s, "0");
+	s = getenv("FAKECUDA_PIN_MS_PER_GIB");
+	if (s)
+		pin_us_per_gib = atoll(s) * 1000;
 	s = getenv("FAKECUDA_FAIL");
 	if (!s || !(spec = strdup(s)))
 		return;
@@ -355,21 +505,38 @@ static int find_host(const void *p, size_t size)
 	return -1;
 }
 
-/* does a queued copy still use device range or host buffer? */
-static bool pending_on(uintptr_t dev, size_t dsize, const void *host,
-		       size_t hsize)
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* does queued work (kernels: only when kernels) still use dev or host? */
+static bool pending_on_kind(uintptr_t dev, size_t dsize, const void *host,
+			    size_t hsize, bool kernels)
 {
 	for (int s = 0; s < nstreams; s++)
 		for (size_t i = 0; i < streams[s]->nops; i++) {
 			struct copy_op *op = &streams[s]->ops[i];
 
+			if (kernels && !op->kernel)
+				continue;
 			if (dsize && overlaps(op->dev, op->size, dev, dsize))
 				return true;
-			if (hsize && !op->memset && overlaps((uintptr_t)op->host, op->size,
-					      (uintptr_t)host, hsize))
+			if (hsize && !op->memset && !op->kernel &&
+			    overlaps((uintptr_t)op->host, op->size,
+				     (uintptr_t)host, hsize))
 				return true;
 		}
 	return false;
+}
+
+static bool pending_on(uintptr_t dev, size_t dsize, const void *host,
+		       size_t hsize)
+{
+	return pending_on_kind(dev, dsize, host, hsize, false);
 }
 
 static int find_stream(CUstream s)
@@ -380,30 +547,146 @@ static int find_stream(CUstream s)
 	return -1;
 }
 
-/* run the queued copies of s; false if one hit memory that is gone */
-static bool run_stream(struct CUstream_st *s)
+/* a device fault: the context is lost, as with the driver's sticky errors */
+static void fault_sticky(const char *what, uintptr_t dev, size_t size)
 {
-	for (size_t i = 0; i < s->nops; i++) {
-		struct copy_op *op = &s->ops[i];
+	misuse++;
+	illegal++;
+	fprintf(stderr, "fakecuda: %s of %zu bytes at %#lx: memory not mapped: CUDA_ERROR_ILLEGAL_ADDRESS (sticky: every later call fails)\n",
+		what, size, (unsigned long)dev);
+	sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+}
 
-		if (!covered(op->dev, op->size, false, true) ||
-		    (op->pinned && find_host(op->host, op->size) < 0)) {
+/* execute one op; false if its memory is gone */
+static bool exec_op(struct CUstream_st *s, struct copy_op *op)
+{
+	if (!covered(op->dev, op->size, false, true) ||
+	    (op->pinned && find_host(op->host, op->size) < 0)) {
+		if (op->kernel) {
+			fault_sticky("kernel", op->dev, op->size);
+		} else {
 			misuse++;
 			fprintf(stderr, "fakecuda: stream: queued copy of %zu bytes at %#lx: memory no longer mapped\n",
 				op->size, (unsigned long)op->dev);
-			s->failed = true;
-			continue;
 		}
-		if (op->memset)
+		s->failed = true;
+		return false;
+	}
+	if (op->kernel) {
+		if (op->writes)
 			for (size_t j = 0; j < op->size / 4; j++)
 				((unsigned int *)op->dev)[j] = op->value;
-		else if (op->to_host)
-			memcpy(op->host, (void *)op->dev, op->size);
-		else
-			memcpy((void *)op->dev, op->host, op->size);
+	} else if (op->memset) {
+		for (size_t j = 0; j < op->size / 4; j++)
+			((unsigned int *)op->dev)[j] = op->value;
+	} else if (op->to_host) {
+		memcpy(op->host, (void *)op->dev, op->size);
+	} else {
+		memcpy((void *)op->dev, op->host, op->size);
 	}
-	s->nops = 0;
+	return true;
+}
+
+static void run_upto(struct CUstream_st *s, uint64_t seq, int depth);
+
+/* before s runs op: what it waits for (cuStreamWaitEvent) runs first */
+static void run_deps(struct CUstream_st *s, const struct copy_op *op,
+		     int depth)
+{
+	for (size_t w = 0; w < s->nwaits; w++)
+		if (op->seq > s->waits[w].after)
+			run_upto(s->waits[w].s, s->waits[w].seq, depth + 1);
+}
+
+/* run s's ops with seq <= seq, in order */
+static void run_upto(struct CUstream_st *s, uint64_t seq, int depth)
+{
+	size_t n = 0;
+
+	if (depth > 8)
+		return;
+	while (n < s->nops && s->ops[n].seq <= seq) {
+		run_deps(s, &s->ops[n], depth);
+		exec_op(s, &s->ops[n]);
+		n++;
+	}
+	memmove(s->ops, s->ops + n, (s->nops - n) * sizeof(*s->ops));
+	s->nops -= n;
+}
+
+/* run everything queued on s; false if an op hit memory that is gone */
+static bool run_stream(struct CUstream_st *s)
+{
+	run_upto(s, UINT64_MAX, 0);
 	return !s->failed;
+}
+
+/* released memory counts as used until a synchronisation (lazy_free) */
+static void synchronized(void)
+{
+	if (!hold_free)
+		freeing_bytes = 0;
+}
+
+/* kernels whose time has come finish by themselves (in stream order) */
+static void retire_due(void)
+{
+	uint64_t now = 0;
+
+	for (int i = 0; i < nstreams; i++) {
+		struct CUstream_st *s = streams[i];
+		size_t n = 0;
+
+		while (n < s->nops && s->ops[n].kernel && s->ops[n].due) {
+			if (!now)
+				now = now_ns();
+			if (s->ops[n].due > now)
+				break;
+			exec_op(s, &s->ops[n]);
+			n++;
+		}
+		if (n) {
+			memmove(s->ops, s->ops + n,
+				(s->nops - n) * sizeof(*s->ops));
+			s->nops -= n;
+		}
+	}
+}
+
+/* is stream w ordered after op (seq) of stream s? */
+static bool ordered_after(struct CUstream_st *w, struct CUstream_st *s,
+			  uint64_t seq)
+{
+	for (size_t i = 0; i < w->nwaits; i++)
+		if (w->waits[i].s == s && w->waits[i].seq >= seq)
+			return true;
+	return false;
+}
+
+/*
+ * A device-to-host copy queued on w over [dev, +size) while another
+ * stream still has a kernel writing there that w is not ordered after:
+ * the backup would read stale or torn data.
+ */
+static bool races_pending_write(struct CUstream_st *w, uintptr_t dev,
+				size_t size)
+{
+	for (int i = 0; i < nstreams; i++) {
+		struct CUstream_st *s = streams[i];
+
+		if (s == w)
+			continue;
+		for (size_t j = 0; j < s->nops; j++) {
+			struct copy_op *op = &s->ops[j];
+
+			if (!op->kernel || !op->writes ||
+			    !overlaps(op->dev, op->size, dev, size))
+				continue;
+			if (!ordered_after(w, s, op->seq))
+				return true;
+		}
+	}
+	return false;
 }
 
 /* ---- the driver API ---- */
@@ -528,8 +811,11 @@ static CUresult check_prop(const char *fn, const CUmemAllocationProp *prop)
 		return bad(fn, "prop.location.type is not a device");
 	if (prop->location.id < 0 || prop->location.id >= ndevices)
 		return CUDA_ERROR_INVALID_DEVICE;
-	if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE)
-		return bad(fn, "shareable handle types are not modelled");
+	if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+	    prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return bad(fn, "only the POSIX file descriptor handle type is modelled");
+	if (prop->allocFlags.gpuDirectRDMACapable && !rdma_vmm)
+		return bad(fn, "gpuDirectRDMACapable on a device without GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED");
 	return CUDA_SUCCESS;
 }
 
@@ -628,6 +914,10 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 		rc_ = bad("cuMemCreate", "NULL handle, size 0 or not a multiple of the granularity, or flags");
 		goto out;
 	}
+	if (used_bytes + freeing_bytes + other_bytes + size > capacity) {
+		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
 	if (nphys == MAX_OBJS || !(p = calloc(1, sizeof(*p)))) {
 		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
@@ -649,6 +939,8 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 		}
 	}
 	p->size = size;
+	used_bytes += size;
+	rdma_handles += prop->allocFlags.gpuDirectRDMACapable != 0;
 	p->device = prop->location.id;
 	phys[nphys++] = p;
 	*handle = (uintptr_t)p;
@@ -667,6 +959,9 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 		rc_ = bad("cuMemRelease", "handle still mapped (gpusleep unmaps first)");
 	} else {
 		close(phys[i]->fd);
+		used_bytes -= phys[i]->size;
+		if (lazy_free)
+			freeing_bytes += phys[i]->size;
 		free(phys[i]);
 		phys[i] = phys[--nphys];
 	}
@@ -764,6 +1059,12 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 		rc_ = bad("cuMemUnmap", "range not exactly covered by whole mappings");
 		goto out;
 	}
+	if (pending_on_kind(ptr, size, NULL, 0, true)) {
+		/* on a GPU the unmap goes through and the kernel faults */
+		fault_sticky("cuMemUnmap under a running kernel", ptr, size);
+		rc_ = sticky;
+		goto out;
+	}
 	if (pending_on(ptr, size, NULL, 0)) {
 		rc_ = bad("cuMemUnmap", "a queued copy still uses the range (synchronize first)");
 		goto out;
@@ -803,6 +1104,18 @@ EXPORT CUresult cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
 	}
 	hosts[nhosts++] = (struct host_buf){ m, size };
 	*pp = m;
+	if (size > max_pin)
+		max_pin = size;
+	if (pin_us_per_gib > 0) {
+		/* pinning costs time per GiB (the driver locks every page) */
+		long long us = (long long)((double)size / (1ULL << 30) *
+					   pin_us_per_gib);
+
+		pin_us_total += us;
+		pthread_mutex_unlock(&lock);
+		usleep(us);
+		return CUDA_SUCCESS;
+	}
 	END;
 }
 
@@ -836,6 +1149,7 @@ static CUresult queue_op(struct CUstream_st *s, struct copy_op *op)
 		s->ops = ops;
 		s->cap = cap;
 	}
+	op->seq = ++s->seq;
 	s->ops[s->nops++] = *op;
 	return CUDA_SUCCESS;
 }
@@ -854,6 +1168,10 @@ static CUresult queue_copy(const char *fn, bool to_host, void *host,
 	if (s && find_stream(s) < 0)
 		return bad(fn, "unknown stream");
 	op.pinned = find_host(host, size) >= 0;
+	if (to_host && s && races_pending_write(s, dev, size)) {
+		races++;
+		bad(fn, "copies device memory that a kernel on another stream may still be writing (synchronize or cuStreamWaitEvent first)");
+	}
 	if (!op.pinned || !s) {
 		/* pageable memory or the NULL stream: done before returning */
 		pageable_copies += !op.pinned;
@@ -969,6 +1287,10 @@ EXPORT CUresult cuStreamSynchronize(CUstream hs)
 		streams[i]->nops = 0;
 	else if (!run_stream(streams[i]))
 		rc = CUDA_ERROR_ILLEGAL_ADDRESS;
+	else
+		synchronized();
+	if (sticky)
+		rc = sticky;
 out:
 	pthread_mutex_unlock(&lock);
 	return fault != CUDA_SUCCESS ? fault : rc;
@@ -986,9 +1308,203 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream hs)
 	}
 	/* the driver lets queued work finish; run it now */
 	run_stream(streams[i]);
+	/* nobody waits on it any more */
+	for (int j = 0; j < nstreams; j++)
+		for (size_t k = 0; k < streams[j]->nwaits; )
+			if (streams[j]->waits[k].s == hs)
+				streams[j]->waits[k] =
+					streams[j]->waits[--streams[j]->nwaits];
+			else
+				k++;
+	for (int j = 0; j < nevents; j++)
+		if (events[j]->s == hs)
+			events[j]->s = NULL;
+	free(streams[i]->waits);
 	free(streams[i]->ops);
 	free(streams[i]);
 	streams[i] = streams[--nstreams];
+	END;
+}
+
+/* run every stream to its end (cuCtxSynchronize); false on a fault */
+static bool run_all(void)
+{
+	bool ok = true;
+
+	for (int i = 0; i < nstreams; i++)
+		ok &= run_stream(streams[i]);
+	return ok;
+}
+
+EXPORT CUresult cuCtxSynchronize(void)
+{
+	BEGIN_CTX(E_cuCtxSynchronize, "cuCtxSynchronize");
+	if (!run_all())
+		rc_ = CUDA_ERROR_ILLEGAL_ADDRESS;
+	else
+		synchronized();
+	if (sticky)
+		rc_ = sticky;
+	END;
+}
+
+static int find_event(CUevent ev)
+{
+	for (int i = 0; i < nevents; i++)
+		if (events[i] == ev)
+			return i;
+	return -1;
+}
+
+EXPORT CUresult cuEventCreate(CUevent *pev, unsigned int flags)
+{
+	struct CUevent_st *ev;
+
+	BEGIN_CTX(E_cuEventCreate, "cuEventCreate");
+	if (!pev || (flags & ~0xfu)) {
+		rc_ = bad("cuEventCreate", "NULL event or bad flags");
+		goto out;
+	}
+	if (nevents == MAX_OBJS || !(ev = calloc(1, sizeof(*ev)))) {
+		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	events[nevents++] = ev;
+	*pev = ev;
+	END;
+}
+
+EXPORT CUresult cuEventRecord(CUevent hev, CUstream hs)
+{
+	int i;
+
+	BEGIN_CTX(E_cuEventRecord, "cuEventRecord");
+	i = find_event(hev);
+	if (i < 0 || (hs && find_stream(hs) < 0)) {
+		rc_ = bad("cuEventRecord", "unknown event or stream");
+		goto out;
+	}
+	events[i]->s = hs;
+	events[i]->seq = hs ? hs->seq : 0;
+	END;
+}
+
+EXPORT CUresult cuEventSynchronize(CUevent hev)
+{
+	int i;
+
+	BEGIN_CTX(E_cuEventSynchronize, "cuEventSynchronize");
+	i = find_event(hev);
+	if (i < 0) {
+		rc_ = bad("cuEventSynchronize", "unknown event");
+		goto out;
+	}
+	if (events[i]->s) {
+		run_upto(events[i]->s, events[i]->seq, 0);
+		if (events[i]->s->failed)
+			rc_ = CUDA_ERROR_ILLEGAL_ADDRESS;
+	}
+	synchronized();
+	if (sticky)
+		rc_ = sticky;
+	END;
+}
+
+EXPORT CUresult cuEventQuery(CUevent hev)
+{
+	int i;
+
+	BEGIN_CTX(E_cuEventQuery, "cuEventQuery");
+	i = find_event(hev);
+	if (i < 0) {
+		rc_ = bad("cuEventQuery", "unknown event");
+		goto out;
+	}
+	if (events[i]->s && events[i]->s->nops &&
+	    events[i]->s->ops[0].seq <= events[i]->seq)
+		rc_ = CUDA_ERROR_NOT_READY;
+	END;
+}
+
+EXPORT CUresult cuEventDestroy_v2(CUevent hev)
+{
+	int i;
+
+	BEGIN_CTX(E_cuEventDestroy, "cuEventDestroy");
+	i = find_event(hev);
+	if (i < 0) {
+		rc_ = bad("cuEventDestroy", "unknown event");
+		goto out;
+	}
+	free(events[i]);
+	events[i] = events[--nevents];
+	END;
+}
+
+EXPORT CUresult cuStreamWaitEvent(CUstream hs, CUevent hev, unsigned int flags)
+{
+	struct CUstream_st *w = hs;
+	int i;
+
+	BEGIN_CTX(E_cuStreamWaitEvent, "cuStreamWaitEvent");
+	i = find_event(hev);
+	if (i < 0 || !w || find_stream(w) < 0 || flags) {
+		rc_ = bad("cuStreamWaitEvent", "unknown event, unknown or NULL stream, or flags");
+		goto out;
+	}
+	if (!events[i]->s || events[i]->s == w)
+		goto out;	/* nothing to wait for */
+	if (w->nwaits == w->wcap) {
+		size_t cap = w->wcap ? 2 * w->wcap : 8;
+		struct wait_dep *n = realloc(w->waits, cap * sizeof(*n));
+
+		if (!n) {
+			rc_ = CUDA_ERROR_OUT_OF_MEMORY;
+			goto out;
+		}
+		w->waits = n;
+		w->wcap = cap;
+	}
+	w->waits[w->nwaits++] = (struct wait_dep){ events[i]->s,
+						   events[i]->seq, w->seq };
+	END;
+}
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *freep, size_t *totalp)
+{
+	unsigned long long taken;
+
+	BEGIN_CTX(E_cuMemGetInfo, "cuMemGetInfo");
+	if (!freep || !totalp) {
+		rc_ = bad("cuMemGetInfo", "NULL pointer");
+		goto out;
+	}
+	taken = used_bytes + freeing_bytes + other_bytes;
+	*totalp = capacity;
+	*freep = taken > capacity ? 0 : capacity - taken;
+	END;
+}
+
+EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib,
+				     CUdevice dev)
+{
+	BEGIN(E_cuDeviceGetAttribute);
+	if (!initialized)
+		rc_ = CUDA_ERROR_NOT_INITIALIZED;
+	else if (!pi)
+		rc_ = bad("cuDeviceGetAttribute", "NULL value");
+	else if (dev < 0 || dev >= ndevices)
+		rc_ = CUDA_ERROR_INVALID_DEVICE;
+	else if (attrib == CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED)
+		*pi = rdma_vmm;
+	else if (attrib == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED)
+		*pi = 1;
+	else if (attrib == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
+		*pi = 1;
+	else if (attrib == CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID)
+		*pi = numa_id;
+	else
+		rc_ = CUDA_ERROR_INVALID_VALUE;
 	END;
 }
 
@@ -1019,6 +1535,15 @@ static const struct { const char *name; void *fn; } procs[] = {
 	{ "cuStreamCreate", (void *)cuStreamCreate },
 	{ "cuStreamSynchronize", (void *)cuStreamSynchronize },
 	{ "cuStreamDestroy", (void *)cuStreamDestroy_v2 },
+	{ "cuCtxSynchronize", (void *)cuCtxSynchronize },
+	{ "cuStreamWaitEvent", (void *)cuStreamWaitEvent },
+	{ "cuEventCreate", (void *)cuEventCreate },
+	{ "cuEventRecord", (void *)cuEventRecord },
+	{ "cuEventSynchronize", (void *)cuEventSynchronize },
+	{ "cuEventQuery", (void *)cuEventQuery },
+	{ "cuEventDestroy", (void *)cuEventDestroy_v2 },
+	{ "cuMemGetInfo", (void *)cuMemGetInfo_v2 },
+	{ "cuDeviceGetAttribute", (void *)cuDeviceGetAttribute },
 };
 
 /*

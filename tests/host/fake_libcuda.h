@@ -24,6 +24,16 @@ struct fakecuda_stats {
 	long pending;		/* queued async copies not yet executed */
 	long misuse;		/* calls the real driver would reject */
 	long pageable_copies;	/* async copies with a non-pinned host side */
+	long kernels;		/* engine kernels (fakecuda_launch) not yet done */
+	long events;		/* live events */
+	long races;		/* device-to-host copies racing a kernel's writes */
+	long illegal;		/* device faults (unmap under a kernel...) */
+	long sticky;		/* the context's sticky CUresult, 0 if none */
+	unsigned long long used_bytes;	 /* device memory held by handles */
+	unsigned long long freeing_bytes; /* released, free at the next sync */
+	unsigned long long max_pin;	 /* largest single cuMemHostAlloc */
+	long long pin_us;		 /* time spent pinning (simulated) */
+	long rdma_handles;	/* cuMemCreate with gpuDirectRDMACapable */
 };
 
 /* fakecuda_stats(): fill *st with the live counters */
@@ -41,5 +51,29 @@ typedef int (*fakecuda_fail_fn)(const char *fn, unsigned int nth,
 typedef long (*fakecuda_calls_fn)(const char *fn);
 /* fakecuda_clear_faults(): drop every armed fault */
 typedef void (*fakecuda_clear_faults_fn)(void);
+/*
+ * The engine's own GPU work. fakecuda_engine_stream(): a new stream of
+ * "the engine" (not counted in stats.streams). fakecuda_launch(stream, va,
+ * size, value, delay_us): queue a kernel over [va, +size) that writes the
+ * 32-bit value everywhere (value < 0: only reads) and finishes by itself
+ * delay_us after now (< 0: only when synchronized: cuCtxSynchronize, a
+ * cuStreamSynchronize/cuEventSynchronize that waits for it). Launching on
+ * unmapped memory, or unmapping memory a pending kernel uses, is a device
+ * fault: CUDA_ERROR_ILLEGAL_ADDRESS, sticky (every later call fails).
+ * Returns 0 or -1.
+ */
+typedef void *(*fakecuda_engine_stream_fn)(void);
+typedef int (*fakecuda_launch_fn)(void *stream, void *va, unsigned long size,
+				  long long value, long long delay_us);
+/*
+ * fakecuda_set(knob, value): "capacity" (device bytes, default 64 GiB),
+ * "other_used" (bytes held by others), "lazy_free" (released memory shows
+ * free in cuMemGetInfo only after the next synchronisation), "hold_free"
+ * (with lazy_free: never, as if someone else took it at once),
+ * "pin_us_per_gib" (cuMemHostAlloc takes that long per GiB), "rdma_vmm"
+ * (GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED), "numa_id" (HOST_NUMA_ID).
+ * Returns 0, -1 for an unknown knob.
+ */
+typedef int (*fakecuda_set_fn)(const char *knob, long long value);
 
 #endif /* GPUSLEEP_TESTS_FAKE_LIBCUDA_H */

@@ -162,9 +162,9 @@ TEST_F(mm, discard_tag_comes_back_zeroed)
 
 	NEED_MM();
 	for (size_t i = 0; i < NBUF; i++) {
+		/* new memory, as from cudaMalloc, holds anything (0xa5 here) */
 		p[i] = gs_mm_alloc(self->mm, KV, sizes[i]);
 		ASSERT_NE(NULL, p[i]);
-		ASSERT_TRUE(all_zero(p[i], sizes[i]));
 		memset(p[i], 0x77, sizes[i]);
 	}
 	ASSERT_EQ(0, gs_mm_pause(self->mm, KV, &bytes));

@@ -4,7 +4,9 @@
 the library, ctypes layouts against the C compiler's, tag lists, the
 exception table against libgpusleep's, the engine's callback answers, the
 host-backend memory manager with its memoryviews, the adapter disabled
-without /dev/gpusleep, and `make python-install DESTDIR=...`."""
+without /dev/gpusleep, `make python-install DESTDIR=...`, the adapter in
+local mode (no module) and over a stand-in of the torch calls it makes
+(MemPool per tag, use_mem_pool, graphs)."""
 
 import errno
 import os
@@ -23,7 +25,9 @@ TESTS = ["import gpusleep loads no library",
          "engine callback answers",
          "memory manager on the host backend: views, backup, discard",
          "no /dev/gpusleep: Controller raises, adapter disabled",
-         "make python-install DESTDIR: import gpusleep from the stage"]
+         "make python-install DESTDIR: import gpusleep from the stage",
+         "adapter in local mode: regions, pause/resume, verified free",
+         "adapter over a stand-in torch: one MemPool per tag, graphs"]
 
 
 def lazy_import():
@@ -114,6 +118,14 @@ def memory():
     check(bytes(w.as_ctypes()[:4]) == pat[:4], "ctypes view")
     e = raises(OSError, mm.resume, "weights")
     check(e.errno == errno.EALREADY, str(e))
+    mm.set_fence_streams([0x1234])	# the host backend has none to wait for
+    r = mm.pause_ex("kv_cache")
+    check(r["status"] == 0 and r["bytes"] >= 1 << 20 and r["measured"],
+          repr(r))
+    check(mm.resume_ex("kv_cache")["bytes"] >= 1 << 20, "resume_ex")
+    mm.set_fence_streams()
+    check(mm.trim() == 0, "nothing empty to trim")
+    mm.set_staging("weights", free_after_resume=True)
     mm.free(w)
     mm.free(k)
     mm.close()
@@ -159,12 +171,193 @@ def install():
         check("build/lib/libgpusleep.so" in out[2], out[2])
 
 
+LOCAL = r"""
+import ctypes, os, sys, threading
+os.environ["GPUSLEEP_BACKEND"] = "host"
+os.environ["GPUSLEEP_TMS_LOCAL"] = "1"
+sys.path.insert(0, sys.argv[1])
+import gpusleep.torch_memory_saver as m
+from gpusleep import _lib
+tms = m.torch_memory_saver
+L = _lib.lib()
+SIZE = 8 << 20
+assert tms.enabled and tms.local, "local mode"
+tms.hook_mode = "torch"
+with m.configure_subprocess():
+    pass
+# the tag is per thread: a region here does not move another thread
+other = {}
+def alloc_other():
+    other["p"] = L.gpusleep_malloc(4096, 0, None)
+with tms.region(tag="weights", enable_cpu_backup=True):
+    w = L.gpusleep_malloc(SIZE, 0, None)
+with tms.region(tag="kv_cache"):
+    k = L.gpusleep_malloc(SIZE, 0, None)
+    th = threading.Thread(target=alloc_other)
+    th.start(); th.join()
+    with tms.region(tag="cuda_graph"):          # alias: weights
+        g = L.gpusleep_malloc(4096, 0, None)
+mm = L.gpusleep_mm()
+assert L.gs_mm_tag_of(mm, w) == 1 and L.gs_mm_tag_of(mm, g) == 1
+assert L.gs_mm_tag_of(mm, k) == 2 and L.gs_mm_tag_of(mm, other["p"]) == 1
+# a later region asking no backup does not drop the weights' backup
+with tms.region(tag="weights", enable_cpu_backup=False):
+    pass
+wv = (ctypes.c_ubyte * SIZE).from_address(w)
+kv = (ctypes.c_ubyte * SIZE).from_address(k)
+pat = bytes(range(251)) * (SIZE // 251) + bytes(SIZE % 251)
+ctypes.memmove(w, pat, SIZE)
+ctypes.memset(k, 0xcd, SIZE)
+r = tms.pause()
+assert set(r) == {"weights", "kv_cache"}, r
+for t in r:
+    assert r[t]["status"] == 0 and r[t]["bytes"] >= SIZE, r
+    assert r[t]["measured"], r
+    # the host backend's "device memory" is the process's RSS
+    assert r[t]["freed_bytes"] >= SIZE // 2, r
+assert tms.pause("weights")["weights"]["status"] == -114    # EALREADY
+r = tms.resume("weights")
+assert r["weights"]["bytes"] >= SIZE, r
+assert bytes(wv) == pat, "weights identical"
+tms.resume()
+assert bytes(kv) == bytes(SIZE), "KV zero"
+try:
+    with tms.region(tag="bogus"):
+        pass
+    raise AssertionError("bogus tag accepted")
+except m.errors.InvalidRequest:
+    pass
+print("ok")
+"""
+
+
+# A stand-in for the parts of torch the adapter calls, with the semantics
+# PyTorch documents: CUDAPluggableAllocator(path, alloc_fn, free_fn) loads
+# the two symbols; MemPool(allocator) has an id; use_mem_pool(pool) routes
+# the calling thread's allocations to the pool, whose allocator is called
+# for new memory (here at once: no caching); torch.cuda.graph(g, pool=id).
+FAKE_TORCH = r"""
+import contextlib, ctypes, itertools, threading
+_ids = itertools.count(1)
+_tls = threading.local()
+class _Alloc:
+    def __init__(self, path, alloc_fn, free_fn):
+        lib = ctypes.CDLL(path)
+        self.malloc = getattr(lib, alloc_fn)
+        self.free = getattr(lib, free_fn)
+        self.malloc.restype = ctypes.c_void_p
+        self.malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        self.free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int,
+                              ctypes.c_void_p]
+        self.alloc_fn = alloc_fn
+    def allocator(self):
+        return self
+class MemPool:
+    def __init__(self, allocator=None):
+        self.allocator = allocator
+        self.id = (0, next(_ids))
+class _Memory:
+    CUDAPluggableAllocator = _Alloc
+class CUDAGraph:
+    pass
+def _stack():
+    if not hasattr(_tls, "pools"):
+        _tls.pools = []
+    return _tls.pools
+class cuda:
+    memory = _Memory
+    MemPool = MemPool
+    CUDAGraph = CUDAGraph
+    graphs = []
+    @staticmethod
+    @contextlib.contextmanager
+    def use_mem_pool(pool, device=None):
+        _stack().append(pool)
+        try:
+            yield
+        finally:
+            _stack().pop()
+    @staticmethod
+    @contextlib.contextmanager
+    def graph(g, pool=None, stream=None, capture_error_mode="global"):
+        cuda.graphs.append((g, pool, capture_error_mode))
+        yield
+def empty(nbytes):
+    # what the caching allocator does for a new block of the current pool
+    pools = _stack()
+    if not pools or pools[-1].allocator is None:
+        return None
+    return pools[-1].allocator.malloc(nbytes, 0, None)
+"""
+
+TORCH_MODE = r"""
+import os, sys
+os.environ["GPUSLEEP_BACKEND"] = "host"
+os.environ["GPUSLEEP_TMS_LOCAL"] = "1"
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, sys.argv[2])
+import torch
+import gpusleep.torch_memory_saver as m
+from gpusleep import _lib
+tms = m.torch_memory_saver
+L = _lib.lib()
+with tms.region(tag="weights", enable_cpu_backup=True):
+    w = torch.empty(1 << 20)
+with tms.region(tag="kv_cache"):
+    k = torch.empty(1 << 20)
+    with tms.disable():
+        assert torch.empty(4096) is None     # PyTorch's own allocator
+outside = torch.empty(4096)
+assert outside is None, "outside a region: not ours"
+mm = L.gpusleep_mm()
+assert L.gs_mm_tag_of(mm, w) == 1 and L.gs_mm_tag_of(mm, k) == 2
+assert set(tms._pools) == {"weights", "kv_cache"}
+assert tms._allocators["kv_cache"].alloc_fn == "gpusleep_malloc_kv_cache"
+g = torch.cuda.CUDAGraph()
+with tms.cuda_graph(g, tag="cuda_graph"):
+    pass
+assert torch.cuda.graphs[-1][1] == tms._pools["weights"].id, torch.cuda.graphs
+with tms.cuda_graph(g, pool=tms.pool("weights").id):
+    pass
+import warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    with tms.cuda_graph(g, pool=(9, 9)):
+        pass
+assert caught and "not one of gpusleep's pools" in str(caught[0].message)
+r = tms.pause()
+assert r["weights"]["status"] == 0 and r["kv_cache"]["status"] == 0, r
+tms.resume()
+print("ok")
+"""
+
+
+def torch_mode():
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "torch.py"), "w") as f:
+            f.write(FAKE_TORCH)
+        out = subprocess.run([sys.executable, "-B", "-c", TORCH_MODE,
+                              os.path.join(REPO, "user", "python"), d],
+                             capture_output=True, text=True, timeout=120)
+    check(out.returncode == 0 and out.stdout.strip() == "ok",
+          out.stdout + out.stderr)
+
+
+def local_mode():
+    out = subprocess.run([sys.executable, "-B", "-c", LOCAL,
+                          os.path.join(REPO, "user", "python")],
+                         capture_output=True, text=True, timeout=120)
+    check(out.returncode == 0 and out.stdout.strip() == "ok",
+          out.stdout + out.stderr)
+
+
 def main():
     tap = Tap(TESTS)
     tap.run(TESTS[0], lazy_import)
     tap.run(TESTS[1], check_layouts)
     for name, fn in zip(TESTS[2:], [tags, exceptions, answers, memory,
-                                    no_device, install]):
+                                    no_device, install, local_mode,
+                                    torch_mode]):
         tap.run(name, fn)
     tap.done()
 

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The PyTorch pluggable allocator entry points on the host backend
- * (GPUSLEEP_BACKEND=host): tags follow gpusleep_set_tag(), the policies
- * follow GPUSLEEP_BACKUP_TAGS, bad input is refused.
+ * (GPUSLEEP_BACKEND=host): tags follow gpusleep_set_tag(), per thread, and
+ * the per-tag entry points; the policies follow GPUSLEEP_BACKUP_TAGS, bad
+ * input is refused.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +57,66 @@ TEST(torch_entry_points)
 	ASSERT_EQ(0, gs_mm_tag_info(gpusleep_mm(), GPUSLEEP_TAG_WEIGHTS, &info));
 	EXPECT_EQ(0, info.nr_allocs);
 	EXPECT_EQ(-EINVAL, gpusleep_agent_stop());
+	{
+		struct gs_agent_result r;
+
+		EXPECT_EQ(-ENOENT, gpusleep_agent_last_result(
+			GPUSLEEP_TAG_WEIGHTS, &r));	/* no agent */
+	}
+}
+
+struct tagged {
+	const char *tag;
+	void *p;
+	uint32_t got;
+};
+
+static void *alloc_in_thread(void *arg)
+{
+	struct tagged *t = arg;
+
+	if (t->tag && gpusleep_set_tag(t->tag))
+		return NULL;
+	t->p = gpusleep_malloc(4096, 0, NULL);
+	if (t->p)
+		t->got = gs_mm_tag_of(gpusleep_mm(), t->p);
+	return NULL;
+}
+
+/*
+ * Issue 15: the tag is per thread (a region on one thread does not move
+ * another thread's allocations), and each tag has an entry point of its
+ * own for a MemPool whose allocations may come from any thread.
+ */
+TEST(tag_is_per_thread)
+{
+	struct tagged kv = { .tag = "kv_cache" }, dflt = { 0 };
+	pthread_t a, b;
+	void *w, *k;
+
+	ASSERT_EQ(0, setenv("GPUSLEEP_BACKEND", "host", 1));
+	ASSERT_EQ(0, gpusleep_set_tag("kv_cache"));
+	ASSERT_EQ(0, pthread_create(&b, NULL, alloc_in_thread, &dflt));
+	ASSERT_EQ(0, pthread_join(b, NULL));
+	ASSERT_NE(NULL, dflt.p);
+	/* this thread's kv_cache does not leak into another thread */
+	EXPECT_EQ(GPUSLEEP_TAG_WEIGHTS, dflt.got);
+	ASSERT_EQ(0, gpusleep_set_tag("weights"));
+	ASSERT_EQ(0, pthread_create(&a, NULL, alloc_in_thread, &kv));
+	ASSERT_EQ(0, pthread_join(a, NULL));
+	ASSERT_NE(NULL, kv.p);
+	EXPECT_EQ(GPUSLEEP_TAG_KV_CACHE, kv.got);
+
+	w = gpusleep_malloc_weights(8192, 0, NULL);
+	k = gpusleep_malloc_kv_cache(8192, 0, NULL);
+	ASSERT_NE(NULL, w);
+	ASSERT_NE(NULL, k);
+	EXPECT_EQ(GPUSLEEP_TAG_WEIGHTS, gs_mm_tag_of(gpusleep_mm(), w));
+	EXPECT_EQ(GPUSLEEP_TAG_KV_CACHE, gs_mm_tag_of(gpusleep_mm(), k));
+	gpusleep_free(w, 8192, 0, NULL);
+	gpusleep_free(k, 8192, 0, NULL);
+	gpusleep_free(kv.p, 4096, 0, NULL);
+	gpusleep_free(dflt.p, 4096, 0, NULL);
 }
 
 TEST_HARNESS_MAIN

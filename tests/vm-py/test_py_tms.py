@@ -47,11 +47,14 @@ def view(addr):
 def enabled():
     check(tms.enabled and tms_module.enabled, "enabled")
     with raises_ctx(gpusleep.InvalidRequest):
-        with tms.region(tag="cuda_graph"):
+        with tms.region(tag="bogus"):
             pass
-    tms.tag_aliases["cuda_graph"] = "kv_cache"
-    check(tms._tag("cuda_graph") == "kv_cache", "alias")
-    del tms.tag_aliases["cuda_graph"]
+    # SGLang's graph tag and TMS's default tag live with the weights
+    check(tms._tag("cuda_graph") == "weights", "cuda_graph alias")
+    check(tms._tag("default") == "weights", "default alias")
+    tms.tag_aliases["graph2"] = "kv_cache"
+    check(tms._tag("graph2") == "kv_cache", "alias")
+    del tms.tag_aliases["graph2"]
 
 
 class raises_ctx:
@@ -112,6 +115,12 @@ def pause_all():
     check(r.ok and r.tags == ["weights", "kv_cache"], repr(r))
     check(r.bytes["weights"] >= SIZE and r.bytes["kv_cache"] >= SIZE,
           repr(r.bytes))
+    # what the agent measured: the memory came free (host backend: RSS)
+    for t in ("weights", "kv_cache"):
+        lr = tms.last_result(t)
+        check(lr is not None and lr["mm"]["status"] == 0 and
+              lr["mm"]["measured"] and not lr["mm"]["shortfall"] and
+              lr["mm"]["bytes"] == r.bytes[t], repr(lr))
     ev = S["events"]
     check(ev[:2] == [("drain", ("weights", "kv_cache")), ("reset",)],
           repr(ev))

@@ -125,6 +125,28 @@ int main(void)
 	F(gs_agent_stats, resumes);
 	F(gs_agent_stats, failures);
 	F(gs_agent_stats, complete_errors);
+	F(gs_agent_stats, released_bytes);
+	F(gs_agent_stats, freed_bytes);
+	F(gs_agent_stats, shortfalls);
+	F(gs_agent_stats, lost_bytes);
 	S(gs_agent_stats);
+	F(gs_mm_result, status);
+	F(gs_mm_result, flags);
+	F(gs_mm_result, bytes);
+	F(gs_mm_result, unmapped_bytes);
+	F(gs_mm_result, lost_bytes);
+	F(gs_mm_result, freed_bytes);
+	F(gs_mm_result, free_before);
+	F(gs_mm_result, free_after);
+	F(gs_mm_result, duration_ns);
+	F(gs_mm_result, copy_ns);
+	S(gs_mm_result);
+	F(gs_agent_result, op_id);
+	F(gs_agent_result, type);
+	F(gs_agent_result, tag);
+	F(gs_agent_result, complete_ret);
+	F(gs_agent_result, pad);
+	F(gs_agent_result, mm);
+	S(gs_agent_result);
 	return 0;
 }

@@ -245,6 +245,69 @@ uint32_t gs_mm_tag_of(struct gs_mm *mm, const void *ptr);
 int gs_mm_pause(struct gs_mm *mm, uint32_t tag, uint64_t *bytes);
 int gs_mm_resume(struct gs_mm *mm, uint32_t tag, uint64_t *bytes);
 
+/*
+ * What a pause or resume did, exactly, success or not: what the kernel's
+ * state (and the KV repair / weight push that follow) must be built on.
+ */
+struct gs_mm_result {
+	int32_t status;		/* 0 or -errno (-EALREADY: already so) */
+	uint32_t flags;		/* GS_MM_RES_* */
+	uint64_t bytes;		/* pause: unmapped (and given back) by this
+				 * call; resume: mapped by this call */
+	uint64_t unmapped_bytes; /* of the tag, not backed by memory after
+				 * the call (non-zero after a failed pause:
+				 * the tag is partly released, resume it) */
+	uint64_t lost_bytes;	/* contents lost: DISCARD chunks a failed
+				 * pause had to map back fresh (zeros) */
+	uint64_t freed_bytes;	/* pause: device memory the driver saw come
+				 * free (cuMemGetInfo after a synchronise) */
+	uint64_t free_before;	/* cuMemGetInfo free, before and after */
+	uint64_t free_after;
+	uint64_t duration_ns;
+	uint64_t copy_ns;	/* of which backup (pause) / restore (resume)
+				 * copies, queued to synchronised */
+};
+#define GS_MM_RES_MEASURED	(1U << 0)	/* freed_bytes was measured */
+#define GS_MM_RES_SHORTFALL	(1U << 1)	/* freed_bytes short of bytes by
+						 * more than 1% or 1 MiB */
+#define GS_MM_RES_PARTIAL	(1U << 2)	/* failed, tag left partly unmapped */
+int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res);
+int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res);
+
+/*
+ * What a pause waits for before its first copy and its first unmap: by
+ * default (n = 0) all GPU work of the context (cuCtxSynchronize); or only
+ * the work queued so far on the engine's own streams (CUstream values, an
+ * event recorded on each and waited for), when other streams of the
+ * process must not be waited for. The engine must then declare every
+ * stream that touches the tags' memory.
+ */
+int gs_mm_set_fence_streams(struct gs_mm *mm, void *const *streams,
+			    unsigned int n);
+
+/*
+ * Give the empty chunks of tags (0 = all) back to the backend, after
+ * waiting for the GPU's work (a free never unmaps: kernels may still use
+ * the memory; empty chunks are a cache until a pause or this call).
+ */
+int gs_mm_trim(struct gs_mm *mm, uint32_t tags, uint64_t *bytes);
+
+/*
+ * Backup staging of a GS_MM_BACKUP tag: pinned host memory in pieces of at
+ * most 256 MiB per chunk, pinned when a chunk is made or the tag becomes
+ * BACKUP, reused every cycle. Flags: GS_MM_STAGING_LAZY pins only at the
+ * pause (or gs_mm_pin_staging); GS_MM_STAGING_FREE_AFTER_RESUME gives it
+ * back after each resume (torch_memory_saver's choice: less host memory,
+ * pinning again at every pause).
+ */
+#define GS_MM_STAGING_LAZY		(1U << 0)
+#define GS_MM_STAGING_FREE_AFTER_RESUME	(1U << 1)
+int gs_mm_set_staging(struct gs_mm *mm, uint32_t tag, unsigned int flags);
+/* Pin what is missing, at most max_bytes (0: all) now; *left = still to
+ * pin. Call repeatedly for progress in bounded steps. */
+int gs_mm_pin_staging(struct gs_mm *mm, uint32_t tag, uint64_t max_bytes,
+		      uint64_t *left);
+
 struct gs_mm_tag_info {
 	uint32_t policy;	/* enum gs_mm_policy */
 	uint32_t paused;	/* 1 if some chunk is unmapped */
@@ -295,21 +358,58 @@ struct gs_agent_stats {
 	uint64_t pauses, resumes;	/* answered with status 0 */
 	uint64_t failures;	/* answered with a negative status */
 	uint64_t complete_errors;	/* COMPLETE ioctl refused (-ESTALE...) */
+	uint64_t released_bytes;	/* unmapped by successful pauses */
+	uint64_t freed_bytes;	/* of which the driver saw come free */
+	uint64_t shortfalls;	/* pauses after which less came free */
+	uint64_t lost_bytes;	/* DISCARD contents lost by rollbacks */
 };
 void gs_agent_get_stats(struct gs_agent *a, struct gs_agent_stats *st);
+
+/*
+ * The full outcome of each PAUSE_TAG / RESUME_TAG step the agent served:
+ * the memory manager's result (bytes unmapped or mapped, what stays
+ * unmapped, what was lost, the bytes the driver saw come free) and what
+ * COMPLETE answered. The uAPI's COMPLETE carries only status and bytes: a
+ * failed pause that left part of the tag unmapped is answered with its
+ * error and the bytes still unmapped; the rest is here, for the engine
+ * (and, once the uAPI carries it, the kernel).
+ */
+struct gs_agent_result {
+	uint64_t op_id;
+	uint32_t type;		/* GPUSLEEP_EV_PAUSE_TAG or _RESUME_TAG */
+	uint32_t tag;
+	int32_t complete_ret;	/* what the COMPLETE ioctl returned */
+	uint32_t pad;
+	struct gs_mm_result mm;
+};
+typedef void (*gs_agent_result_fn)(struct gs_agent *a,
+				   const struct gs_agent_result *r, void *arg);
+/* Called on the agent's thread after each step is answered (NULL: none). */
+void gs_agent_set_result_cb(struct gs_agent *a, gs_agent_result_fn fn,
+			    void *arg);
+/* The last step served for one tag; -ENOENT if none yet. */
+int gs_agent_last_result(struct gs_agent *a, uint32_t tag,
+			 struct gs_agent_result *r);
 
 /* ------------------------------------------------------------------ */
 /* PyTorch pluggable allocator (docs/pytorch.md)                       */
 
+/* Allocates in the calling thread's tag (gpusleep_set_tag). */
 void *gpusleep_malloc(ssize_t size, int device, void *stream);
+/* Allocate in one tag, whatever the thread: one MemPool per tag. */
+void *gpusleep_malloc_weights(ssize_t size, int device, void *stream);
+void *gpusleep_malloc_kv_cache(ssize_t size, int device, void *stream);
 void gpusleep_free(void *ptr, ssize_t size, int device, void *stream);
-/* "weights" or "kv_cache": the tag of later allocations (process-wide). */
+/* "weights" or "kv_cache": the tag of the calling thread's later
+ * gpusleep_malloc() allocations ("weights" until set). */
 int gpusleep_set_tag(const char *tag);
 /* The process's memory manager, NULL before the first allocation. */
 struct gs_mm *gpusleep_mm(void);
 /* Serve domain_id with that memory manager on an agent thread. */
 int gpusleep_agent_start(unsigned int domain_id);
 int gpusleep_agent_stop(void);
+/* That agent's last step for tag (gs_agent_last_result); -ENOENT if none. */
+int gpusleep_agent_last_result(unsigned int tag, struct gs_agent_result *r);
 
 #ifdef __cplusplus
 }

@@ -190,7 +190,30 @@ class gs_mm_tag_info(ctypes.Structure):
 
 class gs_agent_stats(ctypes.Structure):
     _fields_ = [("events", u64), ("pauses", u64), ("resumes", u64),
-                ("failures", u64), ("complete_errors", u64)]
+                ("failures", u64), ("complete_errors", u64),
+                ("released_bytes", u64), ("freed_bytes", u64),
+                ("shortfalls", u64), ("lost_bytes", u64)]
+
+
+class gs_mm_result(ctypes.Structure):
+    _fields_ = [("status", ctypes.c_int32), ("flags", u32), ("bytes", u64),
+                ("unmapped_bytes", u64), ("lost_bytes", u64),
+                ("freed_bytes", u64), ("free_before", u64),
+                ("free_after", u64), ("duration_ns", u64),
+                ("copy_ns", u64)]
+
+
+class gs_agent_result(ctypes.Structure):
+    _fields_ = [("op_id", u64), ("type", u32), ("tag", u32),
+                ("complete_ret", ctypes.c_int32), ("pad", u32),
+                ("mm", gs_mm_result)]
+
+
+GS_MM_RES_MEASURED = 1 << 0
+GS_MM_RES_SHORTFALL = 1 << 1
+GS_MM_RES_PARTIAL = 1 << 2
+GS_MM_STAGING_LAZY = 1 << 0
+GS_MM_STAGING_FREE_AFTER_RESUME = 1 << 1
 
 
 # Every struct the bindings mirror, by its C name (for the layout tests).
@@ -209,6 +232,8 @@ STRUCTS = {
     "gs_engine_config": gs_engine_config,
     "gs_mm_tag_info": gs_mm_tag_info,
     "gs_agent_stats": gs_agent_stats,
+    "gs_mm_result": gs_mm_result,
+    "gs_agent_result": gs_agent_result,
 }
 
 P = ctypes.POINTER
@@ -260,6 +285,12 @@ PROTOTYPES = {
     "gs_mm_pause": (c_int, [c_void_p, u32, P(u64)]),
     "gs_mm_resume": (c_int, [c_void_p, u32, P(u64)]),
     "gs_mm_tag_info": (c_int, [c_void_p, u32, P(gs_mm_tag_info)]),
+    "gs_mm_pause_ex": (c_int, [c_void_p, u32, P(gs_mm_result)]),
+    "gs_mm_resume_ex": (c_int, [c_void_p, u32, P(gs_mm_result)]),
+    "gs_mm_trim": (c_int, [c_void_p, u32, P(u64)]),
+    "gs_mm_set_fence_streams": (c_int, [c_void_p, P(c_void_p), c_uint]),
+    "gs_mm_set_staging": (c_int, [c_void_p, u32, c_uint]),
+    "gs_mm_pin_staging": (c_int, [c_void_p, u32, u64, P(u64)]),
     # agent
     "gs_agent_attach": (c_int, [c_char_p, u32, c_void_p, P(c_void_p)]),
     "gs_agent_destroy": (None, [c_void_p]),
@@ -268,6 +299,7 @@ PROTOTYPES = {
     "gs_agent_start": (c_int, [c_void_p]),
     "gs_agent_stop": (c_int, [c_void_p]),
     "gs_agent_get_stats": (None, [c_void_p, P(gs_agent_stats)]),
+    "gs_agent_last_result": (c_int, [c_void_p, u32, P(gs_agent_result)]),
     # PyTorch pluggable allocator
     "gpusleep_malloc": (c_void_p, [ctypes.c_ssize_t, c_int, c_void_p]),
     "gpusleep_free": (None, [c_void_p, ctypes.c_ssize_t, c_int, c_void_p]),
@@ -275,6 +307,7 @@ PROTOTYPES = {
     "gpusleep_mm": (c_void_p, []),
     "gpusleep_agent_start": (c_int, [c_uint]),
     "gpusleep_agent_stop": (c_int, []),
+    "gpusleep_agent_last_result": (c_int, [c_uint, P(gs_agent_result)]),
 }
 
 _here = os.path.dirname(os.path.abspath(__file__))

@@ -65,6 +65,15 @@ def _make_backend(backend, device, cuda_lib):
     return b, "host"
 
 
+def result_dict(r):
+    """struct gs_mm_result as a dict, flags as booleans."""
+    d = {k: getattr(r, k) for k, _ in r._fields_ if k != "flags"}
+    d["measured"] = bool(r.flags & _lib.GS_MM_RES_MEASURED)
+    d["shortfall"] = bool(r.flags & _lib.GS_MM_RES_SHORTFALL)
+    d["partial"] = bool(r.flags & _lib.GS_MM_RES_PARTIAL)
+    return d
+
+
 class Buffer:
     """One allocation: addr, size, tag; view (host backend) or None."""
 
@@ -132,17 +141,57 @@ class MemoryManager:
 
     def pause(self, tag):
         """Unmap a tag directly (no domain involved); the bytes unmapped."""
-        n = ctypes.c_uint64()
-        _lib.check(_lib.lib().gs_mm_pause(self._mm, _tag_bit(tag),
-                                          ctypes.byref(n)), f"pause({tag!r})")
-        return n.value
+        return self.pause_ex(tag)["bytes"]
 
     def resume(self, tag):
+        return self.resume_ex(tag)["bytes"]
+
+    def _op_ex(self, fn, what, tag, check):
+        r = _lib.gs_mm_result()
+        ret = fn(self._mm, _tag_bit(tag), ctypes.byref(r))
+        d = result_dict(r)
+        if check and ret < 0:
+            e = OSError(-ret, f"{what}({tag!r}): {os.strerror(-ret)}")
+            e.result = d
+            raise e
+        return d
+
+    def pause_ex(self, tag, check=True):
+        """Pause, returning struct gs_mm_result as a dict: bytes
+        unmapped, unmapped_bytes (what stays unmapped), lost_bytes,
+        freed_bytes (what the driver saw come free; measured, shortfall
+        and partial as booleans). A failure raises OSError with .result
+        (check=False: returns it, with status)."""
+        return self._op_ex(_lib.lib().gs_mm_pause_ex, "pause", tag, check)
+
+    def resume_ex(self, tag, check=True):
+        return self._op_ex(_lib.lib().gs_mm_resume_ex, "resume", tag, check)
+
+    def trim(self, tags=0):
+        """Give empty chunks back (after waiting for the GPU); bytes."""
         n = ctypes.c_uint64()
-        _lib.check(_lib.lib().gs_mm_resume(self._mm, _tag_bit(tag),
-                                           ctypes.byref(n)),
-                   f"resume({tag!r})")
+        mask = tags if isinstance(tags, int) else _lib.tags_to_mask(tags)
+        _lib.check(_lib.lib().gs_mm_trim(self._mm, mask, ctypes.byref(n)),
+                   "trim")
         return n.value
+
+    def set_fence_streams(self, streams=()):
+        """What a pause waits for before copying and unmapping: () = all
+        GPU work of the context (default); else only the work queued on
+        these CUDA streams (ints: cudaStream_t, e.g.
+        torch.cuda.current_stream().cuda_stream)."""
+        arr = (ctypes.c_void_p * max(len(streams), 1))(*streams)
+        _lib.check(_lib.lib().gs_mm_set_fence_streams(
+            self._mm, arr, len(streams)), "set_fence_streams")
+
+    def set_staging(self, tag, lazy=False, free_after_resume=False):
+        """Backup staging: pinned ahead (default) or at the pause (lazy);
+        kept across cycles (default) or freed after each resume."""
+        f = (_lib.GS_MM_STAGING_LAZY if lazy else 0) | \
+            (_lib.GS_MM_STAGING_FREE_AFTER_RESUME if free_after_resume
+             else 0)
+        _lib.check(_lib.lib().gs_mm_set_staging(self._mm, _tag_bit(tag), f),
+                   f"set_staging({tag!r})")
 
     def tag_info(self, tag):
         """struct gs_mm_tag_info as a dict."""
@@ -204,6 +253,19 @@ class Agent:
         st = _lib.gs_agent_stats()
         _lib.lib().gs_agent_get_stats(self._a, ctypes.byref(st))
         return {k: getattr(st, k) for k, _ in st._fields_}
+
+    def last_result(self, tag):
+        """The last step served for tag (a dict: op_id, type, tag,
+        complete_ret, and the memory manager's result under 'mm', with
+        freed_bytes: what the driver saw come free), or None."""
+        r = _lib.gs_agent_result()
+        ret = _lib.lib().gs_agent_last_result(self._a, _tag_bit(tag),
+                                              ctypes.byref(r))
+        if ret == -_errno.ENOENT:
+            return None
+        _lib.check(ret, "last_result")
+        return {"op_id": r.op_id, "type": r.type, "tag": r.tag,
+                "complete_ret": r.complete_ret, "mm": result_dict(r.mm)}
 
     def stop(self):
         """Stop the thread; 0, or the -errno that ended it."""

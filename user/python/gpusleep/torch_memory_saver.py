@@ -8,35 +8,50 @@
         model = load_model()
     with torch_memory_saver.region(tag="kv_cache"):
         kv_pools = allocate_kv_cache()
+    with torch_memory_saver.cuda_graph(graph, tag="cuda_graph"):
+        out = model(static_input)               # captured
     torch_memory_saver.pause("kv_cache")      # or pause(): every tag
     torch_memory_saver.resume()               # exactly what is paused
     torch_memory_saver.enabled
 
-Allocations are made by libgpusleep's PyTorch pluggable allocator
-(gpusleep_malloc/gpusleep_free, docs/pytorch.md): region() sets its current
-tag (gpusleep_set_tag) and the tag's policy (enable_cpu_backup: backed up to
-host memory, else discarded and zero after resume), and installs the
-allocator on first use when torch is imported and CUDA not yet initialised
-(install_torch_allocator() does it explicitly; GPUSLEEP_TORCH_ALLOCATOR=0
-turns that off).
+How allocations are captured (torch_memory_saver's "torch" hook mode, and
+vLLM's CuMemAllocator): one torch.cuda.MemPool per tag, whose allocator is
+libgpusleep's pluggable allocator for that tag (gpusleep_malloc_weights /
+gpusleep_malloc_kv_cache, gpusleep_free); region(tag) enters that pool
+with torch.cuda.use_mem_pool for the calling thread. So it works after CUDA
+is initialised (SGLang and vLLM initialise it before any region), PyTorch's
+caching allocator sits on top (memory_stats, empty_cache, graph pools work),
+everything outside a region stays with PyTorch's own allocator, and an
+allocation the memory manager cannot make raises torch.OutOfMemoryError.
+Without torch importable, region() only sets the calling thread's tag for
+gpusleep_malloc (what the tests without PyTorch use).
 
-pause() and resume() do not unmap memory behind the kernel's back: they
-issue RELEASE / RESUME on the domain, from the engine fd, and drive the
-engine's events (drain, cache reset, KV repair, resume scheduling) until the
-operation ends; the memory is unmapped and remapped by this process's agent
-thread (gpusleep_agent_start), exactly as when a trainer releases the domain
-from outside. So the state a trainer sees (is_sleeping, released tags, sysfs)
-always matches. The domain is the gpusleep.engine.Engine given to
-configure(), or one made on first need, named $GPUSLEEP_DOMAIN_NAME or
-"tms-PID". Call pause/resume from the thread that runs the engine's loop.
+pause() and resume(), where the gpusleep module is loaded, do not unmap
+memory behind the kernel's back: they issue RELEASE / RESUME on the domain,
+from the engine fd, and drive the engine's events (drain, cache reset, KV
+repair, resume scheduling) until the operation ends; the memory is
+unmapped and remapped by this process's agent thread, exactly as when a
+trainer releases the domain from outside. The domain is the
+gpusleep.engine.Engine given to configure(), or one made on first need,
+named $GPUSLEEP_DOMAIN_NAME or "tms-PID". Call pause/resume from the thread
+that runs the engine's loop.
+
+Where there is no module (a GPU machine that cannot load kernel modules),
+configure(local=True) or GPUSLEEP_TMS_LOCAL=1 makes pause/resume act on
+this process's memory manager directly, as torch_memory_saver does: the
+memory manager waits for all GPU work of the context before it copies or
+unmaps, and each call returns the memory manager's results per tag
+(bytes, and the bytes the driver saw come free).
+
+Differences from torch_memory_saver (its current source, point by point)
+are listed in docs/pytorch.md.
 """
 
 import contextlib
+import ctypes
 import errno as _errno
 import os
-import sys
 import threading
-import warnings
 
 from . import _lib, errors
 
@@ -46,16 +61,28 @@ class TorchMemorySaver:
         self._engine = None
         self._policies = {}		# tag name -> backup?
         self._agent = False
-        self._allocator = None
+        self._allocators = {}		# tag name -> CUDAPluggableAllocator
+        self._pools = {}		# tag name -> torch.cuda.MemPool
         self._user_disabled = False
-        self._local = threading.local()
-        self.tag_aliases = {}		# e.g. {"cuda_graph": "kv_cache"}
+        self._local = os.environ.get("GPUSLEEP_TMS_LOCAL") == "1"
+        self._lock = threading.Lock()
+        self._tls = threading.local()
+        # torch_memory_saver's default tag, and SGLang's graph tag until
+        # tags are declarable: both live with the weights (backed up when
+        # the weights are, so graph buffers never come back as zeros)
+        self.tag_aliases = {"default": "weights", "cuda_graph": "weights"}
+        self._hook_mode = "torch"
 
     # ------------------------------------------------------------ setup
-    def configure(self, engine=None, **engine_kwargs):
+    def configure(self, engine=None, *, local=None, **engine_kwargs):
         """Bind the domain: an Engine of this process, or the keyword
         arguments of a new one (name, gpu, prefix_caching,
-        prefix_cache_reset, callbacks...). Returns the engine."""
+        prefix_cache_reset, callbacks...). Returns the engine.
+        local=True: no domain; pause/resume act on the memory directly."""
+        if local is not None:
+            self._local = bool(local)
+        if self._local:
+            return None
         if self._engine is not None:
             raise RuntimeError("torch_memory_saver: already configured "
                                f"(domain {self._engine.id})")
@@ -77,44 +104,38 @@ class TorchMemorySaver:
         return self._engine
 
     @property
+    def local(self):
+        """True: pause/resume act on the memory directly (no module)."""
+        return self._local
+
+    @property
     def enabled(self):
         """True when the memory saver works here: not disabled, the
-        library loads and /dev/gpusleep exists."""
+        library loads, and /dev/gpusleep exists (or local mode)."""
         if self._user_disabled:
             return False
         try:
             _lib.lib()
         except OSError:
             return False
-        return os.path.exists("/dev/gpusleep")
+        return self._local or os.path.exists("/dev/gpusleep")
 
     @enabled.setter
     def enabled(self, value):
         """False turns region/pause/resume into no-ops."""
         self._user_disabled = not value
 
-    def install_torch_allocator(self):
-        """Make libgpusleep PyTorch's CUDA allocator (before any CUDA use)."""
-        if self._allocator is not None:
-            return self._allocator
-        import torch
-        alloc = torch.cuda.memory.CUDAPluggableAllocator(
-            _lib.path(), "gpusleep_malloc", "gpusleep_free")
-        torch.cuda.memory.change_current_allocator(alloc)
-        self._allocator = alloc
-        return alloc
+    @property
+    def hook_mode(self):
+        """Accepted for compatibility: allocations are always captured
+        through MemPools ("torch" mode); "preload" is not offered."""
+        return self._hook_mode
 
-    def _maybe_install_allocator(self):
-        if (self._allocator is not None or "torch" not in sys.modules
-                or os.environ.get("GPUSLEEP_TORCH_ALLOCATOR") == "0"):
-            return
-        try:
-            self.install_torch_allocator()
-        except Exception as e:
-            self._allocator = False	# do not retry
-            warnings.warn(f"gpusleep: could not install the PyTorch "
-                          f"allocator ({e}); call install_torch_allocator() "
-                          f"before CUDA is initialised")
+    @hook_mode.setter
+    def hook_mode(self, mode):
+        if mode not in ("torch", "preload"):
+            raise ValueError(f"hook_mode {mode!r}: want 'torch' or 'preload'")
+        self._hook_mode = mode
 
     # ------------------------------------------------------------ tags
     def _tag(self, tag):
@@ -125,7 +146,10 @@ class TorchMemorySaver:
                 f"{list(_lib.TAG_NAMES)} (or set tag_aliases)")
         return tag
 
-    def _apply_policies(self):
+    def _set_policy(self, tag, backup):
+        """One policy per tag; a backup once asked for is kept (never
+        silently discard what some region wanted kept)."""
+        self._policies[tag] = self._policies.get(tag, False) or bool(backup)
         L = _lib.lib()
         mm = L.gpusleep_mm()
         if not mm:
@@ -135,45 +159,131 @@ class TorchMemorySaver:
                     if self._policies.get(t, t == "weights")]
             os.environ["GPUSLEEP_BACKUP_TAGS"] = ",".join(keep)
             return
-        for t, backup in self._policies.items():
-            p = _lib.GS_MM_BACKUP if backup else _lib.GS_MM_DISCARD
+        for t, b in self._policies.items():
+            p = _lib.GS_MM_BACKUP if b else _lib.GS_MM_DISCARD
             ret = L.gs_mm_set_policy(mm, _lib.tags_to_mask([t]), p, 0)
+            if ret == -_errno.EBUSY:
+                continue	# paused now: applies from its resume on
             if ret < 0:
                 raise OSError(-ret, f"tag {t}: setting its policy: "
                               f"{os.strerror(-ret)}")
 
+    # ----------------------------------------------------- memory pools
+    @staticmethod
+    def _torch():
+        try:
+            import torch
+        except ImportError:
+            return None
+        return torch
+
+    def _pool(self, torch, tag):
+        """The MemPool of tag, made on first use (any device: the pool's
+        allocator serves the process's memory manager)."""
+        with self._lock:
+            pool = self._pools.get(tag)
+            if pool is None:
+                alloc = torch.cuda.memory.CUDAPluggableAllocator(
+                    _lib.path(), f"gpusleep_malloc_{tag}", "gpusleep_free")
+                pool = torch.cuda.MemPool(alloc.allocator())
+                self._allocators[tag] = alloc
+                self._pools[tag] = pool
+            return pool
+
+    def pool(self, tag="weights"):
+        """The torch.cuda.MemPool of tag (for torch.cuda.graph(pool=
+        ....id) or torch.cuda.use_mem_pool)."""
+        torch = self._torch()
+        if torch is None:
+            raise RuntimeError("torch is not importable")
+        return self._pool(torch, self._tag(tag))
+
     @contextlib.contextmanager
-    def region(self, tag="weights", enable_cpu_backup=False):
-        """Allocations inside go to tag; enable_cpu_backup: kept across
-        pause (copied to host memory), else discarded (zero after resume)."""
-        if not self.enabled:
-            yield
-            return
+    def _thread_tag(self, tag):
+        """The calling thread's tag for gpusleep_malloc, restored after."""
         L = _lib.lib()
-        tag = self._tag(tag)
-        self._maybe_install_allocator()
-        self._policies[tag] = bool(enable_cpu_backup)
-        self._apply_policies()
-        stack = getattr(self._local, "stack", None)
+        stack = getattr(self._tls, "stack", None)
         if stack is None:
-            stack = self._local.stack = []
+            stack = self._tls.stack = []
         _lib.check(L.gpusleep_set_tag(tag.encode()), f"set_tag({tag!r})")
         stack.append(tag)
         try:
             yield
         finally:
             stack.pop()
-            # back to the enclosing region's tag, or the safe default
-            prev = stack[-1] if stack else "weights"
-            L.gpusleep_set_tag(prev.encode())
-            self._apply_policies()
-            if self._engine is not None:
-                self._ensure_agent()
+            L.gpusleep_set_tag((stack[-1] if stack else "weights").encode())
+
+    @contextlib.contextmanager
+    def region(self, tag="weights", enable_cpu_backup=False):
+        """Allocations of the calling thread inside go to tag;
+        enable_cpu_backup: kept across pause (copied to host memory),
+        else discarded (zero after resume)."""
+        if not self.enabled:
+            yield
+            return
+        tag = self._tag(tag)
+        self._set_policy(tag, enable_cpu_backup)
+        torch = self._torch()
+        with contextlib.ExitStack() as stack:
+            if torch is not None:
+                stack.enter_context(torch.cuda.use_mem_pool(
+                    self._pool(torch, tag)))
+            stack.enter_context(self._thread_tag(tag))
+            yield
+        self._set_policy(tag, enable_cpu_backup)
+        self._ensure_agent()
+
+    @contextlib.contextmanager
+    def cuda_graph(self, cuda_graph, pool=None, stream=None,
+                   capture_error_mode="global", tag="cuda_graph",
+                   enable_cpu_backup=False):
+        """torch.cuda.graph(...), with the graph's memory in tag's pool, so
+        that it is released and brought back with that tag. pool: None
+        (tag's MemPool), or the pool of a graph captured here (graphs
+        share it); a foreign pool keeps the graph's memory out of
+        gpusleep (said with a warning)."""
+        torch = self._torch()
+        if torch is None:
+            raise RuntimeError("cuda_graph needs torch")
+        if not self.enabled:
+            with torch.cuda.graph(cuda_graph, pool=pool, stream=stream,
+                                  capture_error_mode=capture_error_mode):
+                yield
+            return
+        tag = self._tag(tag)
+        self._set_policy(tag, enable_cpu_backup)
+        mine = self._pool(torch, tag)
+        if pool is None:
+            pool = mine.id
+        elif tuple(pool) not in [tuple(p.id) for p in self._pools.values()]:
+            import warnings
+            warnings.warn("gpusleep: cuda_graph(pool=...) is not one of "
+                          "gpusleep's pools: the graph's memory will not "
+                          "be released")
+        with self._thread_tag(tag):
+            with torch.cuda.graph(cuda_graph, pool=pool, stream=stream,
+                                  capture_error_mode=capture_error_mode):
+                yield
+        self._ensure_agent()
+
+    @contextlib.contextmanager
+    def disable(self):
+        """Allocations inside a region that must stay with PyTorch's own
+        allocator: a plain MemPool (PyTorch's allocator) for the calling
+        thread, dropped afterwards (torch_memory_saver does the same)."""
+        torch = self._torch()
+        if torch is None or not self.enabled:
+            yield
+            return
+        pool = torch.cuda.MemPool()
+        with torch.cuda.use_mem_pool(pool):
+            yield
+        del pool
 
     # -------------------------------------------------------- the agent
     def _ensure_agent(self):
         """Serve the domain with the allocator's memory, once it exists."""
-        if self._agent or self._engine is None:
+        if self._agent or self._engine is None or self._local:
             return self._agent
         L = _lib.lib()
         if not L.gpusleep_mm():
@@ -193,11 +303,37 @@ class TorchMemorySaver:
             return [self._tag(tag)]
         return [self._tag(t) for t in tag]
 
+    def _local_op(self, pause, tag):
+        """pause/resume on this process's memory manager directly; a dict
+        tag -> result (gpusleep.agent.result_dict). Already in the asked
+        state is success. A failure raises OSError with .result."""
+        from .agent import result_dict
+        L = _lib.lib()
+        mm = L.gpusleep_mm()
+        out = {}
+        if not mm:
+            return out
+        fn = L.gs_mm_pause_ex if pause else L.gs_mm_resume_ex
+        for t in self._tags(tag) or list(_lib.TAG_NAMES):
+            r = _lib.gs_mm_result()
+            ret = fn(mm, _lib.tags_to_mask([t]), ctypes.byref(r))
+            d = out[t] = result_dict(r)
+            if ret < 0 and ret != -_errno.EALREADY:
+                e = OSError(-ret, f"{'pause' if pause else 'resume'}"
+                            f"({t!r}): {os.strerror(-ret)}")
+                e.result = d
+                e.results = out
+                raise e
+        return out
+
     def pause(self, tag=None):
         """Release tag (None = every tag) through the module; returns the
-        operation's Result. Refusals raise gpusleep.errors exceptions."""
+        operation's Result. Refusals raise gpusleep.errors exceptions.
+        Local mode: the memory manager's results per tag."""
         if not self.enabled:
             return None
+        if self._local:
+            return self._local_op(True, tag)
         eng = self.engine
         self._ensure_agent()
         return eng.release(self._tags(tag))
@@ -206,9 +342,26 @@ class TorchMemorySaver:
         """Resume tag (None = exactly what is paused) through the module."""
         if not self.enabled:
             return None
+        if self._local:
+            return self._local_op(False, tag)
         eng = self.engine
         self._ensure_agent()
         return eng.resume(self._tags(tag))
+
+    def last_result(self, tag):
+        """What the last release or resume of tag did to the memory, as
+        gpusleep.agent.result_dict (bytes, freed_bytes: what the driver
+        saw come free, unmapped_bytes, lost_bytes, ...) under 'mm', with
+        op_id and the COMPLETE answer; None if none yet. In local mode,
+        pause()/resume() return these directly."""
+        from .agent import result_dict
+        r = _lib.gs_agent_result()
+        ret = _lib.lib().gpusleep_agent_last_result(
+            _lib.tags_to_mask([self._tag(tag)]), ctypes.byref(r))
+        if ret < 0:
+            return None
+        return {"op_id": r.op_id, "type": r.type, "tag": r.tag,
+                "complete_ret": r.complete_ret, "mm": result_dict(r.mm)}
 
     def close(self):
         """Stop the agent thread and close the domain (tests)."""
@@ -227,6 +380,14 @@ region = torch_memory_saver.region
 pause = torch_memory_saver.pause
 resume = torch_memory_saver.resume
 configure = torch_memory_saver.configure
+
+
+@contextlib.contextmanager
+def configure_subprocess():
+    """torch_memory_saver's LD_PRELOAD set-up for child processes: nothing
+    to set up here (no preload; MemPools work in any process), kept so
+    that engines calling it run unchanged."""
+    yield
 
 
 def __getattr__(name):

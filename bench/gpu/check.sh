@@ -1,0 +1,47 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# bench/gpu/check.sh: the GPU check of the data plane (bench/gpu/check.py),
+# one command for a machine with an NVIDIA GPU and PyTorch, e.g. an H200
+# with PyTorch 2.11 and CUDA 13 where kernel modules cannot be loaded and
+# a command may run at most 10 minutes: builds libgpusleep against the
+# CUDA toolkit's cuda.h (no module), then runs the check in one PyTorch
+# process (weights 40 GiB backed up, KV 60 GiB discarded by default).
+#
+# Usage: bench/gpu/check.sh [--dry-run] [check.py options...]
+#   --dry-run  over the tests' stand-in libcuda, no GPU and no torch
+#              (small sizes; part of make check)
+# Writes build/bench/gpu/check.json (the figures) and prints TAP.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if [ ! -f "$CUDA_HOME/include/cuda.h" ]; then
+	# no toolkit: the headers PyTorch's pip wheels bring (nvidia/*/include)
+	h=$(${PYTHON:-python3} - <<'PY' 2>/dev/null
+import glob, os, site
+for d in site.getsitepackages() + [site.getusersitepackages()]:
+    for f in sorted(glob.glob(os.path.join(d, "nvidia", "*", "include", "cuda.h"))):
+        print(os.path.dirname(os.path.dirname(f)))
+        raise SystemExit
+PY
+)
+	[ -n "$h" ] && export CUDA_HOME=$h
+fi
+[ -f "$CUDA_HOME/include/cuda.h" ] || {
+	echo "bench/gpu/check.sh: no $CUDA_HOME/include/cuda.h (set CUDA_HOME)" >&2
+	exit 1
+}
+echo "# cuda.h from $CUDA_HOME" >&2
+targets=(build/lib/libgpusleep.so build/lib/libgpusleep.so.0)
+dry=0
+for a in "$@"; do
+	[ "$a" = --dry-run ] && dry=1
+done
+[ $dry = 1 ] && targets+=(build/tests/host/fakecuda/libcuda.so.1)
+# only what is needed: the library (and the stand-in), not the module
+make -s CUDA_HOME="$CUDA_HOME" "${targets[@]}" >&2
+mkdir -p build/bench/gpu
+PY=${PYTHON:-python3}
+[ $dry = 1 ] && PY=${PYTHON:-/usr/bin/python3}
+exec timeout --signal=INT 540 "$PY" bench/gpu/check.py \
+	--json build/bench/gpu/check$([ $dry = 1 ] && echo -dry).json "$@"

@@ -1,0 +1,861 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tests/host/test_cuda_dataplane.c: the memory manager and the agent on the
+ * CUDA backend with the engine's own GPU work in flight, over the stand-in
+ * libcuda.so.1 (tests/host/fake_libcuda.c).
+ *
+ * Every pause, free and rollback here runs while "engine kernels"
+ * (fakecuda_launch) are still pending on an engine stream, as they are on
+ * a GPU when the last request's kernels were launched but have not
+ * finished. The stand-in answers an unmap under a pending kernel with a
+ * sticky CUDA_ERROR_ILLEGAL_ADDRESS and counts a device-to-host copy that
+ * races a kernel's writes, so the data plane must order itself after the
+ * engine's work. One test per defect of issue 15 (and the agent part of
+ * issue 12). Built without cuda.h every test is skipped.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+
+#include "backend.h"
+#include "internal.h"
+#include "libgpusleep.h"
+#include "fake_libcuda.h"
+
+/* CUresult, without cuda.h (built with or without it) */
+typedef int CUresult_t;
+
+#ifndef FAKECUDA_LIB
+#define FAKECUDA_LIB "build/tests/host/fakecuda/libcuda.so.1"
+#endif
+
+#define MiB (1UL << 20)
+#define W GPUSLEEP_TAG_WEIGHTS
+#define KV GPUSLEEP_TAG_KV_CACHE
+#define UNTIL_SYNC (-1LL)	/* a kernel that ends only when waited for */
+
+static const char *fake_path(void)
+{
+	const char *p = getenv("FAKECUDA_LIB");
+
+	return p && *p ? p : FAKECUDA_LIB;
+}
+
+static int all_u32(const void *p, size_t size, uint32_t v)
+{
+	const uint32_t *w = p;
+
+	for (size_t i = 0; i < size / 4; i++)
+		if (w[i] != v)
+			return 0;
+	return 1;
+}
+
+/* ---- COMPLETE recorder (the agent's answers) ---- */
+
+static struct gpusleep_complete rec[16];
+static int nrec;
+
+static int record_complete(int fd, const struct gpusleep_complete *c)
+{
+	(void)fd;
+	if (nrec < 16)
+		rec[nrec++] = *c;
+	return 0;
+}
+
+static int send_ev(int fd, uint64_t op, uint32_t type, uint32_t tags,
+		   uint32_t step)
+{
+	struct gpusleep_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.op_id = op;
+	ev.type = type;
+	ev.tags = tags;
+	ev.step = step;
+	return write(fd, &ev, sizeof(ev)) == sizeof(ev) ? 0 : -errno;
+}
+
+FIXTURE(dp) {
+	struct gs_mm *mm;
+	fakecuda_stats_fn stats;
+	fakecuda_calls_fn calls;
+	fakecuda_fail_fn fail;
+	fakecuda_launch_fn launch;
+	fakecuda_set_fn set;
+	void *engine;		/* the engine's stream */
+	struct gs_agent *a;
+	int sv[2];
+};
+
+FIXTURE_SETUP(dp)
+{
+	struct gs_backend *b;
+	fakecuda_engine_stream_fn es;
+	void *lib;
+	int err = 0;
+
+	self->sv[0] = self->sv[1] = -1;
+	ASSERT_EQ(0, setenv("FAKECUDA_POISON", "1", 1));
+	b = gs_backend_cuda_new(0, fake_path(), &err);
+	if (!b && err == -ENOSYS)
+		return;		/* the test says why */
+	ASSERT_NE(NULL, b) TH_LOG("cannot load %s: %d", fake_path(), err);
+	lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	ASSERT_NE(NULL, lib);
+	self->stats = (fakecuda_stats_fn)dlsym(lib, "fakecuda_stats");
+	self->calls = (fakecuda_calls_fn)dlsym(lib, "fakecuda_calls");
+	self->fail = (fakecuda_fail_fn)dlsym(lib, "fakecuda_fail");
+	self->launch = (fakecuda_launch_fn)dlsym(lib, "fakecuda_launch");
+	self->set = (fakecuda_set_fn)dlsym(lib, "fakecuda_set");
+	es = (fakecuda_engine_stream_fn)dlsym(lib, "fakecuda_engine_stream");
+	ASSERT_NE(NULL, self->stats);
+	ASSERT_NE(NULL, self->calls);
+	ASSERT_NE(NULL, self->fail);
+	ASSERT_NE(NULL, self->launch);
+	ASSERT_NE(NULL, self->set);
+	ASSERT_NE(NULL, es);
+	self->engine = es();
+	ASSERT_NE(NULL, self->engine);
+	ASSERT_EQ(0, gs_mm_new(b, &self->mm));
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, W, GS_MM_BACKUP, 0));
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, KV, GS_MM_DISCARD, 0));
+	nrec = 0;
+	gs_complete_hook = record_complete;
+}
+
+FIXTURE_TEARDOWN(dp)
+{
+	struct fakecuda_stats st;
+
+	if (!self->mm)
+		return;
+	if (self->a)
+		gs_agent_destroy(self->a);
+	if (self->sv[1] >= 0)
+		close(self->sv[1]);
+	gs_mm_destroy(self->mm);
+	self->stats(&st);
+	EXPECT_EQ(0, st.sticky);
+	EXPECT_EQ(0, st.illegal);
+	EXPECT_EQ(0, st.races);
+	EXPECT_EQ(0, st.misuse);
+	EXPECT_EQ(0, st.reservations);
+	EXPECT_EQ(0, st.handles);
+	EXPECT_EQ(0, st.mappings);
+	EXPECT_EQ(0, st.host_allocs);
+	EXPECT_EQ(0, st.streams);
+	EXPECT_EQ(0, st.pending);
+}
+
+#define NEED_MM() do { \
+	if (!self->mm) \
+		SKIP(return, "built without cuda.h (set CUDA_HOME)"); \
+} while (0)
+
+static struct fakecuda_stats stats(struct _test_data_dp *self)
+{
+	struct fakecuda_stats st;
+
+	self->stats(&st);
+	return st;
+}
+
+/*
+ * The engine's kernel. DP_NO_ENGINE_WORK=1 launches nothing: to see each
+ * defect on its own, without the unsynchronised unmap hiding the rest
+ * (the checks of what the kernels wrote then fail by design).
+ */
+static int launch(struct _test_data_dp *self, void *va, size_t size,
+		  long long value, long long delay_us)
+{
+	const char *off = getenv("DP_NO_ENGINE_WORK");
+
+	if (off && *off == '1')
+		return 0;
+	return self->launch(self->engine, va, size, value, delay_us);
+}
+
+static void agent_up(struct __test_metadata *_metadata,
+		     struct _test_data_dp *self)
+{
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0,
+				self->sv));
+	ASSERT_EQ(0, gs_agent_from_fd(self->sv[0], self->mm, &self->a));
+}
+
+/*
+ * Defect 1: the backup must see what the engine's kernels wrote, and the
+ * unmap must come after them. The kernels are still running when the
+ * pause starts (the drain returned once requests were done on the CPU).
+ */
+TEST_F(dp, pause_waits_for_engine_kernels)
+{
+	struct fakecuda_stats st;
+	void *w, *kv;
+	uint64_t bytes;
+
+	NEED_MM();
+	w = gs_mm_alloc(self->mm, W, 6 * MiB);
+	kv = gs_mm_alloc(self->mm, KV, 6 * MiB);
+	ASSERT_NE(NULL, w);
+	ASSERT_NE(NULL, kv);
+	/* the last layer update and a KV write, still in flight */
+	ASSERT_EQ(0, launch(self, w, 6 * MiB, 0x1234, UNTIL_SYNC));
+	ASSERT_EQ(0, launch(self, kv, 6 * MiB, 0x77, UNTIL_SYNC));
+	EXPECT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+	EXPECT_EQ(0, gs_mm_pause(self->mm, KV, &bytes));
+	st = stats(self);
+	EXPECT_EQ(0, st.races);
+	EXPECT_EQ(0, st.illegal);
+	EXPECT_EQ(0, st.kernels);
+	ASSERT_EQ(0, st.sticky);
+	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+	ASSERT_EQ(0, gs_mm_resume(self->mm, KV, &bytes));
+	/* the backup holds the kernel's result, not what was there before */
+	EXPECT_TRUE(all_u32(w, 6 * MiB, 0x1234));
+	EXPECT_TRUE(all_u32(kv, 6 * MiB, 0));
+}
+
+/* Kernels that end by themselves a little later: the same, with time. */
+TEST_F(dp, pause_waits_for_kernels_that_end_later)
+{
+	void *w;
+	uint64_t bytes;
+
+	NEED_MM();
+	w = gs_mm_alloc(self->mm, W, 4 * MiB);
+	ASSERT_NE(NULL, w);
+	for (int i = 0; i < 4; i++)
+		ASSERT_EQ(0, launch(self, w, 4 * MiB, 10 + i,
+					  20000 * (i + 1)));
+	EXPECT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+	ASSERT_EQ(0, stats(self).sticky);
+	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+	EXPECT_TRUE(all_u32(w, 4 * MiB, 13));
+}
+
+/*
+ * Defect 2: PyTorch frees when the last reference drops on the CPU, while
+ * kernels may still use the memory: a free must not unmap it.
+ */
+TEST_F(dp, free_never_unmaps_under_engine_work)
+{
+	void *kv;
+
+	NEED_MM();
+	kv = gs_mm_alloc(self->mm, KV, 4 * MiB);	/* alone in its chunk */
+	ASSERT_NE(NULL, kv);
+	ASSERT_EQ(0, launch(self, kv, 4 * MiB, 5, UNTIL_SYNC));
+	EXPECT_EQ(0, gs_mm_free(self->mm, kv));
+	EXPECT_EQ(0, stats(self).illegal);
+	ASSERT_EQ(0, stats(self).sticky);
+}
+
+/* Defect 2: allocation and free served by the cache: no driver calls. */
+TEST_F(dp, hot_path_makes_no_driver_calls)
+{
+	static const char *const heavy[] = {
+		"cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap",
+		"cuMemRelease", "cuMemsetD32Async", "cuStreamSynchronize",
+		"cuCtxSynchronize", "cuMemAddressReserve", "cuMemAddressFree",
+	};
+	long before[sizeof(heavy) / sizeof(heavy[0])];
+	void *p;
+
+	NEED_MM();
+	p = gs_mm_alloc(self->mm, KV, 3 * MiB);
+	ASSERT_NE(NULL, p);
+	ASSERT_EQ(0, launch(self, p, 3 * MiB, 1, UNTIL_SYNC));
+	ASSERT_EQ(0, gs_mm_free(self->mm, p));
+	for (size_t i = 0; i < sizeof(heavy) / sizeof(heavy[0]); i++)
+		before[i] = self->calls(heavy[i]);
+	for (int i = 0; i < 100; i++) {
+		p = gs_mm_alloc(self->mm, KV, 3 * MiB);
+		ASSERT_NE(NULL, p);
+		ASSERT_EQ(0, gs_mm_free(self->mm, p));
+	}
+	for (size_t i = 0; i < sizeof(heavy) / sizeof(heavy[0]); i++) {
+		const char *fn = heavy[i];
+		long was = before[i];
+
+		EXPECT_EQ(was, self->calls(fn)) {
+			TH_LOG("%s called on the hot path", fn);
+		}
+	}
+	ASSERT_EQ(0, stats(self).sticky);
+}
+
+/* Defect 4: a backup loop that fails leaves nothing queued behind it. */
+TEST_F(dp, failed_backup_leaves_no_copy_queued)
+{
+	struct gs_mm_tag_info info;
+	void *a, *b;
+	uint64_t bytes;
+
+	NEED_MM();
+	a = gs_mm_alloc(self->mm, W, 10 * MiB);		/* chunk 1: 16 MiB */
+	b = gs_mm_alloc(self->mm, W, 20 * MiB);		/* chunk 2: 32 MiB */
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	ASSERT_EQ(0, launch(self, a, 10 * MiB, 3, UNTIL_SYNC));
+	ASSERT_EQ(0, self->fail("cuMemcpyDtoHAsync", 2, 1, 999));
+	EXPECT_NE(0, gs_mm_pause(self->mm, W, &bytes));
+	EXPECT_EQ(0, stats(self).pending);
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, W, &info));
+	EXPECT_EQ(0, info.paused);
+	EXPECT_EQ(info.chunk_bytes, info.mapped_bytes);
+	ASSERT_EQ(0, stats(self).sticky);
+	EXPECT_TRUE(all_u32(a, 10 * MiB, 3));
+}
+
+/*
+ * Defect 4 and issue 12: a pause whose rollback cannot map a chunk back
+ * leaves that chunk unmapped; the agent must not answer "failed, 0 bytes"
+ * (the kernel would resume scheduling over unmapped memory) but say what
+ * is still unmapped, and a resume must bring it back with its contents.
+ */
+TEST_F(dp, agent_reports_what_a_failed_rollback_left_unmapped)
+{
+	void *a, *b;
+
+	NEED_MM();
+	agent_up(_metadata, self);
+	a = gs_mm_alloc(self->mm, W, 10 * MiB);
+	b = gs_mm_alloc(self->mm, W, 20 * MiB);
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	ASSERT_EQ(0, launch(self, a, 10 * MiB, 0xab, UNTIL_SYNC));
+	ASSERT_EQ(0, launch(self, b, 20 * MiB, 0xcd, UNTIL_SYNC));
+	/* the second chunk will not unmap, the first will not map back */
+	ASSERT_EQ(0, self->fail("cuMemUnmap", 2, 1, 999));
+	ASSERT_EQ(0, self->fail("cuMemCreate", 1, 1, 2));
+	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG, W, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	ASSERT_EQ(1, nrec);
+	EXPECT_NE(0, rec[0].status);
+	EXPECT_EQ(16 * MiB, rec[0].bytes);	/* still unmapped */
+	ASSERT_EQ(0, stats(self).sticky);
+	/* whatever died, a resume brings it back */
+	ASSERT_EQ(0, send_ev(self->sv[1], 2, GPUSLEEP_EV_RESUME_TAG, W, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	ASSERT_EQ(2, nrec);
+	EXPECT_EQ(0, rec[1].status);
+	EXPECT_EQ(16 * MiB, rec[1].bytes);
+	EXPECT_TRUE(all_u32(a, 10 * MiB, 0xab));
+	EXPECT_TRUE(all_u32(b, 20 * MiB, 0xcd));
+}
+
+/*
+ * Issue 12: resuming a tag whose unmap never happened (the agent died
+ * before it, or the kernel timed the step out) is success, with its bytes.
+ */
+TEST_F(dp, agent_resume_of_a_mapped_tag_is_success_with_bytes)
+{
+	void *w;
+
+	NEED_MM();
+	agent_up(_metadata, self);
+	w = gs_mm_alloc(self->mm, W, 6 * MiB);
+	ASSERT_NE(NULL, w);
+	ASSERT_EQ(0, launch(self, w, 6 * MiB, 9, UNTIL_SYNC));
+	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_RESUME_TAG, W, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	ASSERT_EQ(1, nrec);
+	EXPECT_EQ(0, rec[0].status);
+	EXPECT_EQ(16 * MiB, rec[0].bytes);
+	/* an empty tag too */
+	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_RESUME_TAG, KV, 2));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	EXPECT_EQ(0, rec[1].status);
+	EXPECT_EQ(0, rec[1].bytes);
+	ASSERT_EQ(0, stats(self).sticky);
+}
+
+/*
+ * Defect 5: the staging buffer is pinned ahead of time (when the backed-up
+ * tag grows) in bounded pieces, not in one cuMemHostAlloc of the whole tag
+ * inside the pause step.
+ */
+TEST_F(dp, staging_is_pinned_ahead_in_pieces)
+{
+	void *a, *b;
+	long pins;
+	uint64_t bytes;
+
+	NEED_MM();
+	ASSERT_EQ(0, self->set("pin_us_per_gib", 100000));	/* 0.1 s/GiB */
+	a = gs_mm_alloc(self->mm, W, 10 * MiB);
+	b = gs_mm_alloc(self->mm, W, 20 * MiB);
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	ASSERT_EQ(0, launch(self, b, 20 * MiB, 4, UNTIL_SYNC));
+	pins = self->calls("cuMemHostAlloc");
+	ASSERT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+	EXPECT_EQ(pins, self->calls("cuMemHostAlloc"))
+		TH_LOG("pinned memory allocated inside the pause");
+	EXPECT_GT(48 * MiB, stats(self).max_pin);	/* not one piece of 48 */
+	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+	EXPECT_TRUE(all_u32(b, 20 * MiB, 4));
+}
+
+/*
+ * Defect 6: when the pause returns, the memory is free as the driver sees
+ * it (the stand-in frees released memory at the next synchronisation).
+ */
+TEST_F(dp, memory_is_free_when_pause_returns)
+{
+	struct fakecuda_stats st;
+	void *kv;
+	uint64_t bytes;
+
+	NEED_MM();
+	ASSERT_EQ(0, self->set("lazy_free", 1));
+	kv = gs_mm_alloc(self->mm, KV, 40 * MiB);
+	ASSERT_NE(NULL, kv);
+	ASSERT_EQ(0, launch(self, kv, 40 * MiB, 4, UNTIL_SYNC));
+	ASSERT_EQ(0, gs_mm_pause(self->mm, KV, &bytes));
+	st = stats(self);
+	EXPECT_EQ(0, st.used_bytes);
+	EXPECT_EQ(0, st.freeing_bytes);
+	ASSERT_EQ(0, gs_mm_resume(self->mm, KV, &bytes));
+}
+
+/* Defect 4: the full result of a failed DISCARD pause says what was lost. */
+TEST_F(dp, agent_result_says_what_a_rollback_lost)
+{
+	struct gs_agent_result r;
+	struct gs_agent_stats as;
+	void *a, *b;
+
+	NEED_MM();
+	agent_up(_metadata, self);
+	a = gs_mm_alloc(self->mm, KV, 10 * MiB);	/* chunk 1: 16 MiB */
+	b = gs_mm_alloc(self->mm, KV, 20 * MiB);	/* chunk 2: 32 MiB */
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	ASSERT_EQ(0, launch(self, a, 10 * MiB, 7, UNTIL_SYNC));
+	ASSERT_EQ(0, self->fail("cuMemUnmap", 2, 1, 999));
+	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG, KV, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	EXPECT_NE(0, rec[0].status);
+	EXPECT_EQ(0, rec[0].bytes);	/* everything mapped again */
+	ASSERT_EQ(0, gs_agent_last_result(self->a, KV, &r));
+	EXPECT_EQ(1, r.op_id);
+	EXPECT_EQ(rec[0].status, r.mm.status);
+	EXPECT_EQ(0, r.mm.unmapped_bytes);
+	/* chunk 1 came back fresh (zeros); chunk 2 may have lost its pages */
+	EXPECT_EQ(48 * MiB, r.mm.lost_bytes);
+	EXPECT_TRUE(all_u32(a, 10 * MiB, 0));
+	gs_agent_get_stats(self->a, &as);
+	EXPECT_EQ(48 * MiB, as.lost_bytes);
+	EXPECT_EQ(-ENOENT, gs_agent_last_result(self->a, W, &r));
+	ASSERT_EQ(0, stats(self).sticky);
+}
+
+/* Defect 6: the agent measures what came free and reports it. */
+TEST_F(dp, agent_reports_verified_free)
+{
+	struct gs_agent_result r;
+	struct gs_agent_stats as;
+	void *w, *kv;
+
+	NEED_MM();
+	ASSERT_EQ(0, self->set("lazy_free", 1));
+	agent_up(_metadata, self);
+	w = gs_mm_alloc(self->mm, W, 20 * MiB);
+	kv = gs_mm_alloc(self->mm, KV, 40 * MiB);
+	ASSERT_NE(NULL, w);
+	ASSERT_NE(NULL, kv);
+	ASSERT_EQ(0, launch(self, w, 20 * MiB, 1, UNTIL_SYNC));
+	ASSERT_EQ(0, launch(self, kv, 40 * MiB, 2, UNTIL_SYNC));
+	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG, W, 1));
+	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG, KV, 2));
+	ASSERT_EQ(2, gs_agent_dispatch(self->a));
+	ASSERT_EQ(0, gs_agent_last_result(self->a, KV, &r));
+	EXPECT_EQ(0, r.mm.status);
+	EXPECT_TRUE(r.mm.flags & GS_MM_RES_MEASURED);
+	EXPECT_FALSE(r.mm.flags & GS_MM_RES_SHORTFALL);
+	EXPECT_EQ(rec[1].bytes, r.mm.bytes);
+	EXPECT_EQ(r.mm.bytes, r.mm.freed_bytes);
+	EXPECT_EQ(r.mm.free_after - r.mm.free_before, r.mm.freed_bytes);
+	gs_agent_get_stats(self->a, &as);
+	EXPECT_EQ(rec[0].bytes + rec[1].bytes, as.released_bytes);
+	EXPECT_EQ(as.released_bytes, as.freed_bytes);
+	EXPECT_EQ(0, as.shortfalls);
+
+	/* memory that does not come free is a shortfall, not silence */
+	ASSERT_EQ(0, send_ev(self->sv[1], 2, GPUSLEEP_EV_RESUME_TAG, KV, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	ASSERT_EQ(0, self->set("hold_free", 1));
+	ASSERT_EQ(0, send_ev(self->sv[1], 3, GPUSLEEP_EV_PAUSE_TAG, KV, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	ASSERT_EQ(0, gs_agent_last_result(self->a, KV, &r));
+	EXPECT_EQ(0, r.mm.status);
+	EXPECT_TRUE(r.mm.flags & GS_MM_RES_SHORTFALL);
+	EXPECT_EQ(0, r.mm.freed_bytes);
+	gs_agent_get_stats(self->a, &as);
+	EXPECT_EQ(1, as.shortfalls);
+	ASSERT_EQ(0, self->set("hold_free", 0));
+	ASSERT_EQ(0, stats(self).sticky);
+}
+
+/* Defect 5: torch_memory_saver's choice: staging freed after resume. */
+TEST_F(dp, staging_freed_after_resume_when_asked)
+{
+	struct gs_mm_tag_info info;
+	void *w;
+	uint64_t bytes, left = 1;
+
+	NEED_MM();
+	ASSERT_EQ(0, gs_mm_set_staging(self->mm, W,
+				       GS_MM_STAGING_FREE_AFTER_RESUME));
+	w = gs_mm_alloc(self->mm, W, 6 * MiB);
+	ASSERT_NE(NULL, w);
+	for (int round = 0; round < 3; round++) {
+		ASSERT_EQ(0, launch(self, w, 6 * MiB, 100 + round, UNTIL_SYNC));
+		ASSERT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+		EXPECT_EQ(1, stats(self).host_allocs);
+		ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+		EXPECT_EQ(0, stats(self).host_allocs);
+		ASSERT_EQ(0, gs_mm_tag_info(self->mm, W, &info));
+		EXPECT_EQ(0, info.staging_bytes);
+		EXPECT_TRUE(all_u32(w, 6 * MiB, 100 + round));
+	}
+	/* pinning ahead, in bounded steps, is still possible */
+	ASSERT_EQ(0, gs_mm_pin_staging(self->mm, W, 0, &left));
+	EXPECT_EQ(0, left);
+	EXPECT_EQ(1, stats(self).host_allocs);
+	ASSERT_EQ(0, gs_mm_set_staging(self->mm, W, GS_MM_STAGING_LAZY));
+	EXPECT_EQ(-EINVAL, gs_mm_set_staging(self->mm, W, 1U << 7));
+	/* a tag that is no longer backed up keeps no pinned memory */
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, W, GS_MM_DISCARD, 0));
+	EXPECT_EQ(0, stats(self).host_allocs);
+	ASSERT_EQ(0, gs_mm_set_staging(self->mm, W, 0));
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, W, GS_MM_BACKUP, 0));
+	EXPECT_EQ(1, stats(self).host_allocs);	/* pinned ahead again */
+}
+
+/* Defect 5: gpuDirectRDMACapable where the device supports it with VMM. */
+TEST_F(dp, allocations_are_rdma_capable)
+{
+	void *w;
+
+	NEED_MM();
+	w = gs_mm_alloc(self->mm, W, 1 * MiB);
+	ASSERT_NE(NULL, w);
+	EXPECT_EQ(stats(self).handles, stats(self).rdma_handles);
+	EXPECT_LT(0, stats(self).rdma_handles);
+}
+
+/* Defect 2: empty chunks go back at a fenced point: gs_mm_trim. */
+TEST_F(dp, trim_gives_back_empty_chunks_after_the_gpu)
+{
+	struct gs_mm_tag_info info;
+	long syncs;
+	void *kv, *keep;
+	uint64_t bytes;
+
+	NEED_MM();
+	keep = gs_mm_alloc(self->mm, KV, 10 * MiB);	/* chunk 1 */
+	kv = gs_mm_alloc(self->mm, KV, 20 * MiB);	/* chunk 2 */
+	ASSERT_NE(NULL, keep);
+	ASSERT_NE(NULL, kv);
+	ASSERT_EQ(0, launch(self, kv, 20 * MiB, 5, UNTIL_SYNC));
+	ASSERT_EQ(0, gs_mm_free(self->mm, kv));
+	syncs = self->calls("cuCtxSynchronize");
+	ASSERT_EQ(0, gs_mm_trim(self->mm, 0, &bytes));
+	EXPECT_EQ(32 * MiB, bytes);
+	EXPECT_LT(syncs, self->calls("cuCtxSynchronize"));
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, KV, &info));
+	EXPECT_EQ(1, info.nr_chunks);
+	EXPECT_EQ(0, stats(self).illegal);
+	EXPECT_EQ(-EINVAL, gs_mm_trim(self->mm, 1U << 9, &bytes));
+}
+
+/* A failed resume unmaps what it mapped only once its copies are done. */
+TEST_F(dp, failed_restore_leaves_nothing_queued)
+{
+	struct gs_mm_tag_info info;
+	void *a, *b;
+	uint64_t bytes;
+
+	NEED_MM();
+	a = gs_mm_alloc(self->mm, W, 10 * MiB);
+	b = gs_mm_alloc(self->mm, W, 20 * MiB);
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	ASSERT_EQ(0, launch(self, a, 10 * MiB, 0x31, UNTIL_SYNC));
+	ASSERT_EQ(0, launch(self, b, 20 * MiB, 0x32, UNTIL_SYNC));
+	ASSERT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+	ASSERT_EQ(0, self->fail("cuMemcpyHtoDAsync", 2, 1, 999));
+	EXPECT_NE(0, gs_mm_resume(self->mm, W, &bytes));
+	EXPECT_EQ(0, stats(self).pending);
+	EXPECT_EQ(0, stats(self).misuse);
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, W, &info));
+	EXPECT_EQ(1, info.paused);
+	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+	EXPECT_TRUE(all_u32(a, 10 * MiB, 0x31));
+	EXPECT_TRUE(all_u32(b, 20 * MiB, 0x32));
+}
+
+/*
+ * A new chunk is not cleared (nothing promised it, as for cudaMalloc): no
+ * memset and no stream synchronisation, neither allowed while a CUDA graph
+ * is captured (the caching allocator may call us then). A resumed DISCARD
+ * tag is cleared; a resumed BACKUP tag is only restored.
+ */
+TEST_F(dp, new_chunks_and_restores_are_not_cleared)
+{
+	long memsets, syncs;
+	void *w, *kv;
+	uint64_t bytes;
+
+	NEED_MM();
+	memsets = self->calls("cuMemsetD32Async");
+	syncs = self->calls("cuStreamSynchronize") + self->calls("cuCtxSynchronize");
+	w = gs_mm_alloc(self->mm, W, 10 * MiB);
+	kv = gs_mm_alloc(self->mm, KV, 10 * MiB);
+	ASSERT_NE(NULL, w);
+	ASSERT_NE(NULL, kv);
+	EXPECT_EQ(memsets, self->calls("cuMemsetD32Async"));
+	EXPECT_EQ(syncs, self->calls("cuStreamSynchronize") +
+			 self->calls("cuCtxSynchronize"));
+	ASSERT_EQ(0, launch(self, w, 10 * MiB, 0x5eed, UNTIL_SYNC));
+	ASSERT_EQ(0, launch(self, kv, 10 * MiB, 0x5eed, UNTIL_SYNC));
+	ASSERT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+	ASSERT_EQ(0, gs_mm_pause(self->mm, KV, &bytes));
+	memsets = self->calls("cuMemsetD32Async");
+	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+	EXPECT_EQ(memsets, self->calls("cuMemsetD32Async"));
+	EXPECT_TRUE(all_u32(w, 10 * MiB, 0x5eed));
+	ASSERT_EQ(0, gs_mm_resume(self->mm, KV, &bytes));
+	EXPECT_LT(memsets, self->calls("cuMemsetD32Async"));
+	EXPECT_TRUE(all_u32(kv, 10 * MiB, 0));
+}
+
+/*
+ * The stand-in itself: a device-to-host copy ordered after the engine's
+ * kernel with an event (cuStreamWaitEvent) is no race and sees the
+ * kernel's result; one not ordered is a race; cuEventSynchronize and
+ * cuCtxSynchronize finish the work; launching on unmapped memory is a
+ * sticky fault that every later call answers.
+ */
+typedef CUresult_t (*ev_create_fn)(void **ev, unsigned int flags);
+typedef CUresult_t (*ev_record_fn)(void *ev, void *stream);
+typedef CUresult_t (*ev_sync_fn)(void *ev);
+typedef CUresult_t (*ev_destroy_fn)(void *ev);
+typedef CUresult_t (*wait_fn)(void *stream, void *ev, unsigned int flags);
+typedef CUresult_t (*stream_create_fn)(void **s, unsigned int flags);
+typedef CUresult_t (*stream_sync_fn)(void *s);
+typedef CUresult_t (*stream_destroy_fn)(void *s);
+typedef CUresult_t (*d2h_fn)(void *dst, uintptr_t src, size_t n, void *s);
+typedef CUresult_t (*host_alloc_fn)(void **p, size_t n, unsigned int fl);
+typedef CUresult_t (*free_host_fn)(void *p);
+typedef CUresult_t (*ctx_sync_fn)(void);
+
+TEST_F(dp, stand_in_orders_copies_by_events_and_faults_stick)
+{
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	ev_create_fn ev_create = (ev_create_fn)dlsym(lib, "cuEventCreate");
+	ev_record_fn ev_record = (ev_record_fn)dlsym(lib, "cuEventRecord");
+	ev_sync_fn ev_sync = (ev_sync_fn)dlsym(lib, "cuEventSynchronize");
+	ev_destroy_fn ev_destroy = (ev_destroy_fn)dlsym(lib, "cuEventDestroy_v2");
+	wait_fn wait = (wait_fn)dlsym(lib, "cuStreamWaitEvent");
+	stream_create_fn s_create = (stream_create_fn)dlsym(lib, "cuStreamCreate");
+	stream_sync_fn s_sync = (stream_sync_fn)dlsym(lib, "cuStreamSynchronize");
+	stream_destroy_fn s_destroy = (stream_destroy_fn)dlsym(lib, "cuStreamDestroy_v2");
+	d2h_fn d2h = (d2h_fn)dlsym(lib, "cuMemcpyDtoHAsync_v2");
+	host_alloc_fn host_alloc = (host_alloc_fn)dlsym(lib, "cuMemHostAlloc");
+	free_host_fn free_host = (free_host_fn)dlsym(lib, "cuMemFreeHost");
+	ctx_sync_fn ctx_sync = (ctx_sync_fn)dlsym(lib, "cuCtxSynchronize");
+	void *w, *host, *ev, *copy;
+	struct fakecuda_stats st;
+	uint64_t bytes;
+
+	NEED_MM();
+	ASSERT_NE(NULL, ev_create);
+	ASSERT_NE(NULL, wait);
+	ASSERT_NE(NULL, ctx_sync);
+	w = gs_mm_alloc(self->mm, KV, 2 * MiB);
+	ASSERT_NE(NULL, w);
+	ASSERT_EQ(0, host_alloc(&host, 2 * MiB, 0));
+	ASSERT_EQ(0, s_create(&copy, 1));
+	ASSERT_EQ(0, ev_create(&ev, 0));
+
+	/* ordered by an event: no race, and the copy sees the kernel's data */
+	ASSERT_EQ(0, self->launch(self->engine, w, 2 * MiB, 0x42, UNTIL_SYNC));
+	ASSERT_EQ(0, ev_record(ev, self->engine));
+	ASSERT_EQ(0, wait(copy, ev, 0));
+	ASSERT_EQ(0, d2h(host, (uintptr_t)w, 2 * MiB, copy));
+	ASSERT_EQ(0, s_sync(copy));
+	EXPECT_EQ(0, stats(self).races);
+	EXPECT_EQ(0, stats(self).kernels);	/* ran first */
+	EXPECT_TRUE(all_u32(host, 2 * MiB, 0x42));
+
+	/* not ordered: a race */
+	ASSERT_EQ(0, self->launch(self->engine, w, 2 * MiB, 0x43, UNTIL_SYNC));
+	EXPECT_EQ(0, d2h(host, (uintptr_t)w, 2 * MiB, copy));
+	EXPECT_EQ(1, stats(self).races);
+	ASSERT_EQ(0, s_sync(copy));
+	/* cuEventSynchronize on the engine's stream finishes its kernel */
+	ASSERT_EQ(0, ev_record(ev, self->engine));
+	ASSERT_EQ(0, ev_sync(ev));
+	EXPECT_EQ(0, stats(self).kernels);
+	EXPECT_TRUE(all_u32(w, 2 * MiB, 0x43));
+	ASSERT_EQ(0, ev_destroy(ev));
+	ASSERT_EQ(0, s_destroy(copy));
+	ASSERT_EQ(0, free_host(host));
+
+	/* a kernel launched on unmapped memory: sticky ILLEGAL_ADDRESS */
+	ASSERT_EQ(0, gs_mm_pause(self->mm, KV, &bytes));
+	EXPECT_EQ(-1, self->launch(self->engine, w, 2 * MiB, 1, UNTIL_SYNC));
+	st = stats(self);
+	EXPECT_EQ(700, st.sticky);	/* CUDA_ERROR_ILLEGAL_ADDRESS */
+	EXPECT_EQ(700, ctx_sync());
+	EXPECT_EQ(-EIO, gs_mm_resume(self->mm, KV, &bytes));
+	/* the teardown would count the fault: this test wanted it */
+	gs_mm_destroy(self->mm);
+	self->mm = NULL;
+	_exit(_metadata->passed ? 0 : 1);
+}
+
+/*
+ * The agent on its own thread, as in an engine: the engine's last kernels
+ * end by themselves a little after the pause arrives; the answer comes
+ * after them, with the kernels' data in the backup.
+ */
+TEST_F(dp, agent_thread_pauses_after_kernels_that_end_later)
+{
+	struct gs_agent_result r;
+	void *w;
+
+	NEED_MM();
+	agent_up(_metadata, self);
+	w = gs_mm_alloc(self->mm, W, 8 * MiB);
+	ASSERT_NE(NULL, w);
+	ASSERT_EQ(0, gs_agent_start(self->a));
+	for (int i = 0; i < 8; i++)
+		ASSERT_EQ(0, launch(self, w, 8 * MiB, 0x100 + i,
+				    10000 * (i + 1)));
+	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG, W, 1));
+	ASSERT_EQ(0, send_ev(self->sv[1], 2, GPUSLEEP_EV_RESUME_TAG, W, 1));
+	memset(&r, 0, sizeof(r));
+	for (int i = 0; i < 2000; i++) {
+		if (!gs_agent_last_result(self->a, W, &r) && r.op_id == 2)
+			break;
+		usleep(5000);
+	}
+	ASSERT_EQ(0, gs_agent_stop(self->a));
+	ASSERT_EQ(2, nrec);
+	EXPECT_EQ(0, rec[0].status);
+	EXPECT_EQ(16 * MiB, rec[0].bytes);
+	EXPECT_EQ(0, rec[1].status);
+	EXPECT_TRUE(all_u32(w, 8 * MiB, 0x107));
+	ASSERT_EQ(0, stats(self).sticky);
+}
+
+/* Out of device memory: NULL and ENOMEM, nothing half made. */
+TEST_F(dp, out_of_device_memory_is_enomem)
+{
+	struct fakecuda_stats before, after;
+	void *p;
+
+	NEED_MM();
+	ASSERT_EQ(0, self->set("capacity", 64 * MiB));
+	p = gs_mm_alloc(self->mm, KV, 40 * MiB);
+	ASSERT_NE(NULL, p);
+	before = stats(self);
+	errno = 0;
+	EXPECT_EQ(NULL, gs_mm_alloc(self->mm, KV, 40 * MiB));
+	EXPECT_EQ(ENOMEM, errno);
+	after = stats(self);
+	EXPECT_EQ(before.reservations, after.reservations);
+	EXPECT_EQ(before.handles, after.handles);
+	EXPECT_EQ(0, gs_mm_free(self->mm, p));
+}
+
+/*
+ * Declared streams: the pause waits for the engine's declared stream (an
+ * event recorded and waited for), not for the whole context: work of an
+ * undeclared stream on other memory stays queued.
+ */
+TEST_F(dp, pause_waits_for_declared_streams_only)
+{
+	fakecuda_engine_stream_fn es;
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	void *other, *w, *outside;
+	long ctx_syncs;
+	uint64_t bytes;
+
+	NEED_MM();
+	es = (fakecuda_engine_stream_fn)dlsym(lib, "fakecuda_engine_stream");
+	other = es();
+	ASSERT_NE(NULL, other);
+	ASSERT_EQ(0, gs_mm_set_fence_streams(self->mm, &self->engine, 1));
+	w = gs_mm_alloc(self->mm, W, 4 * MiB);
+	outside = gs_mm_alloc(self->mm, KV, 4 * MiB);	/* not paused here */
+	ASSERT_NE(NULL, w);
+	ASSERT_NE(NULL, outside);
+	ASSERT_EQ(0, launch(self, w, 4 * MiB, 0x77, UNTIL_SYNC));
+	ASSERT_EQ(0, self->launch(other, outside, 4 * MiB, 1, UNTIL_SYNC));
+	ctx_syncs = self->calls("cuCtxSynchronize");
+	ASSERT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+	EXPECT_EQ(ctx_syncs, self->calls("cuCtxSynchronize"));
+	EXPECT_EQ(1, stats(self).kernels);	/* the other stream's */
+	EXPECT_EQ(0, stats(self).races);
+	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+	EXPECT_TRUE(all_u32(w, 4 * MiB, 0x77));
+	/* back to the whole context */
+	ASSERT_EQ(0, gs_mm_set_fence_streams(self->mm, NULL, 0));
+	EXPECT_EQ(-EINVAL, gs_mm_set_fence_streams(self->mm, NULL, 2));
+	ASSERT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+	EXPECT_EQ(0, stats(self).kernels);
+	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+}
+
+/*
+ * A DISCARD pause whose rollback cannot map a chunk back: that chunk stays
+ * unmapped (answered with its bytes) and its contents count as lost.
+ */
+TEST_F(dp, discard_rollback_left_unmapped_is_lost_and_reported)
+{
+	struct gs_agent_result r;
+	void *a, *b;
+
+	NEED_MM();
+	agent_up(_metadata, self);
+	a = gs_mm_alloc(self->mm, KV, 10 * MiB);	/* chunk 1: 16 MiB */
+	b = gs_mm_alloc(self->mm, KV, 20 * MiB);	/* chunk 2: 32 MiB */
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	ASSERT_EQ(0, launch(self, b, 20 * MiB, 9, UNTIL_SYNC));
+	ASSERT_EQ(0, self->fail("cuMemUnmap", 2, 1, 999));
+	ASSERT_EQ(0, self->fail("cuMemCreate", 1, 1, 2));
+	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG, KV, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	EXPECT_NE(0, rec[0].status);
+	EXPECT_EQ(16 * MiB, rec[0].bytes);
+	ASSERT_EQ(0, gs_agent_last_result(self->a, KV, &r));
+	EXPECT_TRUE(r.mm.flags & GS_MM_RES_PARTIAL);
+	EXPECT_EQ(16 * MiB, r.mm.unmapped_bytes);
+	EXPECT_EQ(48 * MiB, r.mm.lost_bytes);
+	ASSERT_EQ(0, send_ev(self->sv[1], 2, GPUSLEEP_EV_RESUME_TAG, KV, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	EXPECT_EQ(0, rec[1].status);
+	EXPECT_EQ(16 * MiB, rec[1].bytes);
+	EXPECT_TRUE(all_u32(a, 10 * MiB, 0));
+	EXPECT_TRUE(all_u32(b, 20 * MiB, 9));	/* never unmapped */
+	ASSERT_EQ(0, stats(self).sticky);
+}
+
+TEST_HARNESS_MAIN
