@@ -588,7 +588,7 @@ static long gs_ioc_complete(struct gs_file *gf, const struct gs_uarg *ua)
 	ret = gs_uarg_in(ua, &c, sizeof(c));
 	if (ret)
 		return ret;
-	if (c.pad || !gs_zero(c.reserved, sizeof(c.reserved)))
+	if (!gs_zero(c.reserved, sizeof(c.reserved)))
 		return -EINVAL;
 
 	mutex_lock(&d->lock);

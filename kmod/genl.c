@@ -92,6 +92,8 @@ static int gs_nl_put_counters(struct sk_buff *skb, const struct gs_counters *c)
 	    gs_nl_put_u64(skb, GPUSLEEP_A_CNT_CANCELS, c->cancels,
 			  GPUSLEEP_A_CNT_PAD) ||
 	    gs_nl_put_u64(skb, GPUSLEEP_A_CNT_TIMEOUTS, c->timeouts,
+			  GPUSLEEP_A_CNT_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_CNT_SHORTFALLS, c->shortfalls,
 			  GPUSLEEP_A_CNT_PAD))
 		return -EMSGSIZE;
 	nla_nest_end(skb, nest);
@@ -120,7 +122,15 @@ static int gs_nl_put_result(struct sk_buff *skb,
 			  GPUSLEEP_A_RES_PAD) ||
 	    gs_nl_put_u64(skb, GPUSLEEP_A_RES_BYTES_KV_CACHE,
 			  r->bytes[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)],
-			  GPUSLEEP_A_RES_PAD))
+			  GPUSLEEP_A_RES_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_RES_FREED_WEIGHTS,
+			  r->freed_bytes[gs_tag_index(GPUSLEEP_TAG_WEIGHTS)],
+			  GPUSLEEP_A_RES_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_RES_FREED_KV_CACHE,
+			  r->freed_bytes[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)],
+			  GPUSLEEP_A_RES_PAD) ||
+	    nla_put_u32(skb, GPUSLEEP_A_RES_SHORTFALL_TAGS, r->shortfall_tags) ||
+	    nla_put_u32(skb, GPUSLEEP_A_RES_LOST_TAGS, r->lost_tags))
 		return -EMSGSIZE;
 	nla_nest_end(skb, nest);
 	return 0;
@@ -176,7 +186,14 @@ static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
 			  st.bytes_released[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)],
 			  GPUSLEEP_A_PAD) ||
 	    gs_nl_put_counters(skb, &d->cnt) ||
-	    nla_put_u32(skb, GPUSLEEP_A_UNCONFIRMED, st.unconfirmed))
+	    nla_put_u32(skb, GPUSLEEP_A_UNCONFIRMED, st.unconfirmed) ||
+	    nla_put_u32(skb, GPUSLEEP_A_SHORTFALL, st.shortfall) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_FREED_WEIGHTS,
+			  st.freed_bytes[gs_tag_index(GPUSLEEP_TAG_WEIGHTS)],
+			  GPUSLEEP_A_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_FREED_KV_CACHE,
+			  st.freed_bytes[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)],
+			  GPUSLEEP_A_PAD))
 		goto err_cancel;
 
 	if (x && x->op &&

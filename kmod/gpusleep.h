@@ -83,6 +83,9 @@ struct gs_op {
 	bool repair_sent;	/* resume: REPAIR_KV queued */
 	bool paused_sched;	/* release: this op's DRAIN paused scheduling */
 	u64 bytes[GPUSLEEP_MAX_TAGS];
+	u64 freed[GPUSLEEP_MAX_TAGS];	/* measured to come free, per tag */
+	u32 shortfall_tags;
+	u32 lost_tags;
 	ktime_t start;
 };
 
@@ -101,6 +104,7 @@ struct gs_counters {
 	u64 failures;		/* operations that failed (any reason) */
 	u64 cancels;		/* releases cancelled by a resume */
 	u64 timeouts;		/* operations failed by a timeout */
+	u64 shortfalls;		/* pauses whose memory did not all come free */
 };
 
 struct gs_domain {
@@ -134,6 +138,8 @@ struct gs_domain {
 	u64 last_done_id;	/* newest finished operation (READ_ONCE ok) */
 	struct gpusleep_result hist[GS_HIST_LEN];
 	u64 bytes_released[GPUSLEEP_MAX_TAGS];
+	u64 freed_bytes[GPUSLEEP_MAX_TAGS];	/* of released tags, measured */
+	u32 shortfall;		/* released tags that did not all come free */
 	struct gs_counters cnt;
 	u32 last_reason;	/* reason of the newest failed operation */
 	u64 last_release_ns;

@@ -224,11 +224,46 @@ static void gs_pause_done(struct gs_domain *d, u32 tag, u64 bytes)
 	d->bytes_released[gs_tag_index(tag)] = bytes;
 }
 
+/*
+ * What an agent's answer says besides its status: for a pause, how much
+ * the driver saw come free and whether that fell short; for any step,
+ * contents lost (a rollback mapped memory back fresh: KV then needs its
+ * repair before the engine may use it).
+ */
+static void gs_agent_report(struct gs_domain *d, struct gs_op *op, u32 type,
+			    u32 tag, const struct gpusleep_complete *c)
+{
+	u32 idx = gs_tag_index(tag);
+
+	if (type == GPUSLEEP_EV_PAUSE_TAG) {
+		d->freed_bytes[idx] = c->flags & GPUSLEEP_CF_MEASURED ?
+				      c->freed_bytes : 0;
+		d->shortfall &= ~tag;
+		if (c->flags & GPUSLEEP_CF_SHORTFALL) {
+			d->shortfall |= tag;
+			d->cnt.shortfalls++;
+		}
+		if (op) {
+			op->freed[idx] = d->freed_bytes[idx];
+			if (c->flags & GPUSLEEP_CF_SHORTFALL)
+				op->shortfall_tags |= tag;
+		}
+	}
+	if (c->lost_bytes) {
+		if (op)
+			op->lost_tags |= tag;
+		if (tag & GPUSLEEP_TAG_KV_CACHE)
+			d->kv_needs_repair = true;
+	}
+}
+
 static void gs_resume_done(struct gs_domain *d, u32 tag)
 {
 	d->released &= ~tag;
 	d->unconfirmed &= ~tag;
 	d->bytes_released[gs_tag_index(tag)] = 0;
+	d->freed_bytes[gs_tag_index(tag)] = 0;
+	d->shortfall &= ~tag;
 	if (tag & GPUSLEEP_TAG_KV_CACHE)
 		d->kv_needs_repair = true;	/* new pages: repair first */
 	/* A late answer about this tag is overtaken by this one. */
@@ -288,6 +323,9 @@ static void gs_op_finish(struct gs_domain *d, u32 reason, int peer)
 	res->done_tags = op->done_tags;
 	res->duration_ns = ns;
 	memcpy(res->bytes, op->bytes, sizeof(res->bytes));
+	memcpy(res->freed_bytes, op->freed, sizeof(res->freed_bytes));
+	res->shortfall_tags = op->shortfall_tags;
+	res->lost_tags = op->lost_tags;
 
 	if (err) {
 		d->cnt.failures++;
@@ -518,6 +556,7 @@ static int gs_op_complete_late(struct gs_domain *d,
 	u32 tag = d->late.tag;
 
 	d->late.valid = false;
+	gs_agent_report(d, NULL, d->late.type, tag, c);
 	if (d->late.type == GPUSLEEP_EV_PAUSE_TAG) {
 		if (c->status)
 			gs_pause_failed(d, tag, c->bytes);
@@ -557,6 +596,11 @@ int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
 	/* Only errnos userspace knows: never -ERESTARTSYS and its kin. */
 	if (c->status > 0 || c->status < -EHWPOISON)
 		return -EINVAL;
+	/* What was freed or lost is the agent's to say, about a tag. */
+	if ((c->flags & ~GPUSLEEP_CF_MASK) ||
+	    (gs_engine_step(c->type) &&
+	     (c->flags || c->freed_bytes || c->lost_bytes)))
+		return -EINVAL;
 	if (!engine && d->late.valid && d->late.op_id == c->op_id &&
 	    d->late.step == c->step && d->late.type == c->type)
 		return gs_op_complete_late(d, c);
@@ -564,6 +608,8 @@ int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
 	    op->await != c->type || engine != gs_engine_step(c->type))
 		return -ESTALE;
 
+	if (!engine)
+		gs_agent_report(d, op, c->type, op->await_tag, c);
 	if (c->status) {
 		if (c->type == GPUSLEEP_EV_PAUSE_TAG)
 			gs_pause_failed(d, op->await_tag, c->bytes);
@@ -746,6 +792,8 @@ void gs_fill_state(struct gs_domain *d, struct gpusleep_state *st)
 	st->last_op_id = d->next_op_id - 1;
 	memcpy(st->bytes_released, d->bytes_released,
 	       sizeof(st->bytes_released));
+	memcpy(st->freed_bytes, d->freed_bytes, sizeof(st->freed_bytes));
+	st->shortfall = d->shortfall;
 	if (last)
 		st->last = d->hist[last % GS_HIST_LEN];
 }

@@ -125,6 +125,16 @@ static ssize_t unconfirmed_tags_show(struct device *dev,
 }
 static DEVICE_ATTR_RO(unconfirmed_tags);
 
+static ssize_t shortfall_tags_show(struct device *dev,
+				   struct device_attribute *attr, char *buf)
+{
+	struct gs_snap s;
+
+	gs_snap(gs_dev_domain(dev), &s);
+	return gs_emit_tags(buf, s.st.shortfall);
+}
+static DEVICE_ATTR_RO(shortfall_tags);
+
 #define GS_FLAG_ATTR(_name, _flag)					\
 static ssize_t _name##_show(struct device *dev,				\
 			    struct device_attribute *attr, char *buf)	\
@@ -158,12 +168,17 @@ GS_U64_ATTR(resumes, s.cnt.resumes);
 GS_U64_ATTR(failures, s.cnt.failures);
 GS_U64_ATTR(cancels, s.cnt.cancels);
 GS_U64_ATTR(timeouts, s.cnt.timeouts);
+GS_U64_ATTR(shortfalls, s.cnt.shortfalls);
 GS_U64_ATTR(last_release_us, div_u64(s.last_release_ns, NSEC_PER_USEC));
 GS_U64_ATTR(last_resume_us, div_u64(s.last_resume_ns, NSEC_PER_USEC));
 GS_U64_ATTR(bytes_weights,
 	    s.st.bytes_released[gs_tag_index(GPUSLEEP_TAG_WEIGHTS)]);
 GS_U64_ATTR(bytes_kv_cache,
 	    s.st.bytes_released[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)]);
+GS_U64_ATTR(freed_bytes_weights,
+	    s.st.freed_bytes[gs_tag_index(GPUSLEEP_TAG_WEIGHTS)]);
+GS_U64_ATTR(freed_bytes_kv_cache,
+	    s.st.freed_bytes[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)]);
 
 static ssize_t last_error_show(struct device *dev,
 			       struct device_attribute *attr, char *buf)
@@ -184,6 +199,7 @@ static struct attribute *gs_domain_attrs[] = {
 	&dev_attr_state.attr,
 	&dev_attr_released_tags.attr,
 	&dev_attr_unconfirmed_tags.attr,
+	&dev_attr_shortfall_tags.attr,
 	&dev_attr_drain_pending.attr,
 	&dev_attr_agent_attached.attr,
 	&dev_attr_kv_release_allowed.attr,
@@ -193,11 +209,14 @@ static struct attribute *gs_domain_attrs[] = {
 	&dev_attr_failures.attr,
 	&dev_attr_cancels.attr,
 	&dev_attr_timeouts.attr,
+	&dev_attr_shortfalls.attr,
 	&dev_attr_last_error.attr,
 	&dev_attr_last_release_us.attr,
 	&dev_attr_last_resume_us.attr,
 	&dev_attr_bytes_weights.attr,
 	&dev_attr_bytes_kv_cache.attr,
+	&dev_attr_freed_bytes_weights.attr,
+	&dev_attr_freed_bytes_kv_cache.attr,
 	NULL
 };
 ATTRIBUTE_GROUPS(gs_domain);

@@ -155,6 +155,18 @@ static uint64_t answer_bytes(const struct gs_mm_result *r, bool pause)
 	return pause ? r->unmapped_bytes : 0;
 }
 
+/* What the module learns of the measure (GPUSLEEP_CF_*). */
+static uint32_t answer_flags(const struct gs_mm_result *r, bool pause)
+{
+	uint32_t f = 0;
+
+	if (pause && (r->flags & GS_MM_RES_MEASURED))
+		f |= GPUSLEEP_CF_MEASURED;
+	if (pause && (r->flags & GS_MM_RES_SHORTFALL))
+		f |= GPUSLEEP_CF_SHORTFALL;
+	return f;
+}
+
 static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
 {
 	struct gs_agent_result ar;
@@ -192,7 +204,9 @@ static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
 			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
 			(unsigned long long)r.bytes,
 			(unsigned long long)r.freed_bytes);
-	ret = gs_complete(a->fd, ev, status, answer_bytes(&r, pause));
+	ret = gs_complete_tag(a->fd, ev, status, answer_bytes(&r, pause),
+			      pause ? r.freed_bytes : 0, r.lost_bytes,
+			      answer_flags(&r, pause));
 
 	memset(&ar, 0, sizeof(ar));
 	ar.op_id = ev->op_id;

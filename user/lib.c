@@ -193,6 +193,13 @@ int gs_read_event(int fd, struct gpusleep_event *ev)
 int gs_complete(int fd, const struct gpusleep_event *ev, int status,
 		uint64_t bytes)
 {
+	return gs_complete_tag(fd, ev, status, bytes, 0, 0, 0);
+}
+
+int gs_complete_tag(int fd, const struct gpusleep_event *ev, int status,
+		    uint64_t bytes, uint64_t freed_bytes, uint64_t lost_bytes,
+		    uint32_t flags)
+{
 	struct gpusleep_complete c;
 	int ret;
 
@@ -202,6 +209,9 @@ int gs_complete(int fd, const struct gpusleep_event *ev, int status,
 	c.type = ev->type;
 	c.status = status;
 	c.bytes = bytes;
+	c.freed_bytes = freed_bytes;
+	c.lost_bytes = lost_bytes;
+	c.flags = flags;
 	ret = gs_complete_hook(fd, &c);
 	return ret < 0 ? ret : 0;
 }

@@ -54,6 +54,9 @@ int main(void)
 	F(gpusleep_result, pad);
 	F(gpusleep_result, duration_ns);
 	F(gpusleep_result, bytes);
+	F(gpusleep_result, freed_bytes);
+	F(gpusleep_result, shortfall_tags);
+	F(gpusleep_result, lost_tags);
 	S(gpusleep_result);
 	F(gpusleep_wait, op_id);
 	F(gpusleep_wait, timeout_ms);
@@ -70,6 +73,9 @@ int main(void)
 	F(gpusleep_state, op_in_flight);
 	F(gpusleep_state, last_op_id);
 	F(gpusleep_state, bytes_released);
+	F(gpusleep_state, freed_bytes);
+	F(gpusleep_state, shortfall);
+	F(gpusleep_state, pad2);
 	F(gpusleep_state, reserved);
 	F(gpusleep_state, last);
 	S(gpusleep_state);
@@ -90,8 +96,10 @@ int main(void)
 	F(gpusleep_complete, step);
 	F(gpusleep_complete, type);
 	F(gpusleep_complete, status);
-	F(gpusleep_complete, pad);
+	F(gpusleep_complete, flags);
 	F(gpusleep_complete, bytes);
+	F(gpusleep_complete, freed_bytes);
+	F(gpusleep_complete, lost_bytes);
 	F(gpusleep_complete, reserved);
 	S(gpusleep_complete);
 	F(gs_engine_ops, drain);

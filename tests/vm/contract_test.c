@@ -598,6 +598,94 @@ TEST_F(c, names_are_printable_ascii)
 	EXPECT_EQ(0, create_raw(self->dev, "llm-0.rank_1:a@b", "GPU 0 (x~y)"));
 }
 
+/* ----------------------------------------- what came free, what was lost */
+
+static int answer_tag(int fd, const struct gpusleep_event *ev, int status,
+		      uint64_t bytes, uint64_t freed, uint64_t lost,
+		      uint32_t flags)
+{
+	struct gpusleep_complete c;
+
+	memset(&c, 0, sizeof(c));
+	c.op_id = ev->op_id;
+	c.step = ev->step;
+	c.type = ev->type;
+	c.status = status;
+	c.bytes = bytes;
+	c.freed_bytes = freed;
+	c.lost_bytes = lost;
+	c.flags = flags;
+	return gs_err(ioctl(fd, GPUSLEEP_IOC_COMPLETE, &c));
+}
+
+/* The agent's measure of freed memory reaches the result and the state. */
+TEST_F(c, freed_bytes_and_shortfall_are_shown)
+{
+	struct gpusleep_event ev;
+	struct gpusleep_state st;
+	struct gpusleep_result r;
+	struct gpusleep_op op;
+
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, ALL, 0, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, ALL, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_RESET_CACHES, 0,
+				    0, 0));
+	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, &ev));
+	/* Flags belong to tag answers, and only known ones. */
+	EXPECT_EQ(-EINVAL, answer_tag(self->agent, &ev, 0, 100, 100, 0, 1U << 7));
+	ASSERT_EQ(0, answer_tag(self->agent, &ev, 0, 100 << 20, 100 << 20, 0,
+				GPUSLEEP_CF_MEASURED));
+	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, KV, &ev));
+	ASSERT_EQ(0, answer_tag(self->agent, &ev, 0, 200 << 20, 50 << 20, 0,
+				GPUSLEEP_CF_MEASURED | GPUSLEEP_CF_SHORTFALL));
+	ASSERT_EQ(0, finish(self->ctl, op.op_id, &r));
+	EXPECT_EQ(100 << 20, r.freed_bytes[0]);
+	EXPECT_EQ(50 << 20, r.freed_bytes[1]);
+	EXPECT_EQ(KV, r.shortfall_tags);
+	EXPECT_EQ(0, r.lost_tags);
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(KV, st.shortfall);
+	EXPECT_EQ(50 << 20, st.freed_bytes[1]);
+	/* Mapped again: nothing is short any more. */
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0, 1));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, KV, 0, 1));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_REPAIR_KV, 0, 0, 0));
+	ASSERT_EQ(0, finish(self->ctl, op.op_id, NULL));
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(0, st.shortfall);
+	EXPECT_EQ(0, st.freed_bytes[1]);
+}
+
+/* A failed pause that lost KV contents: KV is repaired before any go. */
+TEST_F(c, lost_kv_contents_are_repaired_before_scheduling)
+{
+	struct gpusleep_event ev;
+	struct gpusleep_state st;
+	struct gpusleep_result r;
+	struct gpusleep_op op;
+
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, KV, 0, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, KV, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_RESET_CACHES, 0,
+				    0, 0));
+	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, KV, &ev));
+	/* It failed, mapped everything back, but the contents are zeros. */
+	ASSERT_EQ(0, answer_tag(self->agent, &ev, -ENOMEM, 0, 0, 4096, 0));
+	ASSERT_EQ(-ENOMEM, finish(self->ctl, op.op_id, &r));
+	EXPECT_EQ(KV, r.lost_tags);
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(0, st.released);
+	EXPECT_TRUE(st.flags & GPUSLEEP_SF_KV_REPAIR_PENDING);
+	EXPECT_TRUE(st.flags & GPUSLEEP_SF_SCHED_PAUSED);
+	EXPECT_TRUE(no_record(self->engine));	/* no go */
+	/* A resume repairs it, then says go. */
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_REPAIR_KV, 0, 0, 0));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
+	ASSERT_EQ(0, finish(self->ctl, op.op_id, NULL));
+}
+
 /* ----------------------------------------------- randomised contract */
 
 /*

@@ -26,7 +26,7 @@ def _ioc(d, nr, size):
 
 IOC_CREATE = _ioc(3, 0x01, 128)
 IOC_ATTACH = _ioc(1, 0x02, 32)
-IOC_COMPLETE = _ioc(1, 0x20, 48)
+IOC_COMPLETE = _ioc(1, 0x20, 64)
 EV_FMT = "<IIQIIIIQ"      # struct gpusleep_event
 EV_DRAIN, EV_RESET, EV_REPAIR, EV_RESUME_SCHED = 1, 3, 4, 5
 EV_PAUSE_TAG, EV_RESUME_TAG = 6, 7
@@ -66,8 +66,9 @@ def answer(fd, typ, tags=0, status=0, nbytes=0):
         raise RuntimeError("expected event %d/%d, got %r" % (typ, tags, ev))
     if typ != EV_RESUME_SCHED:
         fcntl.ioctl(fd, IOC_COMPLETE,
-                    bytearray(struct.pack("<QIIiIQ2Q", ev["op"], ev["step"],
-                                          typ, status, 0, nbytes, 0, 0)))
+                    bytearray(struct.pack("<QIIiIQQQ2Q", ev["op"], ev["step"],
+                                          typ, status, 0, nbytes, 0, 0,
+                                          0, 0)))
     return ev
 
 

@@ -134,7 +134,9 @@ TEST_F(sys, files_are_read_only_for_all)
 {
 	static const char * const names[] = {
 		"id", "name", "gpu", "owner_uid", "owner_pid", "state",
-		"released_tags", "unconfirmed_tags", "drain_pending", "agent_attached",
+		"released_tags", "unconfirmed_tags", "shortfall_tags",
+		"drain_pending", "agent_attached", "shortfalls",
+		"freed_bytes_weights", "freed_bytes_kv_cache",
 		"kv_release_allowed", "op_in_flight", "releases", "resumes",
 		"failures", "cancels", "timeouts", "last_error",
 		"last_release_us", "last_resume_us", "bytes_weights",

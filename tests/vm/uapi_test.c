@@ -310,7 +310,10 @@ TEST_F(dev, state_fields_all_written)
 	EXPECT_EQ(id, st.id);
 	EXPECT_EQ(0, st.unconfirmed);
 	EXPECT_EQ(0, st.reserved[0]);
-	EXPECT_EQ(0, st.reserved[3]);
+	EXPECT_EQ(0, st.reserved[2]);
+	EXPECT_EQ(0, st.pad2);
+	EXPECT_EQ(0, st.shortfall);
+	EXPECT_EQ(0, st.freed_bytes[0]);
 	EXPECT_EQ(0, st.last.op_id);
 	EXPECT_EQ(0, st.last.pad);
 	EXPECT_EQ(0, st.bytes_released[GPUSLEEP_MAX_TAGS - 1]);

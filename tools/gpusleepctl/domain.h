@@ -41,6 +41,7 @@ X(owner_pid, U64, 0, NULL, "owner_pid", " pid %llu\n", NONE, NULL, NULL, NULL, N
 X(state, STATE, F_LIST, NULL, "state", "\tstate %s", NONE, "gpusleep_domain_state", NULL, "gauge", "1 for the domain's current state, 0 for the others.") \
 X(released_tags, TAGS, F_LIST, NULL, "released_tags", "  released %s", NONE, "gpusleep_tag_released", NULL, "gauge", "1 if the tag's memory is released.") \
 X(unconfirmed_tags, TAGS, F_OPT, NULL, "unconfirmed_tags", "  unconfirmed %s", NONE, "gpusleep_tag_unconfirmed", NULL, "gauge", "1 while the tag's unmap is unconfirmed (it counts released; a resume remaps it).") \
+X(shortfall_tags, TAGS, F_OPT, NULL, "shortfall_tags", "  short of free %s", NONE, "gpusleep_tag_shortfall", NULL, "gauge", "1 while a released tag's memory did not all come free, as the agent measured it.") \
 X(drain_pending, BOOL, 0, NULL, "drain_pending", "  drain pending %s\n", NONE, "gpusleep_drain_pending", NULL, "gauge", "1 while a release waits for the engine to drain.") \
 X(agent_attached, BOOL, F_LIST, NULL, "agent_attached", "\tagent attached %s", NONE, "gpusleep_agent_attached", NULL, "gauge", "1 if an agent is attached (memory saver enabled).") \
 X(kv_release_allowed, BOOL, 0, NULL, "kv_release_allowed", "  kv release allowed %s", NONE, "gpusleep_kv_release_allowed", NULL, "gauge", "1 if the engine allows its KV cache to be released.") \
@@ -49,12 +50,15 @@ X(releases, U64, 0, "counters", "releases", "\treleases %llu", NONE, "gpusleep_r
 X(resumes, U64, 0, "counters", "resumes", "  resumes %llu", NONE, "gpusleep_resumes_total", NULL, "counter", "Resume operations that succeeded.") \
 X(failures, U64, 0, "counters", "failures", "  failures %llu", NONE, "gpusleep_failures_total", NULL, "counter", "Operations that failed, for any reason.") \
 X(cancels, U64, 0, "counters", "cancels", "  cancels %llu", NONE, "gpusleep_cancels_total", NULL, "counter", "Releases cancelled by a resume before they drained.") \
-X(timeouts, U64, 0, "counters", "timeouts", "  timeouts %llu\n", NONE, "gpusleep_timeouts_total", NULL, "counter", "Operations failed by a step timeout.") \
+X(timeouts, U64, 0, "counters", "timeouts", "  timeouts %llu", NONE, "gpusleep_timeouts_total", NULL, "counter", "Operations failed by a step timeout.") \
+X(shortfalls, U64, F_OPT, "counters", "shortfalls", "  shortfalls %llu\n", NONE, "gpusleep_shortfalls_total", NULL, "counter", "Pauses whose memory did not all come free.") \
 X(last_error, STR, 0, NULL, "last_error", "\tlast error %s", NONE, NULL, NULL, NULL, NULL) \
 X(last_release_us, US, 0, NULL, "last_release_us", "  last release %s", releases, "gpusleep_last_release_duration_seconds", NULL, "gauge", "Duration of the newest finished release; no sample if there was none.") \
 X(last_resume_us, US, 0, NULL, "last_resume_us", "  last resume %s\n", resumes, "gpusleep_last_resume_duration_seconds", NULL, "gauge", "Duration of the newest finished resume; no sample if there was none.") \
 X(bytes_weights, U64, 0, "bytes", "weights", "\treleased bytes: weights %llu", NONE, "gpusleep_released_bytes", "tag=\"weights\"", "gauge", "Bytes the agent reported released, per tag.") \
-X(bytes_kv_cache, U64, 0, "bytes", "kv_cache", "  kv_cache %llu\n", NONE, "gpusleep_released_bytes", "tag=\"kv_cache\"", "gauge", "Bytes the agent reported released, per tag.")
+X(bytes_kv_cache, U64, 0, "bytes", "kv_cache", "  kv_cache %llu\n", NONE, "gpusleep_released_bytes", "tag=\"kv_cache\"", "gauge", "Bytes the agent reported released, per tag.") \
+X(freed_bytes_weights, U64, F_OPT, "freed_bytes", "weights", "\tfreed bytes: weights %llu", NONE, "gpusleep_freed_bytes", "tag=\"weights\"", "gauge", "Device memory the agent saw come free when it released the tag (0: not measured).") \
+X(freed_bytes_kv_cache, U64, F_OPT, "freed_bytes", "kv_cache", "  kv_cache %llu\n", NONE, "gpusleep_freed_bytes", "tag=\"kv_cache\"", "gauge", "Device memory the agent saw come free when it released the tag (0: not measured).")
 
 #define GS_STR_LEN	GPUSLEEP_GPU_LEN
 

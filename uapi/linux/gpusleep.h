@@ -210,6 +210,14 @@ struct gpusleep_result {
 	__u32 pad;
 	__u64 duration_ns;
 	__u64 bytes[GPUSLEEP_MAX_TAGS];	/* per tag bit, from the agent */
+	/*
+	 * Release: per tag, the device memory the agent saw come free (its
+	 * driver's free memory after a synchronise, GPUSLEEP_CF_MEASURED), 0
+	 * when not measured.
+	 */
+	__u64 freed_bytes[GPUSLEEP_MAX_TAGS];
+	__u32 shortfall_tags;	/* less came free than was unmapped */
+	__u32 lost_tags;	/* contents lost (a failed pause's rollback) */
 };
 
 /*
@@ -266,7 +274,11 @@ struct gpusleep_state {
 	__u64 op_in_flight;	/* id, or 0 */
 	__u64 last_op_id;	/* newest operation issued, or 0 */
 	__u64 bytes_released[GPUSLEEP_MAX_TAGS];
-	__u64 reserved[4];
+	/* per released tag: what its pause saw come free (0: unmeasured) */
+	__u64 freed_bytes[GPUSLEEP_MAX_TAGS];
+	__u32 shortfall;	/* released tags not all seen to come free */
+	__u32 pad2;
+	__u64 reserved[3];
 	struct gpusleep_result last;	/* newest finished operation */
 };
 
@@ -372,10 +384,21 @@ struct gpusleep_complete {
 	__u32 step;
 	__u32 type;		/* the event type answered */
 	__s32 status;
-	__u32 pad;
+	__u32 flags;		/* GPUSLEEP_CF_*, answers to *_TAG only */
 	__u64 bytes;
+	__u64 freed_bytes;	/* PAUSE_TAG: seen to come free (CF_MEASURED) */
+	__u64 lost_bytes;	/* contents lost: kv_cache needs repair */
 	__u64 reserved[2];
 };
+
+/*
+ * Flags of struct gpusleep_complete.flags. lost_bytes are contents a
+ * failed pause lost when it mapped memory back fresh (zeros): kv_cache is
+ * then repaired before the engine may schedule.
+ */
+#define GPUSLEEP_CF_MEASURED	(1U << 0)	/* freed_bytes was measured */
+#define GPUSLEEP_CF_SHORTFALL	(1U << 1)	/* less came free than bytes */
+#define GPUSLEEP_CF_MASK	(GPUSLEEP_CF_MEASURED | GPUSLEEP_CF_SHORTFALL)
 
 /*
  * 0xBC, numbers 0x00-0x3F: free in Documentation/userspace-api/ioctl/
@@ -397,12 +420,12 @@ struct gpusleep_complete {
 #define GPUSLEEP_CREATE_SIZE_VER0	128
 #define GPUSLEEP_ATTACH_SIZE_VER0	32
 #define GPUSLEEP_OP_SIZE_VER0		48
-#define GPUSLEEP_RESULT_SIZE_VER0	104
-#define GPUSLEEP_WAIT_SIZE_VER0		136
-#define GPUSLEEP_STATE_SIZE_VER0	240
+#define GPUSLEEP_RESULT_SIZE_VER0	176
+#define GPUSLEEP_WAIT_SIZE_VER0		208
+#define GPUSLEEP_STATE_SIZE_VER0	376
 #define GPUSLEEP_EVENTFD_SIZE_VER0	16
 #define GPUSLEEP_EVENT_SIZE_VER0	40
-#define GPUSLEEP_COMPLETE_SIZE_VER0	48
+#define GPUSLEEP_COMPLETE_SIZE_VER0	64
 #define GPUSLEEP_GRANT_SIZE_VER0	24
 
 /* /dev/gpusleep */

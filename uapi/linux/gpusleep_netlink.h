@@ -74,6 +74,9 @@ enum {
 	GPUSLEEP_A_FROM_STATE,		/* u32, notification */
 	GPUSLEEP_A_RESULT,		/* nest, notification: GPUSLEEP_A_RES_* */
 	GPUSLEEP_A_UNCONFIRMED,		/* u32, released tags not confirmed */
+	GPUSLEEP_A_SHORTFALL,		/* u32, released tags not all freed */
+	GPUSLEEP_A_FREED_WEIGHTS,	/* u64, seen to come free, per tag */
+	GPUSLEEP_A_FREED_KV_CACHE,	/* u64 */
 
 	__GPUSLEEP_A_MAX,
 	GPUSLEEP_A_MAX = (__GPUSLEEP_A_MAX - 1)
@@ -88,6 +91,7 @@ enum {
 	GPUSLEEP_A_CNT_FAILURES,	/* u64, failed operations */
 	GPUSLEEP_A_CNT_CANCELS,		/* u64, releases cancelled by a resume */
 	GPUSLEEP_A_CNT_TIMEOUTS,	/* u64, operations failed by a timeout */
+	GPUSLEEP_A_CNT_SHORTFALLS,	/* u64, pauses that fell short */
 
 	__GPUSLEEP_A_CNT_MAX,
 	GPUSLEEP_A_CNT_MAX = (__GPUSLEEP_A_CNT_MAX - 1)
@@ -106,6 +110,10 @@ enum {
 	GPUSLEEP_A_RES_DURATION_NS,	/* u64 */
 	GPUSLEEP_A_RES_BYTES_WEIGHTS,	/* u64 */
 	GPUSLEEP_A_RES_BYTES_KV_CACHE,	/* u64 */
+	GPUSLEEP_A_RES_FREED_WEIGHTS,	/* u64, seen to come free */
+	GPUSLEEP_A_RES_FREED_KV_CACHE,	/* u64 */
+	GPUSLEEP_A_RES_SHORTFALL_TAGS,	/* u32 */
+	GPUSLEEP_A_RES_LOST_TAGS,	/* u32 */
 
 	__GPUSLEEP_A_RES_MAX,
 	GPUSLEEP_A_RES_MAX = (__GPUSLEEP_A_RES_MAX - 1)

@@ -96,6 +96,15 @@ int gs_read_event(int fd, struct gpusleep_event *ev);
 /* Answer the step of ev with status (0 or -errno) and bytes. */
 int gs_complete(int fd, const struct gpusleep_event *ev, int status,
 		uint64_t bytes);
+/*
+ * The agent's answer to PAUSE_TAG/RESUME_TAG with what it measured:
+ * freed_bytes the driver saw come free (flags GPUSLEEP_CF_MEASURED, and
+ * GPUSLEEP_CF_SHORTFALL when less than bytes), lost_bytes of contents a
+ * failed pause lost (kv_cache then needs its repair).
+ */
+int gs_complete_tag(int fd, const struct gpusleep_event *ev, int status,
+		    uint64_t bytes, uint64_t freed_bytes, uint64_t lost_bytes,
+		    uint32_t flags);
 
 /* ------------------------------------------------------------------ */
 /* Names and strings                                                   */

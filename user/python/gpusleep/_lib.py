@@ -129,7 +129,8 @@ class gpusleep_result(ctypes.Structure):
     _fields_ = [("op_id", u64), ("kind", u32), ("tags", u32),
                 ("error", s32), ("reason", u32), ("done_tags", u32),
                 ("pad", u32), ("duration_ns", u64),
-                ("bytes", u64 * MAX_TAGS)]
+                ("bytes", u64 * MAX_TAGS), ("freed_bytes", u64 * MAX_TAGS),
+                ("shortfall_tags", u32), ("lost_tags", u32)]
 
 
 class gpusleep_wait(ctypes.Structure):
@@ -142,7 +143,9 @@ class gpusleep_state(ctypes.Structure):
                 ("flags", u32), ("caps", u32), ("unconfirmed", u32),
                 ("op_in_flight", u64), ("last_op_id", u64),
                 ("bytes_released", u64 * MAX_TAGS),
-                ("reserved", u64 * 4), ("last", gpusleep_result)]
+                ("freed_bytes", u64 * MAX_TAGS), ("shortfall", u32),
+                ("pad2", u32), ("reserved", u64 * 3),
+                ("last", gpusleep_result)]
 
 
 class gpusleep_eventfd(ctypes.Structure):
@@ -157,7 +160,8 @@ class gpusleep_event(ctypes.Structure):
 
 class gpusleep_complete(ctypes.Structure):
     _fields_ = [("op_id", u64), ("step", u32), ("type", u32),
-                ("status", s32), ("pad", u32), ("bytes", u64),
+                ("status", s32), ("flags", u32), ("bytes", u64),
+                ("freed_bytes", u64), ("lost_bytes", u64),
                 ("reserved", u64 * 2)]
 
 

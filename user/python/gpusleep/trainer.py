@@ -66,6 +66,12 @@ class Result:
         self.duration = r.duration_ns / 1e9
         self.bytes = {n: r.bytes[i] for i, n in enumerate(_lib.TAG_NAMES)
                       if r.bytes[i]}
+        # release: what the agent saw come free, per tag (when measured)
+        self.freed_bytes = {n: r.freed_bytes[i]
+                            for i, n in enumerate(_lib.TAG_NAMES)
+                            if r.freed_bytes[i]}
+        self.shortfall_tags = _lib.mask_to_tags(r.shortfall_tags)
+        self.lost_tags = _lib.mask_to_tags(r.lost_tags)
 
     @property
     def ok(self):
@@ -100,6 +106,11 @@ class State:
         self.bytes_released = {n: s.bytes_released[i]
                                for i, n in enumerate(_lib.TAG_NAMES)
                                if s.bytes_released[i]}
+        self.freed_bytes = {n: s.freed_bytes[i]
+                            for i, n in enumerate(_lib.TAG_NAMES)
+                            if s.freed_bytes[i]}
+        # released tags whose memory did not all come free
+        self.shortfall = _lib.mask_to_tags(s.shortfall)
         self.last = Result(s.last) if s.last.op_id else None
         f = s.flags
         self.drain_pending = bool(f & _lib.SF_DRAIN_PENDING)
