@@ -1,56 +1,41 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * gpusleep: fault injection for the reliability tests.
+ * gpusleep: fault injection for the reliability tests, through the
+ * kernel's fault-injection framework.
+ *
+ * Built only with GPUSLEEP_FAULT_INJECTION=y (Kbuild), which needs a
+ * kernel with CONFIG_FAULT_INJECTION (and CONFIG_FAULT_INJECTION_DEBUG_FS
+ * for the knobs): the tests turn it on for the debug kernel; a release
+ * build has no such code and gs_fault() is a constant false.
  *
  * Every allocation, fd/file creation, eventfd lookup and user copy of the
- * module goes through gs_fault(). Writing N to the fail_nth parameter
- * makes the Nth such site reached from then on fail once (an allocation
- * returns NULL, a copy reports nothing copied, a lookup returns -EBADF);
- * fault_fired then reads 1. 0 (the default) turns it off; the cost is
- * then one READ_ONCE per site. Root only.
+ * module asks gs_fault() first. The knobs are the framework's own, in
+ * /sys/kernel/debug/fail_gpusleep/ (Documentation/fault-injection/):
+ * probability 100, interval 1, times 1 and space N fail the Nth site
+ * reached from then on, once; times reads 0 once it fired.
  */
-#include <linux/atomic.h>
-#include <linux/moduleparam.h>
-#include <linux/printk.h>
+#include <linux/debugfs.h>
+#include <linux/err.h>
+#include <linux/fault-inject.h>
 
 #include "gpusleep.h"
 
-static unsigned int gs_fail_nth;
-static atomic_t gs_fault_seen = ATOMIC_INIT(0);
-static int gs_fault_fired;
-
-static int gs_fail_nth_set(const char *val, const struct kernel_param *kp)
-{
-	int ret = param_set_uint(val, kp);
-
-	if (!ret) {
-		atomic_set(&gs_fault_seen, 0);
-		WRITE_ONCE(gs_fault_fired, 0);
-	}
-	return ret;
-}
-
-static const struct kernel_param_ops gs_fail_nth_ops = {
-	.set = gs_fail_nth_set,
-	.get = param_get_uint,
-};
-
-module_param_cb(fail_nth, &gs_fail_nth_ops, &gs_fail_nth, 0600);
-MODULE_PARM_DESC(fail_nth, "Fail the Nth allocation, eventfd lookup or user copy from now (0 = off)");
-module_param_named(fault_fired, gs_fault_fired, int, 0400);
-MODULE_PARM_DESC(fault_fired, "1 once the fault armed by fail_nth was injected");
+static DECLARE_FAULT_ATTR(gs_fault_attr);
+static struct dentry *gs_fault_dir;
 
 bool gs_fault(void)
 {
-	unsigned int nth = READ_ONCE(gs_fail_nth);
+	return should_fail(&gs_fault_attr, 1);
+}
 
-	if (likely(!nth))
-		return false;
-	if (atomic_inc_return(&gs_fault_seen) != nth)
-		return false;
-	WRITE_ONCE(gs_fail_nth, 0);
-	WRITE_ONCE(gs_fault_fired, 1);
-	pr_info("gpusleep: injected fault at site %u (%pS)\n", nth,
-		__builtin_return_address(0));
-	return true;
+int gs_fault_init(void)
+{
+	gs_fault_dir = fault_create_debugfs_attr("fail_gpusleep", NULL,
+						 &gs_fault_attr);
+	return PTR_ERR_OR_ZERO(gs_fault_dir);
+}
+
+void gs_fault_exit(void)
+{
+	debugfs_remove_recursive(gs_fault_dir);
 }

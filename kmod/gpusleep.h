@@ -330,9 +330,28 @@ void gs_genl_notify(struct gs_domain *d, u32 from, u32 to, u64 op_id,
 
 /*
  * fault.c: every allocation, fd creation, eventfd lookup and user copy goes
- * through gs_fault(), so the tests can fail each one in turn.
+ * through gs_fault(), so the tests can fail each one in turn. Only in a
+ * build with GPUSLEEP_FAULT_INJECTION=y (the kernel's should_fail()).
  */
+#ifdef GS_FAULT_INJECTION
 bool gs_fault(void);
+int gs_fault_init(void);
+void gs_fault_exit(void);
+#else
+static inline bool gs_fault(void)
+{
+	return false;
+}
+
+static inline int gs_fault_init(void)
+{
+	return 0;
+}
+
+static inline void gs_fault_exit(void)
+{
+}
+#endif
 
 static inline void *gs_kzalloc(size_t size, gfp_t gfp)
 {

@@ -320,9 +320,12 @@ static int __init gpusleep_init(void)
 	 * and a failure here unwinds in reverse with no file open. Exit
 	 * takes the device away first.
 	 */
-	ret = gs_sysfs_init();
+	ret = gs_fault_init();
 	if (ret)
 		return ret;
+	ret = gs_sysfs_init();
+	if (ret)
+		goto err_fault;
 	ret = gs_genl_init();
 	if (ret)
 		goto err_sysfs;
@@ -335,6 +338,8 @@ err_genl:
 	gs_genl_exit();
 err_sysfs:
 	gs_sysfs_exit();
+err_fault:
+	gs_fault_exit();
 	return ret;
 }
 
@@ -343,6 +348,7 @@ static void __exit gpusleep_exit(void)
 	misc_deregister(&gpusleep_misc);
 	gs_genl_exit();
 	gs_sysfs_exit();
+	gs_fault_exit();
 	idr_destroy(&gs_domains);
 }
 

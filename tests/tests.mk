@@ -120,7 +120,8 @@ debug-module:
 	rm -rf $(BUILD)/kmod-debug
 	mkdir -p $(BUILD)/kmod-debug
 	cp -r Kbuild kmod uapi $(BUILD)/kmod-debug/
-	$(MAKE) -C $(DEBUG_KDIR) M=$(CURDIR)/$(BUILD)/kmod-debug modules
+	$(MAKE) -C $(DEBUG_KDIR) M=$(CURDIR)/$(BUILD)/kmod-debug \
+		GPUSLEEP_FAULT_INJECTION=y modules
 
 check-debug:
 	@mkdir -p $(CHECK_DIR); \

@@ -221,14 +221,15 @@ FIXTURE_SETUP(fault)
 	self->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
 	if (self->dev < 0)
 		GS_SETUP_SKIP("%s: %s (module not loaded)", GS_DEV, strerror(errno));
-	if (gs_param_get("fail_nth") < 0)
-		GS_SETUP_SKIP("no fail_nth parameter (need root)");
+	if (!gs_fault_available())
+		GS_SETUP_SKIP("no %s: module built without GPUSLEEP_FAULT_INJECTION (the debug kernel's suite has it)",
+			      GS_FAULT_DIR);
 }
 
 FIXTURE_TEARDOWN(fault)
 {
 	if (self->dev >= 0) {
-		gs_param_set("fail_nth", "0", NULL, 0);
+		gs_fault_off();
 		close(self->dev);
 	}
 }
@@ -241,14 +242,11 @@ TEST_F_TIMEOUT(fault, walk_every_site_of_a_cycle, 600)
 	/* A clean cycle first: the baseline must pass. */
 	ASSERT_EQ(0, child_cycle(&id));
 	for (n = 1; n < 1000; n++) {
-		char v[16];
-
-		snprintf(v, sizeof(v), "%u", n);
-		ASSERT_EQ(0, gs_param_set("fail_nth", v, NULL, 0));
+		ASSERT_EQ(0, gs_fault_arm(n));
 		EXPECT_EQ(0, child_cycle(&id)) {
 			TH_LOG("fault at site %u was not handled cleanly", n);
 		}
-		if (gs_param_get("fault_fired") != 1)
+		if (gs_fault_fired() != 1)
 			break;	/* the cycle has fewer than n sites */
 		fired++;
 		/* Nothing of the dead process's domain stays attachable. */
@@ -256,7 +254,7 @@ TEST_F_TIMEOUT(fault, walk_every_site_of_a_cycle, 600)
 			EXPECT_EQ(-ENOENT, gs_attach(self->dev, id,
 						     GPUSLEEP_ROLE_CONTROLLER));
 	}
-	ASSERT_EQ(0, gs_param_set("fail_nth", "0", NULL, 0));
+	ASSERT_EQ(0, gs_fault_off());
 	TH_LOG("injected %u faults", fired);
 	EXPECT_LT(20, fired);	/* the walk did reach the cycle's sites */
 	/* And a clean cycle still works afterwards. */

@@ -338,14 +338,10 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 			waitpid(ctl[i], NULL, 0);
 			ctl[i] = spawn_fn(2, 0, rand_r(&seed));
 			break;
-		case 3: {	/* arm a fault somewhere ahead */
-			char v[16];
-
-			snprintf(v, sizeof(v), "%u", 1 + rnd(&seed, 200));
-			gs_param_set("fail_nth", v, NULL, 0);
-			faults++;
+		case 3:	/* arm a fault somewhere ahead (a fault build) */
+			if (gs_fault_arm(1 + rnd(&seed, 200)) == 0)
+				faults++;
 			break;
-		}
 		default:
 			/* An agent that exited (its domain died) is replaced
 			 * together with its engine. */
@@ -365,7 +361,7 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 		kill(ctl[i], SIGKILL);
 		waitpid(ctl[i], NULL, 0);
 	}
-	gs_param_set("fail_nth", "0", NULL, 0);
+	gs_fault_off();
 	for (i = 0; i < SLOTS; i++) {
 		struct slot *sl = &sh->slot[i];
 		struct gpusleep_state st;

@@ -178,6 +178,64 @@ static inline int gs_param_get(const char *name)
 	return n > 0 ? atoi(buf) : -EIO;
 }
 
+/*
+ * Fault injection (a module built with GPUSLEEP_FAULT_INJECTION=y, on a
+ * kernel with CONFIG_FAULT_INJECTION_DEBUG_FS): the kernel's knobs in
+ * debugfs. gs_fault_arm(n) fails the nth site reached from now, once.
+ */
+#define GS_FAULT_DIR	"/sys/kernel/debug/fail_gpusleep/"
+
+static inline int gs_fault_knob(const char *knob, const char *val)
+{
+	char path[128];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), GS_FAULT_DIR "%s", knob);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n < 0 ? -errno : 0;
+}
+
+static inline int gs_fault_available(void)
+{
+	return access(GS_FAULT_DIR "times", W_OK) == 0;
+}
+
+static inline int gs_fault_arm(unsigned int nth)
+{
+	char v[16];
+
+	snprintf(v, sizeof(v), "%u", nth);
+	if (gs_fault_knob("times", "0") || gs_fault_knob("verbose", "0") ||
+	    gs_fault_knob("interval", "1") || gs_fault_knob("space", v) ||
+	    gs_fault_knob("probability", "100"))
+		return -1;
+	return gs_fault_knob("times", "1");
+}
+
+static inline int gs_fault_off(void)
+{
+	return gs_fault_knob("times", "0");
+}
+
+/* 1 once the armed fault fired (times went to 0), 0 if not, or -errno. */
+static inline int gs_fault_fired(void)
+{
+	char buf[16] = "";
+	int fd, n;
+
+	fd = open(GS_FAULT_DIR "times", O_RDONLY);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n > 0 && atoi(buf) == 0;
+}
+
 /* Read one record within ms; 0, -ETIMEDOUT, -EPIPE on hang-up/EOF. */
 static inline int gs_next(int fd, struct gpusleep_event *ev, int ms)
 {
