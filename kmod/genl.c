@@ -2,7 +2,7 @@
 /*
  * gpusleep: the "gpusleep" generic netlink family.
  *
- * Spec: docs/netlink/gpusleep.yaml; uAPI: uapi/linux/gpusleep_netlink.h.
+ * Spec: Documentation/netlink/specs/gpusleep.yaml; uAPI: uapi/linux/gpusleep_netlink.h.
  * GET (do and dump) reads domains; RELEASE and RESUME start an operation
  * without waiting for it; STATE_NTF goes to the "events" multicast group at
  * every state transition. One fill function, gs_nl_fill(), writes a domain
@@ -40,18 +40,18 @@ static const struct nla_policy gs_nl_get_policy[GPUSLEEP_A_ID + 1] = {
 	[GPUSLEEP_A_ID]		= { .type = NLA_U32 },
 };
 
-static const struct nla_policy gs_nl_release_policy[GPUSLEEP_A_TIMEOUT_MS + 1] = {
+/*
+ * RELEASE and RESUME take the same attributes, with the spec's masks (the
+ * op-flags and tags flag sets); an op flag that the operation does not
+ * take (abort-inflight on a resume) is the state machine's to refuse, as
+ * a reply with reason invalid. tests/host/test_netlink_spec.py checks the
+ * masks against Documentation/netlink/specs/gpusleep.yaml.
+ */
+static const struct nla_policy gs_nl_op_policy[GPUSLEEP_A_TIMEOUT_MS + 1] = {
 	[GPUSLEEP_A_ID]		= { .type = NLA_U32 },
 	[GPUSLEEP_A_TAGS]	= NLA_POLICY_MASK(NLA_U32, GPUSLEEP_TAG_ALL),
 	[GPUSLEEP_A_OP_FLAGS]	= NLA_POLICY_MASK(NLA_U32,
-						  GPUSLEEP_OPF_RELEASE_MASK),
-	[GPUSLEEP_A_TIMEOUT_MS]	= { .type = NLA_U32 },
-};
-
-static const struct nla_policy gs_nl_resume_policy[GPUSLEEP_A_TIMEOUT_MS + 1] = {
-	[GPUSLEEP_A_ID]		= { .type = NLA_U32 },
-	[GPUSLEEP_A_TAGS]	= NLA_POLICY_MASK(NLA_U32, GPUSLEEP_TAG_ALL),
-	[GPUSLEEP_A_OP_FLAGS]	= NLA_POLICY_MASK(NLA_U32,
+						  GPUSLEEP_OPF_RELEASE_MASK |
 						  GPUSLEEP_OPF_RESUME_MASK),
 	[GPUSLEEP_A_TIMEOUT_MS]	= { .type = NLA_U32 },
 };
@@ -384,14 +384,14 @@ static const struct genl_ops gs_nl_ops[] = {
 	{
 		.cmd		= GPUSLEEP_CMD_RELEASE,
 		.doit		= gs_nl_release_doit,
-		.policy		= gs_nl_release_policy,
-		.maxattr	= ARRAY_SIZE(gs_nl_release_policy) - 1,
+		.policy		= gs_nl_op_policy,
+		.maxattr	= ARRAY_SIZE(gs_nl_op_policy) - 1,
 	},
 	{
 		.cmd		= GPUSLEEP_CMD_RESUME,
 		.doit		= gs_nl_resume_doit,
-		.policy		= gs_nl_resume_policy,
-		.maxattr	= ARRAY_SIZE(gs_nl_resume_policy) - 1,
+		.policy		= gs_nl_op_policy,
+		.maxattr	= ARRAY_SIZE(gs_nl_op_policy) - 1,
 	},
 };
 

@@ -2,7 +2,7 @@
 /*
  * gpusleep: the "gpusleep" generic netlink family.
  *
- * Described by docs/netlink/gpusleep.yaml; docs/node-tooling.md has the
+ * Described by Documentation/netlink/specs/gpusleep.yaml; docs/node-tooling.md has the
  * walk-through. Values are those of uapi/linux/gpusleep.h (states, tags,
  * reasons, GPUSLEEP_SF_* flags, GPUSLEEP_OPF_* flags).
  *
