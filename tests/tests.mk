@@ -18,8 +18,10 @@ VM_TEST_SRCS	:= $(sort $(wildcard tests/vm/*.c))
 VM_TEST_BINS	:= $(VM_TEST_SRCS:tests/vm/%.c=$(BUILD)/tests/vm/%)
 VM_SUITE	= $(VM_TEST_BINS) $(VM_TESTS)
 HARNESS_KSFT	:= $(BUILD)/tests/harness/ksft-fail
-# The netlink spec is the source: the uAPI header and the policies follow.
+# The netlink spec is the source: the uAPI header and the policies follow;
+# the kernel's own YNL client drives the module with it.
 HOST_TESTS	+= tests/host/test_netlink_spec.py
+VM_TESTS	+= tests/vm/ynl_test.py
 
 kselftests: $(VM_TEST_BINS) $(HARNESS_KSFT)
 

@@ -6,7 +6,7 @@ set -eu
 PKGS="build-essential make gcc pkg-config python3 \
 qemu-system-x86 linux-image-amd64 linux-headers-amd64 linux-source-6.1 \
 busybox-static kmod cpio xz-utils \
-libnl-3-dev libnl-genl-3-dev liburing-dev sparse python3-yaml \
+libnl-3-dev libnl-genl-3-dev liburing-dev sparse python3-yaml python3-jsonschema \
 flex bison bc libelf-dev libssl-dev dwarves rsync \
 prometheus prometheus-node-exporter"
 

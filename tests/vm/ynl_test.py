@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""The kernel's own YNL client (tools/net/ynl of a kernel source tree that
+make check unpacked under build/, or $GPUSLEEP_YNL_SRC) against the module:
+the spec validates against the kernel's genetlink-legacy schema; every
+operation (get do and dump, release, resume) and the "events" multicast
+group work through it; and what it decodes covers every state, every
+state flag, both tags, both operation kinds and the reasons an operation
+can get here. This script plays engine and agent by hand. Prints TAP;
+SKIPs when no kernel source with YNL is there."""
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+import ctl_test as ct  # noqa: E402  (the ioctl helpers, engine and agent)
+
+SPEC = os.path.join(REPO, "Documentation/netlink/specs/gpusleep.yaml")
+BOUND = 60
+
+
+def ynl_src():
+    """(cli.py, genetlink-legacy.yaml) of the newest source tree found."""
+    roots = [os.environ["GPUSLEEP_YNL_SRC"]] if \
+        os.environ.get("GPUSLEEP_YNL_SRC") else \
+        sorted(glob.glob(os.path.join(REPO, "build/kernels/*/src")) +
+               glob.glob(os.path.join(REPO, "build/debug-kernel/src-*")),
+               reverse=True)
+    for r in roots:
+        for cli in ("tools/net/ynl/pyynl/cli.py", "tools/net/ynl/cli.py"):
+            c = os.path.join(r, cli)
+            s = os.path.join(r, "Documentation/netlink/genetlink-legacy.yaml")
+            if os.path.isfile(c) and os.path.isfile(s):
+                return c, s
+    return None, None
+
+
+CLI, SCHEMA = ynl_src()
+
+
+def ynl(*args, timeout=BOUND):
+    r = subprocess.run([sys.executable, CLI, "--spec", SPEC, "--schema",
+                        SCHEMA, "--output-json"] + list(args),
+                       capture_output=True, text=True, timeout=timeout)
+    out = [json.loads(ln) for ln in r.stdout.splitlines()
+           if ln.startswith(("{", "["))]
+    return r, out
+
+
+def do(op, attrs):
+    r, out = ynl("--do", op, "--json", json.dumps(attrs))
+    if r.returncode or not out:
+        raise RuntimeError(f"ynl --do {op}: {r.stdout}{r.stderr}")
+    return out[0]
+
+
+def main():
+    t = ct.Tap()
+    print("TAP version 13", flush=True)
+    if not os.path.exists(ct.DEV):
+        print("1..0 # SKIP no /dev/gpusleep")
+        return 0
+    if not CLI:
+        print("1..0 # SKIP no kernel source with tools/net/ynl under build/"
+              " (make check unpacks one) and no $GPUSLEEP_YNL_SRC")
+        return 0
+    seen = {"state": set(), "flags": set(), "tags": set(), "kind": set(),
+            "reason": set()}
+
+    def note(msg):
+        seen["state"].add(msg.get("state"))
+        seen["state"].add(msg.get("from-state"))
+        seen["flags"] |= set(msg.get("flags", []))
+        for k in ("released", "unconfirmed", "bad-tags", "tags"):
+            seen["tags"] |= set(msg.get(k, []) or [])
+        if "reason" in msg:
+            seen["reason"].add(msg["reason"])
+        res = msg.get("result")
+        if res:
+            seen["kind"].add(res.get("kind"))
+            seen["reason"].add(res.get("reason"))
+            seen["tags"] |= set(res.get("tags", []) or [])
+
+    r = subprocess.run([sys.executable, CLI, "--spec", SPEC, "--schema",
+                        SCHEMA, "--validate"], capture_output=True, text=True)
+    t.check("the spec validates against the kernel's genetlink-legacy "
+            "schema", r.returncode == 0, r.stdout + r.stderr)
+
+    dev = os.open(ct.DEV, os.O_RDWR)
+    engine, dom = ct.create(dev, "ynl-%d" % os.getpid(),
+                            caps=3)   # prefix caching with a reset
+    # unbuffered, so that what it printed survives the SIGINT that ends it
+    watcher = subprocess.Popen([sys.executable, "-u", CLI, "--spec", SPEC,
+                                "--schema", SCHEMA, "--output-json",
+                                "--subscribe", "events", "--duration",
+                                str(BOUND * 10)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    time.sleep(2)   # let it subscribe (under TCG a Python start is slow)
+
+    r, out = ynl("--dump", "get")
+    mine = [m for m in (out[0] if out else []) if m.get("id") == dom]
+    t.check("dump get lists the domain, decoded", len(mine) == 1 and
+            mine[0]["state"] == "awake" and
+            "kv-release-allowed" in mine[0]["flags"], r.stdout + r.stderr)
+    for m in mine:
+        note(m)
+
+    g = do("get", {"id": dom})
+    note(g)
+    t.check("do get: name, counters nest", g.get("name", "").startswith(
+        "ynl-") and "releases" in g.get("counters", {}), g)
+
+    # not enabled (no agent), then an agent
+    rep = do("release", {"id": dom, "tags": ["weights"]})
+    note(rep)
+    t.check("release without an agent: reason not-enabled",
+            rep.get("reason") == "not-enabled", rep)
+    agent = ct.attach(dev, dom, ct.ROLE_AGENT)
+
+    # release of both, driven by hand, with abort-inflight
+    rep = do("release", {"id": dom, "op-flags": ["abort-inflight"],
+                         "timeout-ms": 30000})
+    note(rep)
+    t.check("release: started, op id in the reply",
+            rep.get("reason") == "none" and rep.get("op-id", 0) > 0, rep)
+    note(do("get", {"id": dom}))                # draining, drain-pending
+    ct.answer(engine, ct.EV_DRAIN)
+    ct.answer(engine, ct.EV_RESET)
+    ct.answer(agent, ct.EV_PAUSE_TAG, ct.W, nbytes=4096)
+    note(do("get", {"id": dom}))                # releasing, kv unconfirmed
+    ct.answer(agent, ct.EV_PAUSE_TAG, ct.KV, nbytes=4096)
+    rep = do("release", {"id": dom, "tags": ["weights"]})
+    note(rep)
+    t.check("release of a released tag: already-released, bad-tags named",
+            rep.get("reason") == "already-released" and
+            rep.get("bad-tags") == ["weights"], rep)
+    rep = do("resume", {"id": dom, "op-flags": ["abort-inflight"]})
+    note(rep)
+    t.check("resume with abort-inflight: reason invalid (the spec's mask)",
+            rep.get("reason") == "invalid", rep)
+
+    # resume kv only: the repair is pending while the engine holds it
+    rep = do("resume", {"id": dom, "tags": ["kv-cache"]})
+    note(rep)
+    ct.answer(agent, ct.EV_RESUME_TAG, ct.KV, nbytes=4096)
+    note(do("get", {"id": dom}))                # resuming, kv-repair-pending
+    ct.answer(engine, ct.EV_REPAIR)
+    rep = do("resume", {"id": dom, "tags": ["kv-cache"]})
+    note(rep)
+    # a resume of weights whose agent step times out: agent-unconfirmed
+    rep = do("resume", {"id": dom, "timeout-ms": 200})
+    note(rep)
+    ct.next_event(agent)                        # read, never answered
+    time.sleep(1)
+    note(do("get", {"id": dom}))
+    # a release cancelled by a resume, then the rest back
+    os.close(agent)
+    agent = ct.attach(dev, dom, ct.ROLE_AGENT)
+    rep = do("resume", {"id": dom})
+    note(rep)
+    ct.answer(agent, ct.EV_RESUME_TAG, ct.W, nbytes=4096)
+    rep = do("release", {"id": dom, "tags": ["weights"]})
+    note(rep)
+    ct.next_event(engine)                       # the drain, held
+    rep = do("resume", {"id": dom})             # cancels it
+    note(rep)
+    rep = do("release", {"id": dom, "tags": ["weights"]})
+    note(rep)
+    note(do("get", {"id": dom}))
+    os.close(engine)                            # dead, mid-release
+    os.close(agent)
+    os.close(dev)
+
+    time.sleep(3)   # the last notifications reach the watcher
+    watcher.send_signal(signal.SIGINT)
+    try:
+        out, err = watcher.communicate(timeout=BOUND)
+    except subprocess.TimeoutExpired:
+        watcher.kill()
+        out, err = watcher.communicate()
+    ntfs = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+    mine = [n["msg"] for n in ntfs if n.get("name") == "state-ntf" and
+            n.get("msg", {}).get("id") == dom]
+    for m in mine:
+        note(m)
+    t.check("the events group: notifications of this domain decoded",
+            len(mine) >= 8, f"{len(mine)} notifications; stderr {err[-300:]}")
+
+    states = {"awake", "draining", "releasing", "released", "resuming",
+              "dead"}
+    t.check("every state decoded", states <= seen["state"],
+            f"missing {states - seen['state']}")
+    flags = {"drain-pending", "op-in-flight", "agent-attached",
+             "kv-release-allowed", "sched-paused", "dead",
+             "kv-repair-pending", "agent-unconfirmed"}
+    t.check("every state flag decoded", flags <= seen["flags"],
+            f"missing {flags - seen['flags']}")
+    t.check("both tags decoded", {"weights", "kv-cache"} <= seen["tags"],
+            seen["tags"])
+    t.check("both operation kinds decoded",
+            {"release", "resume"} <= seen["kind"], seen["kind"])
+    reasons = {"none", "not-enabled", "invalid", "already-released",
+               "cancelled", "agent-timeout", "engine-gone"}
+    t.check("the reasons met here decoded", reasons <= seen["reason"],
+            f"missing {reasons - seen['reason']}")
+    print("1..%d" % t.n)
+    return 1 if t.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
