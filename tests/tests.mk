@@ -59,14 +59,14 @@ lint: lint-checkpatch lint-sparse
 # macro), so that one check is off for them.
 CHECKPATCH := $(BUILD)/checkpatch/checkpatch.pl --no-tree --strict --show-types
 lint-checkpatch: $(LINUX_SRC_STAMP)
-	$(CHECKPATCH) -f $(wildcard kmod/*.[ch])
+	$(CHECKPATCH) -f $(filter-out kmod/gs_conftest.h,$(wildcard kmod/*.[ch]))
 	$(CHECKPATCH) --ignore BIT_MACRO -f $(wildcard uapi/linux/*.h)
 
 # sparse over every file (C=2), in a copy so the real build is untouched.
 lint-sparse:
 	rm -rf $(BUILD)/kmod-sparse
 	mkdir -p $(BUILD)/kmod-sparse
-	cp -r Kbuild kmod uapi $(BUILD)/kmod-sparse/
+	cp -r Kbuild kmod uapi dkms.conf $(BUILD)/kmod-sparse/
 	$(MAKE) -C $(KDIR) M=$(CURDIR)/$(BUILD)/kmod-sparse C=2 CHECK=sparse \
 		modules > $(BUILD)/kmod-sparse/build.log 2>&1 || \
 		{ cat $(BUILD)/kmod-sparse/build.log; exit 1; }
@@ -119,7 +119,7 @@ check-harness: $(HARNESS_KSFT)
 debug-module:
 	rm -rf $(BUILD)/kmod-debug
 	mkdir -p $(BUILD)/kmod-debug
-	cp -r Kbuild kmod uapi $(BUILD)/kmod-debug/
+	cp -r Kbuild kmod uapi dkms.conf $(BUILD)/kmod-debug/
 	$(MAKE) -C $(DEBUG_KDIR) M=$(CURDIR)/$(BUILD)/kmod-debug modules
 
 check-debug:
