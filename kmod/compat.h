@@ -60,17 +60,9 @@
 #endif
 
 #ifdef GS_HAVE_CLASS_ATTR_CONST
-#define GS_CLASS_ATTR_RO(_name) CLASS_ATTR_RO(_name)
+#define GS_CLASS_CONST const
 #else
-/* "static GS_CLASS_ATTR_RO(x);": the static applies to the wrapper. */
-#define GS_CLASS_ATTR_RO(_name)						\
-ssize_t _name##_show_compat(struct class *class,			\
-			    struct class_attribute *attr, char *buf)	\
-{									\
-	return _name##_show(class, attr, buf);				\
-}									\
-static struct class_attribute class_attr_##_name =			\
-	__ATTR(_name, 0444, _name##_show_compat, NULL)
+#define GS_CLASS_CONST
 #endif
 
 #ifndef GS_HAVE_GENL_REQ_ATTR_CHECK

@@ -185,19 +185,21 @@ static struct attribute *gs_domain_attrs[] = {
 };
 ATTRIBUTE_GROUPS(gs_domain);
 
-static ssize_t version_show(const struct class *class,
-			    const struct class_attribute *attr, char *buf)
+static ssize_t version_show(GS_CLASS_CONST struct class *class,
+			    GS_CLASS_CONST struct class_attribute *attr,
+			    char *buf)
 {
 	return sysfs_emit(buf, "%d\n", GPUSLEEP_API_VERSION);
 }
-static GS_CLASS_ATTR_RO(version);
+static CLASS_ATTR_RO(version);
 
-static ssize_t domains_show(const struct class *class,
-			    const struct class_attribute *attr, char *buf)
+static ssize_t domains_show(GS_CLASS_CONST struct class *class,
+			    GS_CLASS_CONST struct class_attribute *attr,
+			    char *buf)
 {
 	return sysfs_emit(buf, "%u\n", gs_ids_count());
 }
-static GS_CLASS_ATTR_RO(domains);
+static CLASS_ATTR_RO(domains);
 
 static struct attribute *gs_class_attrs[] = {
 	&class_attr_version.attr,
