@@ -35,17 +35,18 @@ $(BUILD)/tests/harness/%: tests/harness/%.c $(KSFT_STAMP)
 # Each check-* phase prints TAP result lines and never fails by itself;
 # tests/tap-summary.sh numbers them, prints the summary and sets the status.
 .PHONY: check-lint check-host check-vm check-harness check-debug check-vm-only \
-	check-kernels check-vm-6.12 \
+	check-kernels check-vm-6.12 check-dkms \
 	lint-checkpatch lint-sparse harness-warnmod debug-module
 
 check:
-	@tools/deps.sh
+	@tools/deps.sh --kernels
 	@mkdir -p $(CHECK_DIR)
 	@exec 9> $(BUILD)/.check.lock; \
 	flock -n 9 || { echo "check: waiting for another make check in this tree"; flock 9; }; \
 	$(MAKE) --no-print-directory all || exit 1; \
 	{ $(MAKE_SUB) check-lint; \
 	  $(MAKE_SUB) check-kernels; \
+	  $(MAKE_SUB) check-dkms; \
 	  $(MAKE_SUB) check-host; \
 	  $(MAKE_SUB) check-vm; \
 	  $(MAKE_SUB) check-vm-6.12; \
@@ -141,6 +142,11 @@ check-vm-6.12:
 		--vm-timeout $(VM_TIMEOUT) --test-timeout $(TEST_TIMEOUT) \
 		--module $(KMOD_612)/gpusleep.ko --kernel "$$KERNEL" \
 		--modules "$$MODROOT/lib/modules/$$KVER" -- $(VM_SUITE) || true
+
+# DKMS as the README says it (add, build for 6.1 and 6.12, remove --all),
+# leaving /usr/src, /var/lib/dkms and any MOK key as they were.
+check-dkms:
+	@KDIR=$(KDIR) tests/dkms.sh
 
 # Compile tests: gpusleep.ko with W=1 against 6.1 (KDIR), 5.10, 6.12, 7.3.
 check-kernels:
