@@ -15,8 +15,8 @@
 # and the MOK signing key dkms may have created (/var/lib/dkms/mok.key,
 # mok.pub) must be as before. Skipped, with the reason, without root or
 # dkms, or when the machine already has a gpusleep DKMS tree (not ours to
-# touch). Environment: KDIR (6.1 headers; default the newest
-# /usr/src/linux-headers-6.1*-amd64).
+# touch). Environment: KDIR61 (6.1 headers; default the newest
+# /usr/src/linux-headers-6.1.*-amd64).
 set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -83,7 +83,7 @@ fi
 
 # 2. build for each kernel: "NAME KVER KDIR" lines
 kernels=()
-kdir61=${KDIR:-$(ls -d /usr/src/linux-headers-6.1*-amd64 2>/dev/null | sort -V | tail -n1)}
+kdir61=${KDIR61:-$(ls -d /usr/src/linux-headers-6.1.*-amd64 2>/dev/null | sort -V | tail -n1)}
 if [ -n "$kdir61" ] && [ -f "$kdir61/include/generated/utsrelease.h" ]; then
 	kernels+=("6.1 $(sed -n 's/.*UTS_RELEASE "\(.*\)"/\1/p' \
 		"$kdir61/include/generated/utsrelease.h") $kdir61")

@@ -5,7 +5,7 @@
 # kernel and print one TAP line per kernel. Used by `make check`.
 #
 # Usage: tests/kernels.sh [--out DIR] [NAME...]
-#   NAME: 6.1 (the machine's own headers, KDIR), 5.10, 6.12, 7.3 (fetched
+#   NAME: 6.1 (the machine's own headers), 5.10, 6.12, 7.3 (fetched
 #   and prepared by tools/kernels.sh into build/kernels/); default: all.
 #
 # A kernel passes when the module builds, the log has no compiler or
@@ -14,8 +14,8 @@
 # kmod/conftest.sh found exactly what that kernel has, and modinfo shows
 # the version from dkms.conf and that kernel's vermagic. Each build is in
 # DIR/NAME/ (default build/compile/), log DIR/NAME.log.
-# Environment: KDIR (for 6.1; default: the newest
-# /usr/src/linux-headers-6.1*-amd64).
+# Environment: KDIR61 (the 6.1 tree; default: the newest
+# /usr/src/linux-headers-6.1.*-amd64).
 set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -24,6 +24,8 @@ if [ "${1-}" = --out ]; then
 	out=$2
 	shift 2
 fi
+mkdir -p "$out"
+out=$(realpath "$out")
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(6.1 5.10 6.12 7.3)
 
@@ -48,7 +50,7 @@ for n in "${names[@]}"; do
 	: > "$log"
 	KDIR_N="" KVER="" CC_N=""
 	if [ "$n" = 6.1 ]; then
-		KDIR_N=${KDIR:-$(ls -d /usr/src/linux-headers-6.1*-amd64 2>/dev/null |
+		KDIR_N=${KDIR61:-$(ls -d /usr/src/linux-headers-6.1.*-amd64 2>/dev/null |
 			sort -V | tail -n1)}
 	elif "$REPO/tools/kernels.sh" "$n" >> "$log" 2>&1; then
 		# shellcheck disable=SC1090

@@ -44,6 +44,7 @@ mirror() {
 	local u
 	u=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
 		/etc/apt/sources.list.d/*.sources 2>/dev/null |
+		grep -vE '^[[:space:]]*#' |
 		grep -oE '(https?|file)://[^ ]+/debian/?( |$)' | head -n1 | tr -d ' ')
 	echo "${u%/}"
 }
