@@ -55,6 +55,7 @@ for n in "${names[@]}"; do
 	elif "$REPO/tools/kernels.sh" "$n" >> "$log" 2>&1; then
 		# shellcheck disable=SC1090
 		KDIR_N=$(. "$REPO/build/kernels/$n/env" && echo "$KDIR")
+		# shellcheck disable=SC1090
 		CC_N=$(. "$REPO/build/kernels/$n/env" && echo "${CC-}")
 	else
 		echo "ok - compile: $n # SKIP cannot fetch or prepare it (see $log)"
