@@ -14,17 +14,16 @@
  * the module uses:
  *
  * Handled here:
- * - eventfd_signal(): 6.8 dropped the count argument and
- *   the return value: eventfd_signal(ctx) adds 1. GS_HAVE_EVENTFD_SIGNAL_1ARG.
+ * - eventfd_signal(): 6.8 dropped the count argument and the return
+ *   value: eventfd_signal(ctx) adds 1. GS_HAVE_EVENTFD_SIGNAL_1ARG.
  * - class attributes: 6.4 made show()/store() take const struct class *
- *   and const struct class_attribute *. Declare them with
- *   "static GS_CLASS_ATTR_RO(name);" after a name_show() with the const
- *   signature;
- *   before 6.4 a wrapper with the old signature calls it.
- *   GS_HAVE_CLASS_ATTR_CONST.
- * - GENL_REQ_ATTR_CHECK(): new in 6.1, with the extended
- *   ack's missing-attribute report (NL_SET_ERR_ATTR_MISS). Before 6.1 the
- *   same test, with a text message in the extended ack instead.
+ *   and const struct class_attribute *. Write the parameter types as
+ *   "GS_CLASS_CONST struct class *" and "GS_CLASS_CONST struct
+ *   class_attribute *": const from 6.4, nothing before, so the code on an
+ *   older kernel is what it always was. GS_HAVE_CLASS_ATTR_CONST.
+ * - GENL_REQ_ATTR_CHECK(): new in 6.1, with the extended ack's
+ *   missing-attribute report (NL_SET_ERR_ATTR_MISS). Before 6.1 the same
+ *   test, with a text message in the extended ack instead.
  *   GS_HAVE_GENL_REQ_ATTR_CHECK.
  *
  * No compat needed (checked in each version's source):
