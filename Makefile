@@ -30,7 +30,9 @@ UDEVRULESDIR	?= /etc/udev/rules.d
 SYSTEMDUNITDIR	?= /lib/systemd/system
 # node_exporter's textfile directory (Debian's prometheus-node-exporter)
 TEXTFILEDIR	?= /var/lib/prometheus/node-exporter
-VERSION		:= 0.1
+# The one place the version is written: dkms.conf (Kbuild reads it too,
+# for MODULE_VERSION).
+VERSION		:= $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
 
 # The kernel to build the module against: the running kernel's tree when it
 # exists, else the newest installed Debian headers.

@@ -13,6 +13,7 @@
 #include <linux/slab.h>
 #include <linux/err.h>
 
+#include "compat.h"
 #include "gpusleep.h"
 
 struct gs_efd {
@@ -128,5 +129,5 @@ void gs_efd_signal(struct gs_domain *d, u32 events)
 	lockdep_assert_held(&d->lock);
 	list_for_each_entry(e, &d->efds, node)
 		if (e->events & events)
-			eventfd_signal(e->ctx, 1);
+			eventfd_signal(e->ctx);
 }

@@ -26,6 +26,7 @@
 
 #include <linux/gpusleep_netlink.h>
 
+#include "compat.h"
 #include "gpusleep.h"
 
 enum gs_nl_mcgrp {
@@ -403,7 +404,7 @@ static struct genl_family gs_nl_family __ro_after_init = {
 	.module		= THIS_MODULE,
 	.ops		= gs_nl_ops,
 	.n_ops		= ARRAY_SIZE(gs_nl_ops),
-	.resv_start_op	= 0,	/* a new family: validate every command */
+	/* .resv_start_op stays 0 (6.1+): every command is validated strictly */
 	.mcgrps		= gs_nl_mcgrps,
 	.n_mcgrps	= ARRAY_SIZE(gs_nl_mcgrps),
 };

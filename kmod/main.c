@@ -356,3 +356,4 @@ module_init(gpusleep_init);
 module_exit(gpusleep_exit);
 MODULE_DESCRIPTION("gpusleep: release and resume GPU memory of inference engines");
 MODULE_LICENSE("GPL");
+MODULE_VERSION(GPUSLEEP_VERSION);

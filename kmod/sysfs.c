@@ -20,6 +20,7 @@
 #include <linux/sysfs.h>
 #include <linux/uidgid.h>
 
+#include "compat.h"
 #include "gpusleep.h"
 
 /* Everything a show() needs, copied under domain->lock. */
@@ -221,14 +222,16 @@ static struct attribute *gs_domain_attrs[] = {
 };
 ATTRIBUTE_GROUPS(gs_domain);
 
-static ssize_t version_show(struct class *class, struct class_attribute *attr,
+static ssize_t version_show(GS_CLASS_CONST struct class *class,
+			    GS_CLASS_CONST struct class_attribute *attr,
 			    char *buf)
 {
 	return sysfs_emit(buf, "%d\n", GPUSLEEP_API_VERSION);
 }
 static CLASS_ATTR_RO(version);
 
-static ssize_t domains_show(struct class *class, struct class_attribute *attr,
+static ssize_t domains_show(GS_CLASS_CONST struct class *class,
+			    GS_CLASS_CONST struct class_attribute *attr,
 			    char *buf)
 {
 	return sysfs_emit(buf, "%u\n", gs_ids_count());
@@ -244,7 +247,6 @@ ATTRIBUTE_GROUPS(gs_class);
 
 static struct class gs_class = {
 	.name		= GPUSLEEP_DEVICE_NAME,
-	.owner		= THIS_MODULE,
 	.class_groups	= gs_class_groups,
 	.dev_groups	= gs_domain_groups,
 };

@@ -39,17 +39,21 @@ $(BUILD)/tests/harness/%: tests/harness/%.c $(KSFT_STAMP)
 # Each check-* phase prints TAP result lines and never fails by itself;
 # tests/tap-summary.sh numbers them, prints the summary and sets the status.
 .PHONY: check-lint check-host check-vm check-harness check-debug check-vm-only \
+	check-kernels check-vm-6.12 check-dkms \
 	lint-checkpatch lint-sparse harness-warnmod debug-module
 
 check:
-	@tools/deps.sh
+	@tools/deps.sh --kernels
 	@mkdir -p $(CHECK_DIR)
 	@exec 9> $(BUILD)/.check.lock; \
 	flock -n 9 || { echo "check: waiting for another make check in this tree"; flock 9; }; \
 	$(MAKE) --no-print-directory all || exit 1; \
 	{ $(MAKE_SUB) check-lint; \
+	  $(MAKE_SUB) check-kernels; \
+	  $(MAKE_SUB) check-dkms; \
 	  $(MAKE_SUB) check-host; \
 	  $(MAKE_SUB) check-vm; \
+	  $(MAKE_SUB) check-vm-6.12; \
 	  $(MAKE_SUB) check-harness; \
 	  $(MAKE_SUB) check-debug; } 2>&1 | tests/tap-summary.sh
 
@@ -63,14 +67,14 @@ lint: lint-checkpatch lint-sparse
 # macro), so that one check is off for them.
 CHECKPATCH := $(BUILD)/checkpatch/checkpatch.pl --no-tree --strict --show-types
 lint-checkpatch: $(LINUX_SRC_STAMP)
-	$(CHECKPATCH) -f $(wildcard kmod/*.[ch])
+	$(CHECKPATCH) -f $(filter-out kmod/gs_conftest.h,$(wildcard kmod/*.[ch]))
 	$(CHECKPATCH) --ignore BIT_MACRO -f $(wildcard uapi/linux/*.h)
 
 # sparse over every file (C=2), in a copy so the real build is untouched.
 lint-sparse:
 	rm -rf $(BUILD)/kmod-sparse
 	mkdir -p $(BUILD)/kmod-sparse
-	cp -r Kbuild kmod uapi $(BUILD)/kmod-sparse/
+	cp -r Kbuild kmod uapi dkms.conf $(BUILD)/kmod-sparse/
 	$(MAKE) -C $(KDIR) M=$(CURDIR)/$(BUILD)/kmod-sparse C=2 CHECK=sparse \
 		modules > $(BUILD)/kmod-sparse/build.log 2>&1 || \
 		{ cat $(BUILD)/kmod-sparse/build.log; exit 1; }
@@ -117,13 +121,49 @@ check-harness: $(HARNESS_KSFT)
 		echo "not ok - harness: building warnmod (see $(CHECK_DIR)/harness-warnmod.log)"; \
 	fi
 
+# Debian's stock 6.12 (bookworm-backports; tools/kernels.sh fetches the
+# image, its modules and headers into build/kernels/6.12/): the module is
+# built against its headers in build/kmod-6.12/ and the whole VM suite runs
+# on it, booted with its own virtio/9p modules, test names prefixed "6.12: ".
+KMOD_612	:= $(BUILD)/kmod-6.12
+check-vm-6.12:
+	@mkdir -p $(CHECK_DIR); \
+	if ! tools/kernels.sh 6.12 > $(CHECK_DIR)/kernels-6.12.log 2>&1; then \
+		echo "ok - 6.12: vm suite # SKIP cannot fetch Debian's 6.12 (see $(CHECK_DIR)/kernels-6.12.log)"; \
+		exit 0; \
+	fi; \
+	. $(BUILD)/kernels/6.12/env; \
+	rm -rf $(KMOD_612); mkdir -p $(KMOD_612); \
+	cp -r Kbuild kmod uapi dkms.conf $(KMOD_612)/; \
+	rm -f $(KMOD_612)/kmod/gs_conftest.h*; \
+	if ! env -u MAKEFLAGS -u MAKELEVEL $(MAKE) -C "$$KDIR" \
+		M=$(CURDIR)/$(KMOD_612) modules > $(CHECK_DIR)/kmod-6.12.log 2>&1; then \
+		echo "not ok - 6.12: building gpusleep.ko for $$KVER (see $(CHECK_DIR)/kmod-6.12.log)"; \
+		tail -n 20 $(CHECK_DIR)/kmod-6.12.log | sed 's/^/# /'; \
+		exit 0; \
+	fi; \
+	tools/vm/suite.sh --prefix '6.12: ' --out $(BUILD)/vm/6.12 \
+		--vm-timeout $(VM_TIMEOUT) --test-timeout $(TEST_TIMEOUT) \
+		--module $(KMOD_612)/gpusleep.ko --kernel "$$KERNEL" \
+		--modules "$$MODROOT/lib/modules/$$KVER" -- $(VM_SUITE) || true
+
+# DKMS as the README says it (add, build for 6.1 and 6.12, remove --all),
+# leaving /usr/src, /var/lib/dkms and any MOK key as they were.
+check-dkms:
+	@tests/dkms.sh
+
+# Compile tests: gpusleep.ko with W=1 against 6.1 (the machine's headers),
+# 5.10, 6.12, 7.3.
+check-kernels:
+	@tests/kernels.sh --out $(BUILD)/compile
+
 # Debug kernel: tools/vm/debug-kernel.sh prints the directory holding
 # bzImage and a tree prepared for external modules; the module is built
 # against it in build/kmod-debug/ so gpusleep.ko stays the distro build.
 debug-module:
 	rm -rf $(BUILD)/kmod-debug
 	mkdir -p $(BUILD)/kmod-debug
-	cp -r Kbuild kmod uapi $(BUILD)/kmod-debug/
+	cp -r Kbuild kmod uapi dkms.conf $(BUILD)/kmod-debug/
 	$(MAKE) -C $(DEBUG_KDIR) M=$(CURDIR)/$(BUILD)/kmod-debug \
 		GPUSLEEP_FAULT_INJECTION=y modules
 

@@ -1,13 +1,25 @@
 #!/bin/sh
 # Install the Debian packages gpusleep needs to build and test, if missing.
 # Does nothing when everything is present. Only Debian's archive is used.
+#
+# --kernels: also fetch (once, into build/kernels/) the other Debian
+# kernels the tests build and boot (tools/kernels.sh: 5.10, 6.12, 7.3),
+# with a private apt configuration; nothing of them is installed.
 set -eu
+
+kernels=0
+[ "${1-}" = --kernels ] && kernels=1
+fetch_kernels() {
+	[ "$kernels" = 1 ] || return 0
+	"$(dirname "$0")/kernels.sh" ||
+		echo "deps: could not fetch the other kernels; their tests will be skipped" >&2
+}
 
 PKGS="build-essential make gcc pkg-config python3 \
 qemu-system-x86 linux-image-amd64 linux-headers-amd64 linux-source-6.1 \
 busybox-static kmod cpio xz-utils \
 libnl-3-dev libnl-genl-3-dev liburing-dev sparse python3-yaml python3-jsonschema \
-flex bison bc libelf-dev libssl-dev dwarves rsync \
+flex bison bc libelf-dev libssl-dev dwarves rsync dkms \
 prometheus prometheus-node-exporter"
 
 missing=""
@@ -17,7 +29,10 @@ for p in $PKGS; do
 	fi
 done
 
-[ -z "$missing" ] && exit 0
+if [ -z "$missing" ]; then
+	fetch_kernels
+	exit 0
+fi
 
 echo "deps: installing:$missing" >&2
 if [ "$(id -u)" -eq 0 ]; then
@@ -35,3 +50,4 @@ $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null || {
 	echo "deps: apt-get install failed for:$missing" >&2
 	exit 1
 }
+fetch_kernels

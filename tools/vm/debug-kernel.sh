@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# Build (once) the gpusleep debug kernel: Debian's linux-source-6.1, make
+# Build (once) the gpusleep debug kernel: Debian's linux-source-6.12 (from
+# bookworm-backports, fetched by tools/kernels.sh into build/kernels/), make
 # ARCH=x86_64 tinyconfig + tools/vm/debug.config (KASAN, lockdep, kmemleak,
 # debugobjects, fault injection), bzImage and modules_prepare.
 #
@@ -15,12 +16,13 @@
 # instant). Progress goes to stderr; the build log is <dir>/build.log.
 #
 # Environment:
-#   GPUSLEEP_LINUX_SOURCE  source tarball (default /usr/src/linux-source-6.1.tar.xz)
+#   GPUSLEEP_LINUX_SOURCE  source tarball (default: linux-source-6.12's, from
+#                          tools/kernels.sh 6.12)
 #   JOBS                   parallel make jobs (default: nproc)
 set -eu
 
 # Bump when the build steps below change in a way that changes the result.
-RECIPE=1
+RECIPE=2
 
 me=debug-kernel
 say() { echo "$me: $*" >&2; }
@@ -29,7 +31,8 @@ die() { echo "$me: error: $*" >&2; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 fragment=$here/debug.config
-tarball=${GPUSLEEP_LINUX_SOURCE:-/usr/src/linux-source-6.1.tar.xz}
+tarball=${GPUSLEEP_LINUX_SOURCE:-}
+srcver=""
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 top=$repo/build/debug-kernel
 
@@ -41,7 +44,14 @@ unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES GNUMAKEFLAGS \
 	CROSS_COMPILE LOCALVERSION KCONFIG_CONFIG || true
 
 [ -f "$fragment" ] || die "config fragment $fragment is missing"
-[ -f "$tarball" ] || die "kernel source $tarball is missing (install linux-source-6.1: tools/deps.sh)"
+if [ -z "$tarball" ]; then
+	"$repo/tools/kernels.sh" 6.12 >&2 || die "cannot fetch linux-source-6.12 (tools/kernels.sh 6.12)"
+	# shellcheck disable=SC1091
+	tarball=$(. "$repo/build/kernels/6.12/env" && echo "$SOURCE")
+	# shellcheck disable=SC1091
+	srcver=$(. "$repo/build/kernels/6.12/env" && echo "$SOURCE_VERSION")
+fi
+[ -f "$tarball" ] || die "kernel source $tarball is missing"
 for t in make gcc flex bison bc tar xz sha256sum perl flock; do
 	command -v "$t" >/dev/null 2>&1 || die "'$t' not found (run tools/deps.sh)"
 done
@@ -49,7 +59,6 @@ done
 [ -f /usr/include/openssl/ssl.h ] || die "openssl headers missing (libssl-dev; run tools/deps.sh)"
 
 # Source identity: the Debian package version, else the tarball's size+mtime.
-srcver=$(dpkg-query -W -f='${Version}' linux-source-6.1 2>/dev/null || true)
 [ -n "$srcver" ] || srcver=$(stat -c 'custom-%s-%Y' "$tarball")
 srcver_safe=$(printf '%s' "$srcver" | tr -c 'A-Za-z0-9.+_-' '_')
 

@@ -11,11 +11,13 @@
 # Options:
 #   --kernel PATH    kernel image to boot (default: /boot/vmlinuz-VER of the
 #                    newest /lib/modules/VER that has 9p modules)
-#   --modules VER|none
+#   --modules VER|DIR|none
 #                    take the 9p/virtio modules for the initramfs from
-#                    /lib/modules/VER; "none" when the kernel has them built
-#                    in (default: VER when the kernel is /boot/vmlinuz-VER,
-#                    else none)
+#                    /lib/modules/VER, or from DIR, an absolute
+#                    .../lib/modules/VER directory with a modules.dep (a
+#                    kernel unpacked under build/kernels/); "none" when the
+#                    kernel has them built in (default: VER when the kernel
+#                    is /boot/vmlinuz-VER, else none)
 #   --module PATH.ko insmod this module before the command and rmmod it after
 #                    (repeatable; loaded in order, unloaded in reverse)
 #   --out DIR        results dir (default build/vm/out); emptied first. Holds
@@ -175,14 +177,22 @@ mkdir -p "$OUT/.vm"
 # Initramfs: busybox, the modules needed for virtio-pci + 9p, tools/vm/init.
 # Cached in build/vm/ under a key of its inputs.
 modlist=()
+MODROOT=/
+case "$MODVER" in
+/*/lib/modules/*)
+	MODROOT=${MODVER%/lib/modules/*}
+	MODVER=${MODVER##*/lib/modules/}
+	MODVER=${MODVER%/}
+	;;
+esac
 if [ "$MODVER" != none ]; then
-	[ -d "/lib/modules/$MODVER" ] || die "no /lib/modules/$MODVER"
+	[ -d "$MODROOT/lib/modules/$MODVER" ] || die "no $MODROOT/lib/modules/$MODVER"
 	for want in virtio_pci 9pnet_virtio 9p; do
 		while read -r verb path _; do
 			[ "$verb" = insmod ] || continue
 			case " ${modlist[*]-} " in *" $path "*) continue ;; esac
 			modlist+=("$path")
-		done < <(modprobe -S "$MODVER" --show-depends "$want" 2>/dev/null ||
+		done < <(modprobe -d "$MODROOT" -S "$MODVER" --show-depends "$want" 2>/dev/null ||
 			 die "cannot resolve module $want for $MODVER")
 	done
 fi

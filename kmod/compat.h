@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * gpusleep: kernel-version differences, behind the newest API.
+ *
+ * The logic files are written against the newest kernel's interfaces and
+ * carry no version #if; this header makes those interfaces exist on older
+ * kernels. Which kernel has what is decided at build time by the probes of
+ * kmod/conftest.sh (GS_HAVE_* in the generated gs_conftest.h), not by
+ * LINUX_VERSION_CODE: distribution kernels carry interfaces from later
+ * versions than their number says.
+ *
+ * Supported: 5.10 to 7.3 (built warning-free with W=1 against Debian's
+ * 5.10, 6.1, 6.12 and 7.3 by `make check`). What changed, for every API
+ * the module uses:
+ *
+ * Handled here:
+ * - eventfd_signal(): 6.8 dropped the count argument and the return
+ *   value: eventfd_signal(ctx) adds 1. GS_HAVE_EVENTFD_SIGNAL_1ARG.
+ * - class attributes: 6.4 made show()/store() take const struct class *
+ *   and const struct class_attribute *. Write the parameter types as
+ *   "GS_CLASS_CONST struct class *" and "GS_CLASS_CONST struct
+ *   class_attribute *": const from 6.4, nothing before, so the code on an
+ *   older kernel is what it always was. GS_HAVE_CLASS_ATTR_CONST.
+ * - GENL_REQ_ATTR_CHECK(): new in 6.1, with the extended ack's
+ *   missing-attribute report (NL_SET_ERR_ATTR_MISS). Before 6.1 the same
+ *   test, with a text message in the extended ack instead.
+ *   GS_HAVE_GENL_REQ_ATTR_CHECK.
+ *
+ * No compat needed (checked in each version's source):
+ * - struct class.owner: removed in 6.4; it was never used,
+ *   so the module does not set it on any kernel. class_register() takes a
+ *   const struct class * from 6.4: a non-const one converts.
+ * - struct genl_family.resv_start_op: new in 6.1; commands
+ *   at or above it get strict validation and a checked reserved header
+ *   field. The module leaves it 0 (every command), which is the default
+ *   of a zero-initialised family, so no initialiser names it. Before 6.1
+ *   genetlink validates every op strictly anyway (since 5.2, absent
+ *   GENL_DONT_VALIDATE_STRICT), only the reserved header byte is unchecked.
+ * - per-op policies (genl_ops.policy, .maxattr): new in 5.10,
+ *   the oldest kernel supported.
+ * - sysfs_emit(): new in 5.10.
+ * - anon_inode_getfile(), get_unused_fd_flags(), fd_install(), misc_register(),
+ *   eventfd_ctx_fdget()/_put(), delayed work (mod_delayed_work,
+ *   cancel_delayed_work_sync), idr_alloc_cyclic(), kernfs_notify(),
+ *   genl_has_listeners(), netlink_capable(), nla_put_u64_64bit(),
+ *   module_param_cb(): unchanged from 5.10 to 7.3.
+ */
+#ifndef _GPUSLEEP_COMPAT_H
+#define _GPUSLEEP_COMPAT_H
+
+#include <linux/device.h>
+#include <linux/eventfd.h>
+#include <net/genetlink.h>
+
+#include "gs_conftest.h"
+
+#ifndef GS_HAVE_EVENTFD_SIGNAL_1ARG
+#define eventfd_signal(ctx) eventfd_signal((ctx), 1)
+#endif
+
+#ifdef GS_HAVE_CLASS_ATTR_CONST
+#define GS_CLASS_CONST const
+#else
+#define GS_CLASS_CONST
+#endif
+
+#ifndef GS_HAVE_GENL_REQ_ATTR_CHECK
+#define GENL_REQ_ATTR_CHECK(info, attr) ({				\
+	const struct genl_info *__info = (info);			\
+	bool __missing = !__info->attrs[(attr)];			\
+									\
+	if (__missing)							\
+		NL_SET_ERR_MSG(__info->extack, "missing attribute");	\
+	__missing;							\
+})
+#endif
+
+#endif /* _GPUSLEEP_COMPAT_H */
