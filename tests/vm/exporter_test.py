@@ -116,7 +116,13 @@ class Scraper:
 
 
 def module_path():
-    """The gpusleep.ko this VM loaded: the debug build or the plain one."""
+    """The gpusleep.ko this VM loaded (the VM runner names it in
+    $GPUSLEEP_VM_MODULES: the plain, 6.12 or debug build); else the builds
+    there are, for a run outside the runner."""
+    named = [p for p in os.environ.get("GPUSLEEP_VM_MODULES", "").split()
+             if os.path.basename(p) == "gpusleep.ko" and os.path.exists(p)]
+    if named:
+        return named
     repo = os.path.normpath(os.path.join(HERE, "..", ".."))
     return [p for p in (os.path.join(repo, "build", "kmod-debug", "gpusleep.ko"),
                         os.path.join(repo, "gpusleep.ko")) if os.path.exists(p)]

@@ -154,12 +154,19 @@ def main():
     ct.answer(engine, ct.EV_REPAIR)
     rep = do("resume", {"id": dom, "tags": ["kv-cache"]})
     note(rep)
-    # a resume of weights whose agent step times out: agent-unconfirmed
-    rep = do("resume", {"id": dom, "timeout-ms": 200})
+    # a resume of weights whose agent step times out: agent-unconfirmed.
+    # The step is read at once (a step never read is taken back when it
+    # times out), with a deadline long enough for a slow kernel to get
+    # there first; then the test waits for the timeout, bounded.
+    rep = do("resume", {"id": dom, "timeout-ms": 10000})
     note(rep)
     ct.next_event(agent)                        # read, never answered
-    time.sleep(1)
-    note(do("get", {"id": dom}))
+    for _ in range(BOUND):
+        g = do("get", {"id": dom})
+        if not g.get("op-in-flight"):
+            break
+        time.sleep(1)
+    note(g)
     # a release cancelled by a resume, then the rest back
     os.close(agent)
     agent = ct.attach(dev, dom, ct.ROLE_AGENT)

@@ -12,6 +12,8 @@
 . "$1"
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/tmp GPUSLEEP_VM=1 GPUSLEEP_OUT="$VM_OUT"
+# The modules this VM loads, for a test that unloads and loads them again.
+export GPUSLEEP_VM_MODULES="$VM_MODULES"
 res="$VM_OUT/.vm/result"
 : > "$res"
 
