@@ -106,35 +106,21 @@ static ssize_t gs_emit_tags(char *buf, u32 tags)
 			  tags & GPUSLEEP_TAG_KV_CACHE ? "kv_cache" : "");
 }
 
-static ssize_t released_tags_show(struct device *dev,
-				  struct device_attribute *attr, char *buf)
-{
-	struct gs_snap s;
+/* A tag set of the snapshot (a field of its state), as names. */
+#define GS_TAGS_ATTR(_name, _field)					\
+static ssize_t _name##_show(struct device *dev,				\
+			    struct device_attribute *attr, char *buf)	\
+{									\
+	struct gs_snap s;						\
+									\
+	gs_snap(gs_dev_domain(dev), &s);				\
+	return gs_emit_tags(buf, s.st._field);				\
+}									\
+static DEVICE_ATTR_RO(_name)
 
-	gs_snap(gs_dev_domain(dev), &s);
-	return gs_emit_tags(buf, s.st.released);
-}
-static DEVICE_ATTR_RO(released_tags);
-
-static ssize_t unconfirmed_tags_show(struct device *dev,
-				     struct device_attribute *attr, char *buf)
-{
-	struct gs_snap s;
-
-	gs_snap(gs_dev_domain(dev), &s);
-	return gs_emit_tags(buf, s.st.unconfirmed);
-}
-static DEVICE_ATTR_RO(unconfirmed_tags);
-
-static ssize_t shortfall_tags_show(struct device *dev,
-				   struct device_attribute *attr, char *buf)
-{
-	struct gs_snap s;
-
-	gs_snap(gs_dev_domain(dev), &s);
-	return gs_emit_tags(buf, s.st.shortfall);
-}
-static DEVICE_ATTR_RO(shortfall_tags);
+GS_TAGS_ATTR(released_tags, released);
+GS_TAGS_ATTR(unconfirmed_tags, unconfirmed);
+GS_TAGS_ATTR(shortfall_tags, shortfall);
 
 #define GS_FLAG_ATTR(_name, _flag)					\
 static ssize_t _name##_show(struct device *dev,				\
