@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Benchmarks (docs/benchmarks.md); included by the top Makefile after
-# user/user.mk, whose GS_A, GS_LIBS and GS_CUDA_H it uses. Not part of
-# `make check`.
+# user/user.mk, whose GS_A, GS_LIBS and GS_CUDA_H it uses. Not run by
+# `make check`, but built by it (`make all`).
 #   make bench       build, run bench_host natively, run every benchmark
 #                    in one VM boot with the module, print the table and
 #                    write build/bench/results.json
@@ -21,6 +21,8 @@ BENCH_NAMES	:= bench_state bench_roundtrip bench_fanout bench_host bench_scale
 BENCH_BINS	:= $(BENCH_NAMES:%=$(BENCH_DIR)/%)
 BENCH_CFLAGS	:= $(CFLAGS) -Iuser/include -Ibench -MMD -MP
 BENCH_GPU	:= $(if $(GS_CUDA_H),$(BENCH_DIR)/gpu/bench_cuda)
+# Built by `make all` too (so by make check), so that they cannot rot.
+ALL_TARGETS	+= $(BENCH_BINS)
 
 $(BENCH_BINS): $(BENCH_DIR)/%: bench/%.c bench/bench.h $(GS_A)
 	@mkdir -p $(@D)

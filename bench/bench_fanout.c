@@ -158,7 +158,7 @@ static void run(uint32_t n, unsigned int rounds)
 		bn_die("mmap: %m");
 	sh->n = n;
 	dev = bn_ck(gs_open(NULL, 0, NULL), "open");
-	eng = bn_ck(gs_create_domain(dev, "bench_fanout", "host", 0, &id),
+	eng = bn_ck(gs_create_domain(dev, "bench_fanout", "host", 0, 0, &id),
 		    "create");
 	agt = bn_ck(gs_attach(dev, id, GPUSLEEP_ROLE_AGENT), "attach agent");
 	ctl = bn_ck(gs_attach(dev, id, GPUSLEEP_ROLE_CONTROLLER), "attach ctl");

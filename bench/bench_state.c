@@ -70,7 +70,7 @@ int main(void)
 	uint32_t id;
 
 	dev = bn_ck(gs_open(NULL, 0, NULL), "open /dev/gpusleep");
-	eng = bn_ck(gs_create_domain(dev, "bench_state", "host", 0, &id),
+	eng = bn_ck(gs_create_domain(dev, "bench_state", "host", 0, 0, &id),
 		    "create domain");
 	ctl = bn_ck(gs_attach(dev, id, GPUSLEEP_ROLE_CONTROLLER), "attach");
 	snprintf(path, sizeof(path), "/sys/class/gpusleep/domain%u/state", id);
