@@ -11,6 +11,12 @@ B=build/bench
 R=${GPUSLEEP_OUT:?}/results.jsonl
 : > "$R"
 fail=0
+# One user runs 1024 waiters' controller fds and 256 domains here: lift
+# the per-user shares (module parameters, 0 = no limit) for the run.
+P=/sys/module/gpusleep/parameters
+for p in max_domains_per_user max_fds_per_user max_eventfds_per_user; do
+	[ -w "$P/$p" ] && echo 0 > "$P/$p"
+done
 for rep in $(seq 1 "${BENCH_REPEAT:-1}"); do
 	# bench_host last: its 1 GiB touches evict what the others rely on.
 	for b in bench_state bench_roundtrip bench_fanout bench_scale bench_host; do
