@@ -588,7 +588,8 @@ static long gs_ioc_complete(struct gs_file *gf, const struct gs_uarg *ua)
 	ret = gs_uarg_in(ua, &c, sizeof(c));
 	if (ret)
 		return ret;
-	if (!gs_zero(c.reserved, sizeof(c.reserved)))
+	/* Resident memory is not taken yet: must be zero, for now. */
+	if (c.pad || c.resident_source || c.resident_bytes)
 		return -EINVAL;
 
 	mutex_lock(&d->lock);

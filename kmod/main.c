@@ -188,6 +188,9 @@ static long gs_dev_create(const struct gs_uarg *ua)
 	    (req.caps & ~GPUSLEEP_CAP_ALL) ||
 	    !gs_zero(req.reserved, sizeof(req.reserved)))
 		return -EINVAL;
+	/* Declared tags come in the next step: the default only, for now. */
+	if (req.nr_tags || req.pad2 || !gs_zero(req.tags, sizeof(req.tags)))
+		return -EINVAL;
 	ret = gs_check_label(req.name, sizeof(req.name), true);
 	if (ret)
 		return ret;
@@ -292,7 +295,8 @@ static int __init gpusleep_init(void)
 	int ret;
 
 	BUILD_BUG_ON(sizeof(struct gpusleep_api) != GPUSLEEP_API_SIZE_VER0);
-	BUILD_BUG_ON(sizeof(struct gpusleep_create) != GPUSLEEP_CREATE_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_create) != GPUSLEEP_CREATE_SIZE_VER1);
+	BUILD_BUG_ON(sizeof(struct gpusleep_tags) != GPUSLEEP_TAGS_SIZE_VER0);
 	BUILD_BUG_ON(sizeof(struct gpusleep_attach) != GPUSLEEP_ATTACH_SIZE_VER0);
 	BUILD_BUG_ON(sizeof(struct gpusleep_op) != GPUSLEEP_OP_SIZE_VER0);
 	BUILD_BUG_ON(sizeof(struct gpusleep_result) != GPUSLEEP_RESULT_SIZE_VER0);

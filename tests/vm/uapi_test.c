@@ -310,7 +310,12 @@ TEST_F(dev, state_fields_all_written)
 	EXPECT_EQ(id, st.id);
 	EXPECT_EQ(0, st.unconfirmed);
 	EXPECT_EQ(0, st.reserved[0]);
-	EXPECT_EQ(0, st.reserved[2]);
+	EXPECT_EQ(0, st.reserved[1]);
+	EXPECT_EQ(0, st.resident_bytes);
+	EXPECT_EQ(0, st.resident_source);
+	EXPECT_EQ(0, st.pad3);
+	EXPECT_EQ(0, st.generation[0]);
+	EXPECT_EQ(0, st.generation[GPUSLEEP_MAX_TAGS - 1]);
 	EXPECT_EQ(0, st.pad2);
 	EXPECT_EQ(0, st.shortfall);
 	EXPECT_EQ(0, st.freed_bytes[0]);

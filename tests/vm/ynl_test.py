@@ -72,21 +72,21 @@ def main():
               " (make check unpacks one) and no $GPUSLEEP_YNL_SRC")
         return 0
     seen = {"state": set(), "flags": set(), "tags": set(), "kind": set(),
-            "reason": set()}
+            "reason": set(), "tag-kind": set()}
 
     def note(msg):
         seen["state"].add(msg.get("state"))
         seen["state"].add(msg.get("from-state"))
         seen["flags"] |= set(msg.get("flags", []))
-        for k in ("released", "unconfirmed", "bad-tags", "tags"):
-            seen["tags"] |= set(msg.get(k, []) or [])
+        for tag in msg.get("tag", []) or []:
+            seen["tags"].add(tag.get("name"))
+            seen["tag-kind"].add(tag.get("kind"))
         if "reason" in msg:
             seen["reason"].add(msg["reason"])
         res = msg.get("result")
         if res:
             seen["kind"].add(res.get("kind"))
             seen["reason"].add(res.get("reason"))
-            seen["tags"] |= set(res.get("tags", []) or [])
 
     r = subprocess.run([sys.executable, CLI, "--spec", SPEC, "--schema",
                         SCHEMA, "--validate"], capture_output=True, text=True)
@@ -118,7 +118,7 @@ def main():
         "ynl-") and "releases" in g.get("counters", {}), g)
 
     # not enabled (no agent), then an agent
-    rep = do("release", {"id": dom, "tags": ["weights"]})
+    rep = do("release", {"id": dom, "tags": 1})
     note(rep)
     t.check("release without an agent: reason not-enabled",
             rep.get("reason") == "not-enabled", rep)
@@ -136,23 +136,23 @@ def main():
     ct.answer(agent, ct.EV_PAUSE_TAG, ct.W, nbytes=4096)
     note(do("get", {"id": dom}))                # releasing, kv unconfirmed
     ct.answer(agent, ct.EV_PAUSE_TAG, ct.KV, nbytes=4096)
-    rep = do("release", {"id": dom, "tags": ["weights"]})
+    rep = do("release", {"id": dom, "tags": 1})
     note(rep)
     t.check("release of a released tag: already-released, bad-tags named",
             rep.get("reason") == "already-released" and
-            rep.get("bad-tags") == ["weights"], rep)
+            rep.get("bad-tags") == 1, rep)
     rep = do("resume", {"id": dom, "op-flags": ["abort-inflight"]})
     note(rep)
     t.check("resume with abort-inflight: reason invalid (the spec's mask)",
             rep.get("reason") == "invalid", rep)
 
     # resume kv only: the repair is pending while the engine holds it
-    rep = do("resume", {"id": dom, "tags": ["kv-cache"]})
+    rep = do("resume", {"id": dom, "tags": 2})
     note(rep)
     ct.answer(agent, ct.EV_RESUME_TAG, ct.KV, nbytes=4096)
     note(do("get", {"id": dom}))                # resuming, kv-repair-pending
     ct.answer(engine, ct.EV_REPAIR)
-    rep = do("resume", {"id": dom, "tags": ["kv-cache"]})
+    rep = do("resume", {"id": dom, "tags": 2})
     note(rep)
     # a resume of weights whose agent step times out: agent-unconfirmed.
     # The step is read at once (a step never read is taken back when it
@@ -173,12 +173,12 @@ def main():
     rep = do("resume", {"id": dom})
     note(rep)
     ct.answer(agent, ct.EV_RESUME_TAG, ct.W, nbytes=4096)
-    rep = do("release", {"id": dom, "tags": ["weights"]})
+    rep = do("release", {"id": dom, "tags": 1})
     note(rep)
     ct.next_event(engine)                       # the drain, held
     rep = do("resume", {"id": dom})             # cancels it
     note(rep)
-    rep = do("release", {"id": dom, "tags": ["weights"]})
+    rep = do("release", {"id": dom, "tags": 1})
     note(rep)
     note(do("get", {"id": dom}))
     os.close(engine)                            # dead, mid-release
@@ -209,8 +209,10 @@ def main():
              "kv-repair-pending", "agent-unconfirmed"}
     t.check("every state flag decoded", flags <= seen["flags"],
             f"missing {flags - seen['flags']}")
-    t.check("both tags decoded", {"weights", "kv-cache"} <= seen["tags"],
-            seen["tags"])
+    t.check("the declared tags decoded, by name and kind",
+            {"weights", "kv_cache"} <= seen["tags"] and
+            {"memory", "kv-cache"} <= seen["tag-kind"],
+            (seen["tags"], seen["tag-kind"]))
     t.check("both operation kinds decoded",
             {"release", "resume"} <= seen["kind"], seen["kind"])
     reasons = {"none", "not-enabled", "invalid", "already-released",

@@ -37,12 +37,48 @@
 #define GPUSLEEP_FEAT_SYSFS		(1ULL << 3)
 #define GPUSLEEP_FEAT_NETLINK		(1ULL << 4)
 
-/* Tags: a bitmask. 0 in a request means "the default" (see RELEASE/RESUME). */
-#define GPUSLEEP_TAG_WEIGHTS	(1U << 0)
-#define GPUSLEEP_TAG_KV_CACHE	(1U << 1)
+/*
+ * Tags: the parts of an engine's memory, released and resumed on their own.
+ * A domain declares its tags when it is created (struct gpusleep_create),
+ * in order, at most GPUSLEEP_MAX_TAGS; tag i is bit i of every tag mask of
+ * that domain, and bit order is the fixed order in which a release pauses
+ * and a resume maps them. The declaration never changes, so 0 in a
+ * request ("every tag" for a release, "every released tag" for a resume)
+ * means the same for the domain's whole life. The default declaration
+ * (nr_tags 0) is the reference controller's: weights (memory), kv_cache
+ * (the KV cache); GPUSLEEP_TAG_WEIGHTS and GPUSLEEP_TAG_KV_CACHE are its
+ * bits, GPUSLEEP_TAG_ALL its mask. Any other declaration names its bits
+ * through GPUSLEEP_IOC_GET_TAGS (and sysfs, netlink).
+ */
+#define GPUSLEEP_TAG_WEIGHTS	(1U << 0)	/* in the default declaration */
+#define GPUSLEEP_TAG_KV_CACHE	(1U << 1)	/* in the default declaration */
 #define GPUSLEEP_TAG_ALL	(GPUSLEEP_TAG_WEIGHTS | GPUSLEEP_TAG_KV_CACHE)
-#define GPUSLEEP_NR_TAGS	2	/* bit index order is the fixed order */
-#define GPUSLEEP_MAX_TAGS	8	/* room in the per-tag arrays */
+#define GPUSLEEP_NR_TAGS	2	/* tags of the default declaration */
+#define GPUSLEEP_MAX_TAGS	8	/* tags a domain may declare */
+#define GPUSLEEP_TAG_NAME_LEN	16	/* including the terminating NUL */
+
+/*
+ * Kinds of tag. A KV cache tag (at most one per domain) is released only
+ * after the engine reset its prefix cache (if it has one: see the caps),
+ * and the engine repairs it after each resume before it may schedule.
+ */
+#define GPUSLEEP_TAG_KIND_MEMORY	0	/* plain device memory */
+#define GPUSLEEP_TAG_KIND_KV_CACHE	1	/* the KV cache */
+
+/*
+ * One tag: declared at creation (generation 0), reported by
+ * GPUSLEEP_IOC_GET_TAGS. name: [a-z][a-z0-9_]*, unique in the domain.
+ * generation: how many times the memory behind the tag was replaced (each
+ * resume that mapped it back): a buffer registered with NCCL or RDMA
+ * before the newest replacement must be registered again.
+ */
+struct gpusleep_tag {
+	char name[GPUSLEEP_TAG_NAME_LEN];
+	__u32 kind;		/* GPUSLEEP_TAG_KIND_* */
+	__u32 flags;		/* must be 0 */
+	__u64 generation;	/* out; 0 at creation */
+	__u64 reserved;
+};
 
 #define GPUSLEEP_NAME_LEN	32	/* including the terminating NUL */
 #define GPUSLEEP_GPU_LEN	64	/* including the terminating NUL */
@@ -116,8 +152,11 @@ struct gpusleep_api {
 /*
  * GPUSLEEP_IOC_CREATE_DOMAIN: create a domain; returns the engine fd
  * (O_CLOEXEC). name and gpu are NUL-terminated printable ASCII; name must
- * not be empty. Out: id. -ENOSPC past the max_domains module parameter,
- * -EDQUOT past the caller's max_domains_per_user.
+ * not be empty. tags[0..nr_tags) is the declaration (see Tags); -EINVAL
+ * for more than GPUSLEEP_MAX_TAGS, a bad or repeated name, an unknown
+ * kind, a second KV cache tag, non-zero flags, generation or reserved, or
+ * a non-zero entry past nr_tags. Out: id. -ENOSPC past the max_domains
+ * module parameter, -EDQUOT past the caller's max_domains_per_user.
  *
  * The domain belongs to the creating process: it dies when that process
  * closes its last copy of the engine fd (close, exec, exit), even if a
@@ -138,6 +177,10 @@ struct gpusleep_create {
 	__u32 id;		/* out: domain id, >= 1 */
 	__u32 pad;
 	__u64 reserved[2];
+	/* The tags, in order (nr_tags 0: the default declaration). */
+	__u32 nr_tags;
+	__u32 pad2;
+	struct gpusleep_tag tags[GPUSLEEP_MAX_TAGS];
 };
 
 /*
@@ -278,9 +321,26 @@ struct gpusleep_state {
 	__u64 freed_bytes[GPUSLEEP_MAX_TAGS];
 	__u32 shortfall;	/* released tags not all seen to come free */
 	__u32 pad2;
-	__u64 reserved[3];
+	/*
+	 * The device memory the agent's process still held when it answered
+	 * the newest release's last pause, as the driver sees it; source says
+	 * whose view that is (GPUSLEEP_RESIDENT_*; 0: not reported).
+	 */
+	__u64 resident_bytes;
+	__u32 resident_source;
+	__u32 pad3;
+	__u64 generation[GPUSLEEP_MAX_TAGS];	/* per tag (struct gpusleep_tag) */
+	__u64 reserved[2];
 	struct gpusleep_result last;	/* newest finished operation */
 };
+
+/*
+ * Sources of resident_bytes: the process's own used device memory (NVML's
+ * per-process accounting), or, where that is not available, the whole
+ * device's used memory (cuMemGetInfo), which counts every process on it.
+ */
+#define GPUSLEEP_RESIDENT_PROCESS	1
+#define GPUSLEEP_RESIDENT_DEVICE	2
 
 /* Events of struct gpusleep_eventfd.events. */
 #define GPUSLEEP_EFD_DRAINED	(1U << 0)	/* engine reported drained */
@@ -300,6 +360,17 @@ struct gpusleep_eventfd {
 	__s32 fd;
 	__u32 events;
 	__u64 reserved;
+};
+
+/*
+ * GPUSLEEP_IOC_GET_TAGS (any domain fd): the domain's declaration, with
+ * each tag's generation. Entries past nr_tags are zero.
+ */
+struct gpusleep_tags {
+	__u32 nr_tags;
+	__u32 pad;
+	__u64 reserved[3];
+	struct gpusleep_tag tags[GPUSLEEP_MAX_TAGS];
 };
 
 /*
@@ -364,7 +435,11 @@ struct gpusleep_event {
 	__u32 flags;		/* GPUSLEEP_EVF_* */
 	__u32 step;		/* echo in struct gpusleep_complete */
 	__u32 pad;
-	__u64 reserved;
+	/*
+	 * RESUME_TAG: the generation the tag's memory has once mapped back;
+	 * REPAIR_KV: the KV cache tag's generation. 0 otherwise.
+	 */
+	__u64 generation;
 };
 
 /*
@@ -388,7 +463,13 @@ struct gpusleep_complete {
 	__u64 bytes;
 	__u64 freed_bytes;	/* PAUSE_TAG: seen to come free (CF_MEASURED) */
 	__u64 lost_bytes;	/* contents lost: kv_cache needs repair */
-	__u64 reserved[2];
+	/*
+	 * PAUSE_TAG: the device memory this process still holds after the
+	 * pause, and whose view that is (GPUSLEEP_RESIDENT_*; 0: not known).
+	 */
+	__u64 resident_bytes;
+	__u32 resident_source;
+	__u32 pad;
 };
 
 /*
@@ -417,16 +498,19 @@ struct gpusleep_complete {
  * gpusleep_state. The sizes of the first version:
  */
 #define GPUSLEEP_API_SIZE_VER0		32
-#define GPUSLEEP_CREATE_SIZE_VER0	128
+#define GPUSLEEP_CREATE_SIZE_VER0	128	/* no tags: the default */
 #define GPUSLEEP_ATTACH_SIZE_VER0	32
 #define GPUSLEEP_OP_SIZE_VER0		48
 #define GPUSLEEP_RESULT_SIZE_VER0	176
 #define GPUSLEEP_WAIT_SIZE_VER0		208
-#define GPUSLEEP_STATE_SIZE_VER0	376
+#define GPUSLEEP_STATE_SIZE_VER0	448
 #define GPUSLEEP_EVENTFD_SIZE_VER0	16
 #define GPUSLEEP_EVENT_SIZE_VER0	40
 #define GPUSLEEP_COMPLETE_SIZE_VER0	64
 #define GPUSLEEP_GRANT_SIZE_VER0	24
+#define GPUSLEEP_TAGS_SIZE_VER0		352
+/* The second version of struct gpusleep_create: declared tags. */
+#define GPUSLEEP_CREATE_SIZE_VER1	456
 
 /* /dev/gpusleep */
 #define GPUSLEEP_IOC_API		_IOWR(GPUSLEEP_IOC_MAGIC, 0x00, struct gpusleep_api)
@@ -439,6 +523,8 @@ struct gpusleep_complete {
 #define GPUSLEEP_IOC_GET_STATE		_IOR(GPUSLEEP_IOC_MAGIC, 0x13, struct gpusleep_state)
 #define GPUSLEEP_IOC_WAIT		_IOWR(GPUSLEEP_IOC_MAGIC, 0x14, struct gpusleep_wait)
 #define GPUSLEEP_IOC_EVENTFD		_IOW(GPUSLEEP_IOC_MAGIC, 0x15, struct gpusleep_eventfd)
+/* any domain fd */
+#define GPUSLEEP_IOC_GET_TAGS		_IOR(GPUSLEEP_IOC_MAGIC, 0x16, struct gpusleep_tags)
 /* engine or agent fd */
 #define GPUSLEEP_IOC_COMPLETE		_IOW(GPUSLEEP_IOC_MAGIC, 0x20, struct gpusleep_complete)
 /* engine fd */

@@ -77,6 +77,9 @@ enum {
 	GPUSLEEP_A_SHORTFALL,		/* u32, released tags not all freed */
 	GPUSLEEP_A_FREED_WEIGHTS,	/* u64, seen to come free, per tag */
 	GPUSLEEP_A_FREED_KV_CACHE,	/* u64 */
+	GPUSLEEP_A_TAG,			/* nest, multi: GPUSLEEP_A_TAG_*, in order */
+	GPUSLEEP_A_RESIDENT_BYTES,	/* u64, held after the newest release */
+	GPUSLEEP_A_RESIDENT_SOURCE,	/* u32, GPUSLEEP_RESIDENT_*, 0 unknown */
 
 	__GPUSLEEP_A_MAX,
 	GPUSLEEP_A_MAX = (__GPUSLEEP_A_MAX - 1)
@@ -114,9 +117,29 @@ enum {
 	GPUSLEEP_A_RES_FREED_KV_CACHE,	/* u64 */
 	GPUSLEEP_A_RES_SHORTFALL_TAGS,	/* u32 */
 	GPUSLEEP_A_RES_LOST_TAGS,	/* u32 */
+	GPUSLEEP_A_RES_TAG,		/* nest, multi: GPUSLEEP_A_TAG_* */
 
 	__GPUSLEEP_A_RES_MAX,
 	GPUSLEEP_A_RES_MAX = (__GPUSLEEP_A_RES_MAX - 1)
+};
+
+/*
+ * Attribute set "tag": one declared tag (nested in GPUSLEEP_A_TAG, one
+ * nest per tag in declaration order, and in GPUSLEEP_A_RES_TAG, one per
+ * tag the operation resolved to, with INDEX, BYTES and FREED only).
+ */
+enum {
+	GPUSLEEP_A_TAG_UNSPEC,
+	GPUSLEEP_A_TAG_PAD,
+	GPUSLEEP_A_TAG_INDEX,		/* u32, its bit in the domain's masks */
+	GPUSLEEP_A_TAG_NAME,		/* string */
+	GPUSLEEP_A_TAG_KIND,		/* u32, GPUSLEEP_TAG_KIND_* */
+	GPUSLEEP_A_TAG_BYTES,		/* u64, released (domain) / done (result) */
+	GPUSLEEP_A_TAG_FREED,		/* u64, seen to come free */
+	GPUSLEEP_A_TAG_GENERATION,	/* u64, backing generation */
+
+	__GPUSLEEP_A_TAG_MAX,
+	GPUSLEEP_A_TAG_MAX = (__GPUSLEEP_A_TAG_MAX - 1)
 };
 
 #endif /* _UAPI_LINUX_GPUSLEEP_NETLINK_H */

@@ -28,7 +28,12 @@ TAG_KV_CACHE = 1 << 1
 TAG_ALL = TAG_WEIGHTS | TAG_KV_CACHE
 NR_TAGS = 2
 MAX_TAGS = 8
-TAG_NAMES = ("weights", "kv_cache")	# bit index order
+TAG_NAMES = ("weights", "kv_cache")	# the default declaration, in order
+TAG_NAME_LEN = 16
+TAG_KIND_MEMORY = 0
+TAG_KIND_KV_CACHE = 1
+RESIDENT_PROCESS = 1
+RESIDENT_DEVICE = 2
 
 NAME_LEN = 32
 GPU_LEN = 64
@@ -107,11 +112,22 @@ class gpusleep_api(ctypes.Structure):
                 ("reserved", u64 * 2)]
 
 
+class gpusleep_tag(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * TAG_NAME_LEN), ("kind", u32),
+                ("flags", u32), ("generation", u64), ("reserved", u64)]
+
+
 class gpusleep_create(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char * NAME_LEN),
                 ("gpu", ctypes.c_char * GPU_LEN),
                 ("caps", u32), ("flags", u32), ("id", u32), ("pad", u32),
-                ("reserved", u64 * 2)]
+                ("reserved", u64 * 2), ("nr_tags", u32), ("pad2", u32),
+                ("tags", gpusleep_tag * MAX_TAGS)]
+
+
+class gpusleep_tags(ctypes.Structure):
+    _fields_ = [("nr_tags", u32), ("pad", u32), ("reserved", u64 * 3),
+                ("tags", gpusleep_tag * MAX_TAGS)]
 
 
 class gpusleep_attach(ctypes.Structure):
@@ -144,7 +160,9 @@ class gpusleep_state(ctypes.Structure):
                 ("op_in_flight", u64), ("last_op_id", u64),
                 ("bytes_released", u64 * MAX_TAGS),
                 ("freed_bytes", u64 * MAX_TAGS), ("shortfall", u32),
-                ("pad2", u32), ("reserved", u64 * 3),
+                ("pad2", u32), ("resident_bytes", u64),
+                ("resident_source", u32), ("pad3", u32),
+                ("generation", u64 * MAX_TAGS), ("reserved", u64 * 2),
                 ("last", gpusleep_result)]
 
 
@@ -155,14 +173,15 @@ class gpusleep_eventfd(ctypes.Structure):
 class gpusleep_event(ctypes.Structure):
     _fields_ = [("size", u32), ("type", u32), ("op_id", u64), ("tags", u32),
                 ("flags", u32), ("step", u32), ("pad", u32),
-                ("reserved", u64)]
+                ("generation", u64)]
 
 
 class gpusleep_complete(ctypes.Structure):
     _fields_ = [("op_id", u64), ("step", u32), ("type", u32),
                 ("status", s32), ("flags", u32), ("bytes", u64),
                 ("freed_bytes", u64), ("lost_bytes", u64),
-                ("reserved", u64 * 2)]
+                ("resident_bytes", u64), ("resident_source", u32),
+                ("pad", u32)]
 
 
 # ------------------------------------------------------------ libgpusleep
