@@ -243,6 +243,8 @@ GS_MM_STAGING_FREE_AFTER_RESUME = 1 << 1
 STRUCTS = {
     "gpusleep_api": gpusleep_api,
     "gpusleep_create": gpusleep_create,
+    "gpusleep_tag": gpusleep_tag,
+    "gpusleep_tags": gpusleep_tags,
     "gpusleep_attach": gpusleep_attach,
     "gpusleep_op": gpusleep_op,
     "gpusleep_result": gpusleep_result,
