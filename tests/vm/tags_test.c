@@ -123,6 +123,18 @@ FIXTURE_TEARDOWN(tags)
 		close(self->dev);
 }
 
+/* The handshake says the module takes declarations. */
+TEST_F(tags, feature_bit)
+{
+	struct gpusleep_api a = {
+		.api = GPUSLEEP_API_VERSION,
+		.features = GPUSLEEP_FEAT_DECLARED_TAGS,
+	};
+
+	ASSERT_EQ(0, ioctl(self->dev, GPUSLEEP_IOC_API, &a));
+	EXPECT_NE(0, a.features & GPUSLEEP_FEAT_DECLARED_TAGS);
+}
+
 /* A caller built before tags (128 bytes) gets weights and kv_cache. */
 TEST_F(tags, first_version_caller_gets_the_default_declaration)
 {
