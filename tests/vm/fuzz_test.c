@@ -92,6 +92,7 @@ static void agent_main(int s, uint32_t id, unsigned int seed)
 	struct gpusleep_event ev;
 	int dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
 	int a, r, status;
+	uint64_t bytes;
 
 	if (dev < 0)
 		_exit(2);
@@ -109,11 +110,19 @@ static void agent_main(int s, uint32_t id, unsigned int seed)
 		if (!gs_needs_answer(ev.type))
 			continue;
 		status = 0;
+		bytes = GS_TAG_BYTES(ev.tags);
 		switch (rnd(&seed, 30)) {
 		case 0:
 			continue;	/* no answer: agent timeout */
 		case 1:
+			/*
+			 * A failed step: rolled back (no bytes), or, for a
+			 * pause, with that much left unmapped (bytes): the
+			 * tag then stays released.
+			 */
 			status = -ENOMEM;
+			if (rnd(&seed, 2))
+				bytes = 0;
 			break;
 		case 2:
 			usleep(rnd(&seed, 5000));
@@ -121,13 +130,11 @@ static void agent_main(int s, uint32_t id, unsigned int seed)
 		}
 		/* A kill between the answer and the record is allowed for. */
 		sl->inflight = ev.tags;
-		r = gs_answer(a, &ev, status, GS_TAG_BYTES(ev.tags));
-		if (!r && !status) {
-			if (ev.type == GPUSLEEP_EV_PAUSE_TAG)
-				sl->confirmed |= ev.tags;
-			else
-				sl->confirmed &= ~ev.tags;
-		}
+		r = gs_answer(a, &ev, status, bytes);
+		if (!r && ev.type == GPUSLEEP_EV_PAUSE_TAG && (!status || bytes))
+			sl->confirmed |= ev.tags;
+		else if (!r && ev.type == GPUSLEEP_EV_RESUME_TAG && !status)
+			sl->confirmed &= ~ev.tags;
 		sl->inflight = 0;
 		__sync_fetch_and_add(&sh->answers, 1);
 	}
