@@ -27,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -71,10 +72,38 @@ static void waiter(struct shared *sh, uint32_t i, uint32_t id, int efd,
 	}
 }
 
+/*
+ * Wait for the waiters' signal on done. A waiter that dies (its attach or
+ * eventfd refused: a per-user share, the domain limit) would leave it
+ * unsignalled for ever: the run fails instead, saying which and why.
+ */
+static pid_t *waiters;		/* the waiter processes, for wait_done() */
+static uint32_t nr_waiters;
+
 static void wait_done(int done)
 {
+	struct pollfd p = { .fd = done, .events = POLLIN };
 	uint64_t v;
+	pid_t dead;
+	int st;
 
+	for (;;) {
+		if (poll(&p, 1, 1000) == 1)
+			break;
+		dead = waitpid(-1, &st, WNOHANG);
+		if (dead <= 0)
+			continue;
+		for (uint32_t i = 0; i < nr_waiters; i++)
+			if (waiters[i] > 0)
+				kill(waiters[i], SIGKILL);
+		while (wait(NULL) > 0)
+			;
+		bn_die("waiter %d %s %d before the round ended", dead,
+			       WIFSIGNALED(st) ? "killed by signal" :
+						 "exited with status",
+			       WIFSIGNALED(st) ? WTERMSIG(st) :
+						 WEXITSTATUS(st));
+	}
 	if (read(done, &v, sizeof(v)) != sizeof(v))
 		bn_die("done read: %m");
 }
@@ -186,6 +215,8 @@ static void run(uint32_t n, unsigned int rounds)
 			waiter(sh, i, id, efd[i], done);
 		}
 	}
+	waiters = pid;
+	nr_waiters = n;
 	wait_done(done);	/* all registered */
 
 	for (r = 0; r < 4; r++) {	/* warm up */
