@@ -83,6 +83,8 @@ def main():
             seen["tag-kind"].add(tag.get("kind"))
         if "reason" in msg:
             seen["reason"].add(msg["reason"])
+        if "last-reason" in msg:
+            seen["reason"].add(msg["last-reason"])
         res = msg.get("result")
         if res:
             seen["kind"].add(res.get("kind"))
@@ -183,6 +185,57 @@ def main():
     note(do("get", {"id": dom}))
     os.close(engine)                            # dead, mid-release
     os.close(agent)
+
+    # the other reasons an operation gets, on a second domain: prefix
+    # caching without a reset
+    engine, dom2 = ct.create(dev, "ynl2-%d" % os.getpid(), caps=1)
+    agent = ct.attach(dev, dom2, ct.ROLE_AGENT)
+    others = [dom2]
+
+    def settle():
+        for _ in range(BOUND):
+            g = do("get", {"id": dom2})
+            if not g.get("op-in-flight"):
+                break
+            time.sleep(1)
+        note(g)
+
+    note(do("release", {"id": dom2}))           # kv-not-allowed
+    note(do("resume", {"id": dom2, "tags": 1}))  # not-released
+    # a deadline long enough for the next request (a Python start under
+    # TCG) to come while it drains
+    note(do("release", {"id": dom2, "tags": 1, "timeout-ms": 10000}))
+    ct.next_event(engine)                       # the drain, never answered
+    note(do("release", {"id": dom2, "tags": 1}))  # busy
+    settle()                                    # drain-timeout
+    note(do("release", {"id": dom2, "tags": 1}))
+    ct.answer(engine, ct.EV_DRAIN, status=-5)   # engine-failed
+    settle()
+    note(do("release", {"id": dom2, "tags": 1}))
+    ct.answer(engine, ct.EV_DRAIN)
+    ct.answer(agent, ct.EV_PAUSE_TAG, ct.W, status=-5)   # agent-failed
+    settle()
+    note(do("release", {"id": dom2, "tags": 1}))
+    ct.answer(engine, ct.EV_DRAIN)
+    ct.next_event(agent)                        # the pause, read
+    os.close(agent)                             # agent-gone
+    settle()
+    os.close(engine)
+    # and a repair never answered: engine-timeout (no prefix caching)
+    engine, dom2 = ct.create(dev, "ynl3-%d" % os.getpid(), caps=0)
+    agent = ct.attach(dev, dom2, ct.ROLE_AGENT)
+    others.append(dom2)
+    note(do("release", {"id": dom2, "tags": 2}))
+    ct.answer(engine, ct.EV_DRAIN)
+    ct.answer(engine, ct.EV_RESET)
+    ct.answer(agent, ct.EV_PAUSE_TAG, ct.KV, nbytes=4096)
+    settle()
+    note(do("resume", {"id": dom2, "timeout-ms": 300}))
+    ct.answer(agent, ct.EV_RESUME_TAG, ct.KV, nbytes=4096)
+    ct.next_event(engine)                       # the repair, never answered
+    settle()                                    # engine-timeout
+    os.close(engine)
+    os.close(agent)
     os.close(dev)
 
     time.sleep(3)   # the last notifications reach the watcher
@@ -197,6 +250,10 @@ def main():
             n.get("msg", {}).get("id") == dom]
     for m in mine:
         note(m)
+    for n in ntfs:
+        if n.get("name") == "state-ntf" and \
+                n.get("msg", {}).get("id") in others:
+            note(n["msg"])
     t.check("the events group: notifications of this domain decoded",
             len(mine) >= 8, f"{len(mine)} notifications; stderr {err[-300:]}")
 
@@ -215,8 +272,13 @@ def main():
             (seen["tags"], seen["tag-kind"]))
     t.check("both operation kinds decoded",
             {"release", "resume"} <= seen["kind"], seen["kind"])
-    reasons = {"none", "not-enabled", "invalid", "already-released",
-               "cancelled", "agent-timeout", "engine-gone"}
+    # every reason but no-memory and queue-full, which need the fault
+    # build (fault_test covers them through the ioctls)
+    reasons = {"none", "not-enabled", "invalid", "kv-not-allowed",
+               "already-released", "busy", "not-released", "cancelled",
+               "drain-timeout", "agent-timeout", "engine-failed",
+               "agent-failed", "agent-gone", "engine-gone",
+               "engine-timeout"}
     t.check("the reasons met here decoded", reasons <= seen["reason"],
             f"missing {reasons - seen['reason']}")
     print("1..%d" % t.n)
