@@ -166,6 +166,26 @@ GS_U64_ATTR(freed_bytes_weights,
 	    s.st.freed_bytes[gs_tag_index(GPUSLEEP_TAG_WEIGHTS)]);
 GS_U64_ATTR(freed_bytes_kv_cache,
 	    s.st.freed_bytes[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)]);
+GS_U64_ATTR(resident_bytes, s.st.resident_bytes);
+
+/* Whose view resident_bytes is. */
+static ssize_t resident_source_show(struct device *dev,
+				    struct device_attribute *attr, char *buf)
+{
+	static const char * const names[] = {
+		[0]				= "unknown",
+		[GPUSLEEP_RESIDENT_PROCESS]	= "process",
+		[GPUSLEEP_RESIDENT_DEVICE]	= "device",
+	};
+	struct gs_snap s;
+	u32 src;
+
+	gs_snap(gs_dev_domain(dev), &s);
+	src = s.st.resident_source;
+	return sysfs_emit(buf, "%s\n",
+			  src < ARRAY_SIZE(names) ? names[src] : "unknown");
+}
+static DEVICE_ATTR_RO(resident_source);
 
 static ssize_t last_error_show(struct device *dev,
 			       struct device_attribute *attr, char *buf)
@@ -204,6 +224,8 @@ static struct attribute *gs_domain_attrs[] = {
 	&dev_attr_bytes_kv_cache.attr,
 	&dev_attr_freed_bytes_weights.attr,
 	&dev_attr_freed_bytes_kv_cache.attr,
+	&dev_attr_resident_bytes.attr,
+	&dev_attr_resident_source.attr,
 	NULL
 };
 ATTRIBUTE_GROUPS(gs_domain);
