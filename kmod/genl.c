@@ -194,10 +194,14 @@ static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
 			  GPUSLEEP_A_PAD) ||
 	    gs_nl_put_u64(skb, GPUSLEEP_A_FREED_KV_CACHE,
 			  st.freed_bytes[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)],
-			  GPUSLEEP_A_PAD) ||
-	    gs_nl_put_u64(skb, GPUSLEEP_A_RESIDENT_BYTES, st.resident_bytes,
-			  GPUSLEEP_A_PAD) ||
-	    nla_put_u32(skb, GPUSLEEP_A_RESIDENT_SOURCE, st.resident_source))
+			  GPUSLEEP_A_PAD))
+		goto err_cancel;
+
+	/* What stays resident: absent while not reported (its enum has no 0). */
+	if (st.resident_source &&
+	    (gs_nl_put_u64(skb, GPUSLEEP_A_RESIDENT_BYTES, st.resident_bytes,
+			   GPUSLEEP_A_PAD) ||
+	     nla_put_u32(skb, GPUSLEEP_A_RESIDENT_SOURCE, st.resident_source)))
 		goto err_cancel;
 
 	if (x && x->op &&
