@@ -266,6 +266,31 @@ TEST_F(g, late_remap_then_resume_counts_once)
 	EXPECT_EQ(1, gen(self->ctl, GW));
 }
 
+/*
+ * An unmap never confirmed (the agent went away mid-pause), then mapped
+ * "again": the kernel cannot vouch that the memory is the same, so it
+ * counts.
+ */
+TEST_F(g, remap_of_an_unconfirmed_unmap_counts)
+{
+	struct gpusleep_event ev;
+	struct gpusleep_op op;
+
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
+	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, &ev));
+	ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id));
+	close(self->agent);
+	self->agent = gs_attach(self->dev, self->id, GPUSLEEP_ROLE_AGENT);
+	ASSERT_LE(0, self->agent);
+	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_RESUME_TAG, W, &ev));
+	EXPECT_EQ(1, ev.generation);
+	ASSERT_EQ(0, gs_answer(self->agent, &ev, 0, 4096));
+	ASSERT_EQ(0, finish(self->ctl, op.op_id));
+	EXPECT_EQ(1, gen(self->ctl, GW));
+}
+
 /* A pause whose rollback mapped fresh memory replaced the tag's memory. */
 TEST_F(g, rollback_that_lost_contents_counts)
 {
