@@ -49,7 +49,8 @@ void gs_domain_put(struct gs_domain *d)
 	kref_put(&d->kref, gs_domain_free);
 }
 
-struct gs_domain *gs_domain_create(const struct gpusleep_create *req)
+struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
+				   const struct gs_tagset *ts)
 {
 	struct gs_domain *d;
 	int ret;
@@ -66,6 +67,7 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req)
 	memcpy(d->name, req->name, sizeof(d->name));
 	memcpy(d->gpu, req->gpu, sizeof(d->gpu));
 	d->caps = req->caps;
+	d->tags = *ts;
 	d->owner = current_euid();
 	d->cred = get_current_cred();
 	d->owner_pid = get_pid(task_tgid(current));
@@ -623,6 +625,7 @@ static const struct {
 	{ GPUSLEEP_IOC_EVENTFD,		GPUSLEEP_EVENTFD_SIZE_VER0 },
 	{ GPUSLEEP_IOC_COMPLETE,	GPUSLEEP_COMPLETE_SIZE_VER0 },
 	{ GPUSLEEP_IOC_GRANT,		GPUSLEEP_GRANT_SIZE_VER0 },
+	{ GPUSLEEP_IOC_GET_TAGS,	GPUSLEEP_TAGS_SIZE_VER0 },
 };
 
 /* The known command cmd is (any struct size from its first on), or 0. */
@@ -668,6 +671,19 @@ static long gs_ioc_grant(struct gs_file *gf, const struct gs_uarg *ua)
 	return ret;
 }
 
+/* GET_TAGS: the declaration, with each tag's generation (any role). */
+static noinline_for_stack long gs_ioc_get_tags(struct gs_file *gf,
+					       const struct gs_uarg *ua)
+{
+	struct gs_domain *d = gf->d;
+	struct gpusleep_tags t;
+
+	mutex_lock(&d->lock);
+	gs_tags_fill(d, &t);
+	mutex_unlock(&d->lock);
+	return gs_uarg_out(ua, &t, sizeof(t)) ? -EFAULT : 0;
+}
+
 static long gs_domain_ioctl(struct file *file, unsigned int cmd,
 			    unsigned long arg)
 {
@@ -706,6 +722,8 @@ static long gs_domain_ioctl(struct file *file, unsigned int cmd,
 		return gs_ioc_complete(gf, &ua);
 	case GPUSLEEP_IOC_GRANT:
 		return gs_ioc_grant(gf, &ua);
+	case GPUSLEEP_IOC_GET_TAGS:
+		return gs_ioc_get_tags(gf, &ua);
 	default:
 		return ret;	/* -ENOTTY, or -EINVAL for a struct too small */
 	}

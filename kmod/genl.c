@@ -42,15 +42,16 @@ static const struct nla_policy gs_nl_get_policy[GPUSLEEP_A_ID + 1] = {
 };
 
 /*
- * RELEASE and RESUME take the same attributes, with the spec's masks (the
- * op-flags and tags flag sets); an op flag that the operation does not
- * take (abort-inflight on a resume) is the state machine's to refuse, as
- * a reply with reason invalid. tests/host/test_netlink_spec.py checks the
- * masks against Documentation/netlink/specs/gpusleep.yaml.
+ * RELEASE and RESUME take the same attributes, with the spec's mask of the
+ * op-flags flag set; an op flag that the operation does not take
+ * (abort-inflight on a resume) and a tag the domain did not declare are
+ * the state machine's to refuse, as a reply with reason invalid.
+ * tests/host/test_netlink_spec.py checks the mask against
+ * Documentation/netlink/specs/gpusleep.yaml.
  */
 static const struct nla_policy gs_nl_op_policy[GPUSLEEP_A_TIMEOUT_MS + 1] = {
 	[GPUSLEEP_A_ID]		= { .type = NLA_U32 },
-	[GPUSLEEP_A_TAGS]	= NLA_POLICY_MASK(NLA_U32, GPUSLEEP_TAG_ALL),
+	[GPUSLEEP_A_TAGS]	= { .type = NLA_U32 },
 	[GPUSLEEP_A_OP_FLAGS]	= NLA_POLICY_MASK(NLA_U32,
 						  GPUSLEEP_OPF_RELEASE_MASK |
 						  GPUSLEEP_OPF_RESUME_MASK),
@@ -101,7 +102,43 @@ static int gs_nl_put_counters(struct sk_buff *skb, const struct gs_counters *c)
 	return 0;
 }
 
-static int gs_nl_put_result(struct sk_buff *skb,
+/*
+ * One GPUSLEEP_A_TAG-like nest (type) per tag of mask: its index, and for
+ * the domain's own list (d) its name, kind and generation; bytes and freed
+ * from the arrays given.
+ */
+static int gs_nl_put_tags(struct sk_buff *skb, int type,
+			  const struct gs_domain *d, u32 mask,
+			  const u64 *bytes, const u64 *freed, const u64 *gen)
+{
+	struct nlattr *nest;
+	u32 i;
+
+	for (i = 0; i < d->tags.nr; i++) {
+		if (!(mask & BIT(i)))
+			continue;
+		nest = nla_nest_start(skb, type);
+		if (!nest)
+			return -EMSGSIZE;
+		if (nla_put_u32(skb, GPUSLEEP_A_TAG_INDEX, i) ||
+		    (gen &&
+		     (nla_put_string(skb, GPUSLEEP_A_TAG_NAME,
+				     d->tags.tag[i].name) ||
+		      nla_put_u32(skb, GPUSLEEP_A_TAG_KIND,
+				  d->tags.tag[i].kind) ||
+		      gs_nl_put_u64(skb, GPUSLEEP_A_TAG_GENERATION, gen[i],
+				    GPUSLEEP_A_TAG_PAD))) ||
+		    gs_nl_put_u64(skb, GPUSLEEP_A_TAG_BYTES, bytes[i],
+				  GPUSLEEP_A_TAG_PAD) ||
+		    gs_nl_put_u64(skb, GPUSLEEP_A_TAG_FREED, freed[i],
+				  GPUSLEEP_A_TAG_PAD))
+			return -EMSGSIZE;
+		nla_nest_end(skb, nest);
+	}
+	return 0;
+}
+
+static int gs_nl_put_result(struct sk_buff *skb, const struct gs_domain *d,
 			    const struct gpusleep_result *r)
 {
 	struct nlattr *nest;
@@ -118,20 +155,10 @@ static int gs_nl_put_result(struct sk_buff *skb,
 	    nla_put_u32(skb, GPUSLEEP_A_RES_DONE_TAGS, r->done_tags) ||
 	    gs_nl_put_u64(skb, GPUSLEEP_A_RES_DURATION_NS, r->duration_ns,
 			  GPUSLEEP_A_RES_PAD) ||
-	    gs_nl_put_u64(skb, GPUSLEEP_A_RES_BYTES_WEIGHTS,
-			  r->bytes[gs_tag_index(GPUSLEEP_TAG_WEIGHTS)],
-			  GPUSLEEP_A_RES_PAD) ||
-	    gs_nl_put_u64(skb, GPUSLEEP_A_RES_BYTES_KV_CACHE,
-			  r->bytes[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)],
-			  GPUSLEEP_A_RES_PAD) ||
-	    gs_nl_put_u64(skb, GPUSLEEP_A_RES_FREED_WEIGHTS,
-			  r->freed_bytes[gs_tag_index(GPUSLEEP_TAG_WEIGHTS)],
-			  GPUSLEEP_A_RES_PAD) ||
-	    gs_nl_put_u64(skb, GPUSLEEP_A_RES_FREED_KV_CACHE,
-			  r->freed_bytes[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)],
-			  GPUSLEEP_A_RES_PAD) ||
 	    nla_put_u32(skb, GPUSLEEP_A_RES_SHORTFALL_TAGS, r->shortfall_tags) ||
-	    nla_put_u32(skb, GPUSLEEP_A_RES_LOST_TAGS, r->lost_tags))
+	    nla_put_u32(skb, GPUSLEEP_A_RES_LOST_TAGS, r->lost_tags) ||
+	    gs_nl_put_tags(skb, GPUSLEEP_A_RES_TAG, d, r->tags, r->bytes,
+			   r->freed_bytes, NULL))
 		return -EMSGSIZE;
 	nla_nest_end(skb, nest);
 	return 0;
@@ -180,21 +207,11 @@ static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
 			  GPUSLEEP_A_PAD) ||
 	    gs_nl_put_u64(skb, GPUSLEEP_A_LAST_RESUME_NS, d->last_resume_ns,
 			  GPUSLEEP_A_PAD) ||
-	    gs_nl_put_u64(skb, GPUSLEEP_A_BYTES_WEIGHTS,
-			  st.bytes_released[gs_tag_index(GPUSLEEP_TAG_WEIGHTS)],
-			  GPUSLEEP_A_PAD) ||
-	    gs_nl_put_u64(skb, GPUSLEEP_A_BYTES_KV_CACHE,
-			  st.bytes_released[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)],
-			  GPUSLEEP_A_PAD) ||
 	    gs_nl_put_counters(skb, &d->cnt) ||
 	    nla_put_u32(skb, GPUSLEEP_A_UNCONFIRMED, st.unconfirmed) ||
 	    nla_put_u32(skb, GPUSLEEP_A_SHORTFALL, st.shortfall) ||
-	    gs_nl_put_u64(skb, GPUSLEEP_A_FREED_WEIGHTS,
-			  st.freed_bytes[gs_tag_index(GPUSLEEP_TAG_WEIGHTS)],
-			  GPUSLEEP_A_PAD) ||
-	    gs_nl_put_u64(skb, GPUSLEEP_A_FREED_KV_CACHE,
-			  st.freed_bytes[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)],
-			  GPUSLEEP_A_PAD))
+	    gs_nl_put_tags(skb, GPUSLEEP_A_TAG, d, d->tags.all,
+			   st.bytes_released, st.freed_bytes, st.generation))
 		goto err_cancel;
 
 	/* What stays resident: absent while not reported (its enum has no 0). */
@@ -215,7 +232,7 @@ static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
 	if (x && x->ntf &&
 	    (nla_put_u32(skb, GPUSLEEP_A_FROM_STATE, x->from) ||
 	     gs_nl_put_u64(skb, GPUSLEEP_A_OP_ID, x->op_id, GPUSLEEP_A_PAD) ||
-	     (x->res && gs_nl_put_result(skb, x->res))))
+	     (x->res && gs_nl_put_result(skb, d, x->res))))
 		goto err_cancel;
 
 	genlmsg_end(skb, hdr);

@@ -12,6 +12,7 @@
  *   evq.c     the bounded event queues read by the engine and the agent
  *   user.c    what one user (euid) may hold: domains, fds, eventfds
  *   uarg.c    ioctl arguments that can grow (sizes, copy in and out)
+ *   tags.c    the tags a domain declares (names, kinds, their bits)
  *   efd.c     eventfd registrations and their signalling
  *   sysfs.c   /sys/class/gpusleep/ state for node tooling
  *   genl.c    the "gpusleep" generic netlink family
@@ -39,6 +40,7 @@
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 #include <linux/list.h>
+#include <linux/lockdep.h>
 #include <linux/uidgid.h>
 #include <linux/ktime.h>
 #include <linux/slab.h>
@@ -107,6 +109,20 @@ struct gs_counters {
 	u64 shortfalls;		/* pauses whose memory did not all come free */
 };
 
+/* One declared tag (tags.c). */
+struct gs_tag_decl {
+	char name[GPUSLEEP_TAG_NAME_LEN];
+	u32 kind;		/* GPUSLEEP_TAG_KIND_* */
+};
+
+/* A domain's declaration: fixed at creation, read without a lock. */
+struct gs_tagset {
+	u32 nr;			/* tags declared; tag i is BIT(i) */
+	u32 all;		/* the mask of every declared tag */
+	u32 kv;			/* the KV cache tag's bit, or 0 */
+	struct gs_tag_decl tag[GPUSLEEP_MAX_TAGS];
+};
+
 struct gs_domain {
 	struct kref kref;
 	u32 id;
@@ -114,6 +130,7 @@ struct gs_domain {
 	char name[GPUSLEEP_NAME_LEN];
 	char gpu[GPUSLEEP_GPU_LEN];
 	u32 caps;
+	struct gs_tagset tags;
 	kuid_t owner;
 	const struct cred *cred;	/* the creator's (its user namespace) */
 	struct pid *owner_pid;	/* the creating process (referenced) */
@@ -252,8 +269,12 @@ int gs_user_charge(kuid_t uid, enum gs_ucount what);
 void gs_user_uncharge(kuid_t uid, enum gs_ucount what);
 
 /* domain.c */
-/* A new domain owned by the caller's euid, or ERR_PTR(-ENOMEM/-EDQUOT). */
-struct gs_domain *gs_domain_create(const struct gpusleep_create *req);
+/*
+ * A new domain owned by the caller's euid, with the tags ts declares, or
+ * ERR_PTR(-ENOMEM/-EDQUOT).
+ */
+struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
+				   const struct gs_tagset *ts);
 void gs_domain_put(struct gs_domain *d);
 struct gs_domain *gs_domain_get_by_id(u32 id);
 /*
@@ -267,6 +288,16 @@ bool gs_may_attach(const struct gs_domain *d, u32 role);
 bool gs_may_control(const struct gs_domain *d, const struct cred *cred);
 /* The engine is gone: unlist the domain, fail what waits (idempotent). */
 void gs_domain_kill(struct gs_domain *d);
+
+/* tags.c */
+/* The declaration of req (its default if none): 0 or -EINVAL. */
+int gs_tags_declare(struct gs_tagset *ts, const struct gpusleep_create *req);
+/* GPUSLEEP_IOC_GET_TAGS's answer; domain->lock held (generations). */
+void gs_tags_fill(const struct gs_domain *d, struct gpusleep_tags *out);
+/* The names of mask's tags joined by ',', in order; the length written. */
+int gs_tags_format(const struct gs_domain *d, u32 mask, char *buf,
+		   size_t size);
+const char *gs_tag_kind_name(u32 kind);
 
 /* The index of a one-bit tag in the per-tag arrays (its bit number). */
 static inline u32 gs_tag_index(u32 tag)

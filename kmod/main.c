@@ -34,7 +34,7 @@ MODULE_PARM_DESC(step_timeout_ms, "Time an agent or engine step has, in ms (defa
 
 #define GS_FEATURES	(GPUSLEEP_FEAT_EVENTFD | GPUSLEEP_FEAT_TIMEOUTS | \
 			 GPUSLEEP_FEAT_WAIT_BY_ID | GPUSLEEP_FEAT_SYSFS | \
-			 GPUSLEEP_FEAT_NETLINK)
+			 GPUSLEEP_FEAT_NETLINK | GPUSLEEP_FEAT_DECLARED_TAGS)
 
 /* The id table. Lock order: gs_domains_lock before any domain->lock. */
 static DEFINE_MUTEX(gs_domains_lock);
@@ -177,6 +177,7 @@ static int gs_check_label(const char *s, size_t size, bool name)
 static long gs_dev_create(const struct gs_uarg *ua)
 {
 	struct gpusleep_create req;
+	struct gs_tagset ts;
 	struct gs_domain *d;
 	int ret;
 
@@ -188,9 +189,9 @@ static long gs_dev_create(const struct gs_uarg *ua)
 	    (req.caps & ~GPUSLEEP_CAP_ALL) ||
 	    !gs_zero(req.reserved, sizeof(req.reserved)))
 		return -EINVAL;
-	/* Declared tags come in the next step: the default only, for now. */
-	if (req.nr_tags || req.pad2 || !gs_zero(req.tags, sizeof(req.tags)))
-		return -EINVAL;
+	ret = gs_tags_declare(&ts, &req);
+	if (ret)
+		return ret;
 	ret = gs_check_label(req.name, sizeof(req.name), true);
 	if (ret)
 		return ret;
@@ -198,7 +199,7 @@ static long gs_dev_create(const struct gs_uarg *ua)
 	if (ret)
 		return ret;
 
-	d = gs_domain_create(&req);
+	d = gs_domain_create(&req, &ts);
 	if (IS_ERR(d))
 		return PTR_ERR(d);
 	ret = gs_ids_add(d);

@@ -279,7 +279,7 @@ static void gs_agent_report(struct gs_domain *d, struct gs_op *op, u32 type,
 		gs_replaced(d, tag);
 		if (op)
 			op->lost_tags |= tag;
-		if (tag & GPUSLEEP_TAG_KV_CACHE)
+		if (tag & d->tags.kv)
 			d->kv_needs_repair = true;
 	}
 }
@@ -295,7 +295,7 @@ static void gs_resume_done(struct gs_domain *d, u32 tag)
 	d->freed_bytes[gs_tag_index(tag)] = 0;
 	d->shortfall &= ~tag;
 	gs_resident_forget(d);
-	if (tag & GPUSLEEP_TAG_KV_CACHE)
+	if (tag & d->tags.kv)
 		d->kv_needs_repair = true;	/* new pages: repair first */
 	/* A late answer about this tag is overtaken by this one. */
 	if (d->late.valid && d->late.tag == tag)
@@ -468,7 +468,7 @@ static void gs_resume_next(struct gs_domain *d)
 		 * earlier one): the engine repairs it, once.
 		 */
 		op->repair_sent = true;
-		gs_send_step(d, GPUSLEEP_EV_REPAIR_KV, GPUSLEEP_TAG_KV_CACHE, 0);
+		gs_send_step(d, GPUSLEEP_EV_REPAIR_KV, d->tags.kv, 0);
 		return;
 	}
 	gs_op_finish(d, GPUSLEEP_R_NONE, 0);
@@ -498,28 +498,37 @@ static int gs_refuse(struct gpusleep_op *req, u32 reason, u32 bad)
 	return gs_reason_errno(reason);
 }
 
-static bool gs_op_req_valid(const struct gpusleep_op *req, u32 flag_mask)
+/*
+ * Output fields (reason, op_id, bad_tags) are ignored on input. A tag the
+ * domain did not declare is invalid; the refusal names it in bad_tags.
+ */
+static int gs_op_req_check(const struct gs_domain *d, struct gpusleep_op *req,
+			   u32 flag_mask)
 {
-	/* Output fields (reason, op_id, bad_tags) are ignored on input. */
-	return !(req->tags & ~GPUSLEEP_TAG_ALL) && !(req->flags & ~flag_mask) &&
-	       !req->pad &&
-	       gs_reserved_zero(req->reserved, ARRAY_SIZE(req->reserved));
+	if ((req->flags & ~flag_mask) || req->pad ||
+	    !gs_reserved_zero(req->reserved, ARRAY_SIZE(req->reserved)))
+		return gs_refuse(req, GPUSLEEP_R_INVALID, 0);
+	if (req->tags & ~d->tags.all)
+		return gs_refuse(req, GPUSLEEP_R_INVALID,
+				 req->tags & ~d->tags.all);
+	return 0;
 }
 
 int gs_op_release(struct gs_domain *d, struct gpusleep_op *req)
 {
-	u32 tags = req->tags ? req->tags : GPUSLEEP_TAG_ALL;
+	u32 tags = req->tags ? req->tags : d->tags.all;
 	u32 already;
+	int ret;
 
 	lockdep_assert_held(&d->lock);
 	/* The seed's order: enabled, valid, kv allowed, released, busy. */
 	if (!d->agent)
 		return gs_refuse(req, GPUSLEEP_R_NOT_ENABLED, 0);
-	if (!gs_op_req_valid(req, GPUSLEEP_OPF_RELEASE_MASK))
-		return gs_refuse(req, GPUSLEEP_R_INVALID, 0);
-	if ((tags & GPUSLEEP_TAG_KV_CACHE) && !gs_kv_release_allowed(d))
-		return gs_refuse(req, GPUSLEEP_R_KV_NOT_ALLOWED,
-				 GPUSLEEP_TAG_KV_CACHE);
+	ret = gs_op_req_check(d, req, GPUSLEEP_OPF_RELEASE_MASK);
+	if (ret)
+		return ret;
+	if ((tags & d->tags.kv) && !gs_kv_release_allowed(d))
+		return gs_refuse(req, GPUSLEEP_R_KV_NOT_ALLOWED, d->tags.kv);
 	already = tags & d->released;
 	if (already)
 		return gs_refuse(req, GPUSLEEP_R_ALREADY_RELEASED, already);
@@ -544,10 +553,12 @@ int gs_op_resume(struct gs_domain *d, struct gpusleep_op *req)
 {
 	u32 tags, missing;
 	bool cancel;
+	int ret;
 
 	lockdep_assert_held(&d->lock);
-	if (!gs_op_req_valid(req, GPUSLEEP_OPF_RESUME_MASK))
-		return gs_refuse(req, GPUSLEEP_R_INVALID, 0);
+	ret = gs_op_req_check(d, req, GPUSLEEP_OPF_RESUME_MASK);
+	if (ret)
+		return ret;
 	cancel = d->op_active && d->state == GPUSLEEP_S_DRAINING;
 	/*
 	 * A late agent does not block a resume: its records are read in
@@ -665,10 +676,10 @@ int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
 		op->await = GPUSLEEP_EV_NONE;
 		d->state = GPUSLEEP_S_RELEASING;
 		gs_announce(d, &chg);
-		if (op->tags & GPUSLEEP_TAG_KV_CACHE) {
+		if (op->tags & d->tags.kv) {
 			/* Stale prefix-cache entries go before KV does. */
-			gs_send_step(d, GPUSLEEP_EV_RESET_CACHES,
-				     GPUSLEEP_TAG_KV_CACHE, 0);
+			gs_send_step(d, GPUSLEEP_EV_RESET_CACHES, d->tags.kv,
+				     0);
 			break;
 		}
 		gs_release_next(d);

@@ -97,13 +97,13 @@ static ssize_t state_show(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_RO(state);
 
-/* A tag set as a comma-separated list of names, in the fixed order. */
-static ssize_t gs_emit_tags(char *buf, u32 tags)
+/* A tag set as a comma-separated list of the domain's names, in order. */
+static ssize_t gs_emit_tags(struct gs_domain *d, char *buf, u32 tags)
 {
-	return sysfs_emit(buf, "%s%s%s\n",
-			  tags & GPUSLEEP_TAG_WEIGHTS ? "weights" : "",
-			  (tags & GPUSLEEP_TAG_ALL) == GPUSLEEP_TAG_ALL ? "," : "",
-			  tags & GPUSLEEP_TAG_KV_CACHE ? "kv_cache" : "");
+	char names[GPUSLEEP_MAX_TAGS * GPUSLEEP_TAG_NAME_LEN];
+
+	gs_tags_format(d, tags, names, sizeof(names));
+	return sysfs_emit(buf, "%s\n", names);
 }
 
 /* A tag set of the snapshot (a field of its state), as names. */
@@ -111,10 +111,11 @@ static ssize_t gs_emit_tags(char *buf, u32 tags)
 static ssize_t _name##_show(struct device *dev,				\
 			    struct device_attribute *attr, char *buf)	\
 {									\
+	struct gs_domain *d = gs_dev_domain(dev);			\
 	struct gs_snap s;						\
 									\
-	gs_snap(gs_dev_domain(dev), &s);				\
-	return gs_emit_tags(buf, s.st._field);				\
+	gs_snap(d, &s);							\
+	return gs_emit_tags(d, buf, s.st._field);			\
 }									\
 static DEVICE_ATTR_RO(_name)
 
@@ -158,14 +159,52 @@ GS_U64_ATTR(timeouts, s.cnt.timeouts);
 GS_U64_ATTR(shortfalls, s.cnt.shortfalls);
 GS_U64_ATTR(last_release_us, div_u64(s.last_release_ns, NSEC_PER_USEC));
 GS_U64_ATTR(last_resume_us, div_u64(s.last_resume_ns, NSEC_PER_USEC));
-GS_U64_ATTR(bytes_weights,
-	    s.st.bytes_released[gs_tag_index(GPUSLEEP_TAG_WEIGHTS)]);
-GS_U64_ATTR(bytes_kv_cache,
-	    s.st.bytes_released[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)]);
-GS_U64_ATTR(freed_bytes_weights,
-	    s.st.freed_bytes[gs_tag_index(GPUSLEEP_TAG_WEIGHTS)]);
-GS_U64_ATTR(freed_bytes_kv_cache,
-	    s.st.freed_bytes[gs_tag_index(GPUSLEEP_TAG_KV_CACHE)]);
+/* The declaration: names and kinds, one per tag in order; no lock. */
+static ssize_t tags_show(struct device *dev, struct device_attribute *attr,
+			 char *buf)
+{
+	struct gs_domain *d = gs_dev_domain(dev);
+
+	return gs_emit_tags(d, buf, d->tags.all);
+}
+static DEVICE_ATTR_RO(tags);
+
+static ssize_t tag_kinds_show(struct device *dev,
+			      struct device_attribute *attr, char *buf)
+{
+	struct gs_domain *d = gs_dev_domain(dev);
+	int len = 0;
+	u32 i;
+
+	for (i = 0; i < d->tags.nr; i++)
+		len += sysfs_emit_at(buf, len, "%s%s", i ? "," : "",
+				     gs_tag_kind_name(d->tags.tag[i].kind));
+	return len + sysfs_emit_at(buf, len, "\n");
+}
+static DEVICE_ATTR_RO(tag_kinds);
+
+/* An array of the snapshot, one value per declared tag, in order. */
+#define GS_TAG_U64S_ATTR(_name, _array)					\
+static ssize_t _name##_show(struct device *dev,				\
+			    struct device_attribute *attr, char *buf)	\
+{									\
+	struct gs_domain *d = gs_dev_domain(dev);			\
+	struct gs_snap s;						\
+	int len = 0;							\
+	u32 i;								\
+									\
+	gs_snap(d, &s);							\
+	for (i = 0; i < d->tags.nr; i++)				\
+		len += sysfs_emit_at(buf, len, "%s%llu", i ? "," : "",	\
+				     (unsigned long long)s.st._array[i]); \
+	return len + sysfs_emit_at(buf, len, "\n");			\
+}									\
+static DEVICE_ATTR_RO(_name)
+
+GS_TAG_U64S_ATTR(tag_bytes_released, bytes_released);
+GS_TAG_U64S_ATTR(tag_freed_bytes, freed_bytes);
+GS_TAG_U64S_ATTR(tag_generations, generation);
+
 GS_U64_ATTR(resident_bytes, s.st.resident_bytes);
 
 /* Whose view resident_bytes is. */
@@ -220,10 +259,11 @@ static struct attribute *gs_domain_attrs[] = {
 	&dev_attr_last_error.attr,
 	&dev_attr_last_release_us.attr,
 	&dev_attr_last_resume_us.attr,
-	&dev_attr_bytes_weights.attr,
-	&dev_attr_bytes_kv_cache.attr,
-	&dev_attr_freed_bytes_weights.attr,
-	&dev_attr_freed_bytes_kv_cache.attr,
+	&dev_attr_tags.attr,
+	&dev_attr_tag_kinds.attr,
+	&dev_attr_tag_bytes_released.attr,
+	&dev_attr_tag_freed_bytes.attr,
+	&dev_attr_tag_generations.attr,
 	&dev_attr_resident_bytes.attr,
 	&dev_attr_resident_source.attr,
 	NULL

@@ -38,7 +38,7 @@ struct gs_agent {
 	struct gs_mm *mm;
 	pthread_mutex_t lock;		/* stats, last, cb */
 	struct gs_agent_stats stats;
-	struct gs_agent_result last[GPUSLEEP_NR_TAGS];
+	struct gs_agent_result last[GPUSLEEP_MAX_TAGS];
 	gs_agent_result_fn cb;
 	void *cb_arg;
 	/* the thread */
@@ -129,7 +129,7 @@ void gs_agent_set_result_cb(struct gs_agent *a, gs_agent_result_fn fn,
 int gs_agent_last_result(struct gs_agent *a, uint32_t tag,
 			 struct gs_agent_result *r)
 {
-	for (int i = 0; i < GPUSLEEP_NR_TAGS; i++)
+	for (int i = 0; i < GPUSLEEP_MAX_TAGS; i++)
 		if (tag == (1U << i)) {
 			pthread_mutex_lock(&a->lock);
 			*r = a->last[i];
@@ -229,7 +229,7 @@ static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
 	ar.resident_source = c.resident_source;
 	if (!pause)
 		ar.generation = ev->generation;
-	for (int i = 0; i < GPUSLEEP_NR_TAGS; i++)
+	for (int i = 0; i < GPUSLEEP_MAX_TAGS; i++)
 		if (ev->tags == (1U << i))
 			ti = i;
 	pthread_mutex_lock(&a->lock);

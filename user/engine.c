@@ -79,8 +79,8 @@ int gs_engine_create(const struct gs_engine_config *cfg,
 	devfd = gs_open(cfg->dev_path, 0, NULL);
 	if (devfd < 0)
 		return devfd;
-	fd = gs_create_domain(devfd, cfg->name, cfg->gpu, cfg->caps,
-			      cfg->flags, &id);
+	fd = gs_create_domain_tags(devfd, cfg->name, cfg->gpu, cfg->caps,
+				   cfg->flags, cfg->tags, cfg->nr_tags, &id);
 	close(devfd);
 	if (fd < 0)
 		return fd;

@@ -67,11 +67,21 @@ static int copy_name(char *dst, size_t len, const char *src)
 int gs_create_domain(int devfd, const char *name, const char *gpu,
 		     uint32_t caps, uint32_t flags, uint32_t *id)
 {
+	return gs_create_domain_tags(devfd, name, gpu, caps, flags, NULL, 0,
+				     id);
+}
+
+int gs_create_domain_tags(int devfd, const char *name, const char *gpu,
+			  uint32_t caps, uint32_t flags,
+			  const struct gpusleep_tag *tags,
+			  unsigned int nr_tags, uint32_t *id)
+{
 	struct gpusleep_create c;
 	int ret;
 
 	memset(&c, 0, sizeof(c));
-	if (!name || !*name)
+	if (!name || !*name || nr_tags > GPUSLEEP_MAX_TAGS ||
+	    (nr_tags && !tags))
 		return -EINVAL;
 	ret = copy_name(c.name, sizeof(c.name), name);
 	if (!ret)
@@ -80,10 +90,19 @@ int gs_create_domain(int devfd, const char *name, const char *gpu,
 		return ret;
 	c.caps = caps;
 	c.flags = flags;
+	c.nr_tags = nr_tags;
+	if (nr_tags)
+		memcpy(c.tags, tags, nr_tags * sizeof(tags[0]));
 	ret = sys_ioctl(devfd, GPUSLEEP_IOC_CREATE_DOMAIN, &c);
 	if (ret >= 0 && id)
 		*id = c.id;
 	return ret;
+}
+
+int gs_get_tags(int fd, struct gpusleep_tags *tags)
+{
+	memset(tags, 0, sizeof(*tags));
+	return sys_ioctl(fd, GPUSLEEP_IOC_GET_TAGS, tags);
 }
 
 int gs_grant(int engine_fd, uint32_t role)
@@ -326,24 +345,46 @@ const char *gs_event_name(uint32_t type)
 	return event_names[type];
 }
 
-static const char *const tag_names[GPUSLEEP_NR_TAGS] = {
-	"weights",
-	"kv_cache",
+static const struct gpusleep_tags default_tags = {
+	.nr_tags = GPUSLEEP_NR_TAGS,
+	.tags = {
+		{ .name = "weights", .kind = GPUSLEEP_TAG_KIND_MEMORY },
+		{ .name = "kv_cache", .kind = GPUSLEEP_TAG_KIND_KV_CACHE },
+	},
 };
+
+/* The name of one-bit tag in decl, or NULL. */
+static const char *decl_name(const struct gpusleep_tags *decl, uint32_t tag)
+{
+	uint32_t n = decl->nr_tags < GPUSLEEP_MAX_TAGS ? decl->nr_tags :
+							 GPUSLEEP_MAX_TAGS;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (tag == (1U << i))
+			return decl->tags[i].name;
+	return NULL;
+}
 
 const char *gs_tag_name(uint32_t tag)
 {
-	for (unsigned int i = 0; i < GPUSLEEP_NR_TAGS; i++)
-		if (tag == (1U << i))
-			return tag_names[i];
-	return NULL;
+	return decl_name(&default_tags, tag);
 }
 
 int gs_tags_parse(const char *s, uint32_t *tags)
 {
-	uint32_t t = 0;
+	return gs_tags_parse_in(NULL, s, tags);
+}
+
+int gs_tags_parse_in(const struct gpusleep_tags *decl, const char *s,
+		     uint32_t *tags)
+{
+	uint32_t t = 0, n;
 	const char *p = s;
 
+	if (!decl)
+		decl = &default_tags;
+	n = decl->nr_tags < GPUSLEEP_MAX_TAGS ? decl->nr_tags :
+						GPUSLEEP_MAX_TAGS;
 	if (!s)
 		return -EINVAL;
 	while (*p == ' ' || *p == '\t')
@@ -354,7 +395,7 @@ int gs_tags_parse(const char *s, uint32_t *tags)
 	}
 	for (;;) {
 		const char *start, *end;
-		size_t n;
+		size_t len;
 		bool found = false;
 
 		while (*p == ' ' || *p == '\t')
@@ -365,14 +406,16 @@ int gs_tags_parse(const char *s, uint32_t *tags)
 		end = p;
 		while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
 			end--;
-		n = (size_t)(end - start);
-		if (n == 3 && !strncmp(start, "all", 3)) {
-			t |= GPUSLEEP_TAG_ALL;
+		len = (size_t)(end - start);
+		if (len == 3 && !strncmp(start, "all", 3)) {
+			t |= n ? (uint32_t)((1ULL << n) - 1) : 0;
 			found = true;
 		}
-		for (unsigned int i = 0; !found && i < GPUSLEEP_NR_TAGS; i++) {
-			if (strlen(tag_names[i]) == n &&
-			    !strncmp(start, tag_names[i], n)) {
+		for (uint32_t i = 0; !found && i < n; i++) {
+			const char *name = decl->tags[i].name;
+
+			if (strnlen(name, GPUSLEEP_TAG_NAME_LEN) == len &&
+			    !strncmp(start, name, len)) {
 				t |= 1U << i;
 				found = true;
 			}
@@ -389,6 +432,12 @@ int gs_tags_parse(const char *s, uint32_t *tags)
 
 int gs_tags_format(uint32_t tags, char *buf, size_t len)
 {
+	return gs_tags_format_in(NULL, tags, buf, len);
+}
+
+int gs_tags_format_in(const struct gpusleep_tags *decl, uint32_t tags,
+		      char *buf, size_t len)
+{
 	size_t off = 0;
 	bool trunc = false;
 
@@ -402,12 +451,13 @@ int gs_tags_format(uint32_t tags, char *buf, size_t len)
 
 		if (!(tags & (1U << i)))
 			continue;
-		name = gs_tag_name(1U << i);
+		name = decl_name(decl ? decl : &default_tags, 1U << i);
 		if (!name) {
 			snprintf(unk, sizeof(unk), "0x%x", 1U << i);
 			name = unk;
 		}
-		n = snprintf(buf + off, len - off, "%s%s", off ? "," : "", name);
+		n = snprintf(buf + off, len - off, "%s%.*s", off ? "," : "",
+			     GPUSLEEP_TAG_NAME_LEN, name);
 		if (n < 0 || (size_t)n >= len - off) {
 			buf[off] = 0;	/* whole names only */
 			trunc = true;

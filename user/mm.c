@@ -90,12 +90,12 @@ struct gs_mm {
 	void **fence_streams;	/* declared engine streams; none: context */
 	unsigned int nfence;
 	pthread_mutex_t lock;
-	struct tag tags[GPUSLEEP_NR_TAGS];
+	struct tag tags[GPUSLEEP_MAX_TAGS];
 };
 
 static int tag_index(uint32_t tag)
 {
-	for (int i = 0; i < GPUSLEEP_NR_TAGS; i++)
+	for (int i = 0; i < GPUSLEEP_MAX_TAGS; i++)
 		if (tag == (1U << i))
 			return i;
 	return -1;
@@ -126,7 +126,7 @@ int gs_mm_new(struct gs_backend *b, struct gs_mm **out)
 	mm->b = b;
 	mm->gran = gran;
 	pthread_mutex_init(&mm->lock, NULL);
-	for (int i = 0; i < GPUSLEEP_NR_TAGS; i++) {
+	for (int i = 0; i < GPUSLEEP_MAX_TAGS; i++) {
 		mm->tags[i].policy = GS_MM_DISCARD;
 		mm->tags[i].first_chunk = GS_MM_CHUNK_DEFAULT;
 		mm->tags[i].next_chunk = GS_MM_CHUNK_DEFAULT;
@@ -226,7 +226,7 @@ void gs_mm_destroy(struct gs_mm *mm)
 		return;
 	/* nothing is unmapped under the engine's kernels, even now */
 	mm_fence(mm);
-	for (int i = 0; i < GPUSLEEP_NR_TAGS; i++) {
+	for (int i = 0; i < GPUSLEEP_MAX_TAGS; i++) {
 		struct tag *t = &mm->tags[i];
 		struct chunk *c, *n;
 
@@ -488,7 +488,7 @@ static struct chunk *find_chunk(struct gs_mm *mm, const void *ptr,
 {
 	const char *p = ptr;
 
-	for (int i = 0; i < GPUSLEEP_NR_TAGS; i++) {
+	for (int i = 0; i < GPUSLEEP_MAX_TAGS; i++) {
 		struct chunk **pp = &mm->tags[i].chunks;
 
 		for (; *pp; pp = &(*pp)->next) {
@@ -632,12 +632,12 @@ int gs_mm_trim(struct gs_mm *mm, uint32_t tags, uint64_t *bytes)
 	uint64_t sum = 0;
 	int ret;
 
-	if (tags & ~(uint32_t)GPUSLEEP_TAG_ALL)
+	if (tags & ~(uint32_t)((1ULL << GPUSLEEP_MAX_TAGS) - 1))
 		return -EINVAL;
 	pthread_mutex_lock(&mm->lock);
 	ret = mm_fence(mm);
 	if (!ret)
-		for (int i = 0; i < GPUSLEEP_NR_TAGS; i++)
+		for (int i = 0; i < GPUSLEEP_MAX_TAGS; i++)
 			if (!tags || (tags & (1U << i)))
 				sum += tag_trim(mm, &mm->tags[i]);
 	pthread_mutex_unlock(&mm->lock);

@@ -13,9 +13,14 @@
  *   with torch.cuda.use_mem_pool(pool):
  *       model = load_model()
  *
- * gpusleep_malloc_weights / gpusleep_malloc_kv_cache allocate in their
- * tag whatever thread calls them; gpusleep_malloc allocates in the calling
- * thread's tag (gpusleep_set_tag, per thread, "weights" until set).
+ * gpusleep_malloc_tag0 .. gpusleep_malloc_tag7 allocate in the tag of that
+ * bit whatever thread calls them (gpusleep_malloc_weights and
+ * gpusleep_malloc_kv_cache are tag0 and tag1, the default declaration's);
+ * gpusleep_malloc allocates in the calling thread's tag (gpusleep_set_tag,
+ * per thread, tag 0 until set). Tag names are those of the declaration the
+ * engine makes its domain with, told to the allocator by
+ * gpusleep_declare_tags("weights,kv_cache,cuda_graph") before the first
+ * allocation (default: weights,kv_cache).
  * A NULL return is an out-of-memory for PyTorch's caching allocator, which
  * frees its cached blocks, retries and raises torch.OutOfMemoryError.
  *
@@ -23,10 +28,12 @@
  * allocation's device. Environment:
  *   GPUSLEEP_BACKEND      "cuda" (default) or "host" (tests, no GPU)
  *   GPUSLEEP_BACKUP_TAGS  tags backed up to host memory on release
- *                         (default "weights"; "" = discard everything)
+ *                         (default the first tag, "weights"; "" =
+ *                         discard everything)
  *   GPUSLEEP_CUDA_LIB     the libcuda to dlopen (default "libcuda.so.1")
- * Allocations made before any gpusleep_set_tag() go to "weights", so they
- * are kept (backed up) across sleep, never silently discarded.
+ * Allocations made before any gpusleep_set_tag() go to the first tag
+ * ("weights"), so they are kept (backed up) across sleep, never silently
+ * discarded.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -41,12 +48,57 @@ static pthread_mutex_t torch_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gs_mm *torch_mm;
 static int torch_device = -1;
 static struct gs_agent *torch_agent;
-/* the calling thread's tag for gpusleep_malloc; 0 = weights */
+/* the calling thread's tag for gpusleep_malloc; 0 = the first tag */
 static _Thread_local uint32_t thread_tag;
+/* the names the engine declares its tags with (gpusleep_declare_tags) */
+static struct gpusleep_tags torch_decl = {
+	.nr_tags = GPUSLEEP_NR_TAGS,
+	.tags = { { .name = "weights" }, { .name = "kv_cache" } },
+};
 
 static uint32_t cur_tag(void)
 {
-	return thread_tag ? thread_tag : GPUSLEEP_TAG_WEIGHTS;
+	return thread_tag ? thread_tag : 1U;
+}
+
+/*
+ * The tags' names, in the order of the engine's declaration ("a,b,c"),
+ * before the first allocation. -EINVAL: a bad list; -EBUSY: too late.
+ */
+int gpusleep_declare_tags(const char *names)
+{
+	struct gpusleep_tags d;
+	const char *p = names;
+	int ret = 0;
+
+	memset(&d, 0, sizeof(d));
+	for (; p; p++) {
+		size_t n = strcspn(p, ",");
+
+		if (!n || n >= GPUSLEEP_TAG_NAME_LEN ||
+		    d.nr_tags == GPUSLEEP_MAX_TAGS) {
+			fprintf(stderr, "gpusleep: declare_tags(\"%s\"): want 1 to %d names of at most %d characters, joined by ','\n",
+				names, GPUSLEEP_MAX_TAGS,
+				GPUSLEEP_TAG_NAME_LEN - 1);
+			return -EINVAL;
+		}
+		memcpy(d.tags[d.nr_tags++].name, p, n);
+		p += n;
+		if (!*p)
+			break;
+	}
+	if (!names)
+		return -EINVAL;
+	pthread_mutex_lock(&torch_lock);
+	if (torch_mm)
+		ret = -EBUSY;
+	else
+		torch_decl = d;
+	pthread_mutex_unlock(&torch_lock);
+	if (ret)
+		fprintf(stderr, "gpusleep: declare_tags(\"%s\"): memory is allocated already\n",
+			names);
+	return ret;
 }
 
 static int mm_init(int device)
@@ -54,10 +106,10 @@ static int mm_init(int device)
 	const char *kind = getenv("GPUSLEEP_BACKEND");
 	const char *backup = getenv("GPUSLEEP_BACKUP_TAGS");
 	struct gs_backend *b;
-	uint32_t keep = GPUSLEEP_TAG_WEIGHTS;
+	uint32_t keep = 1U;	/* the first tag */
 	int ret = 0;
 
-	if (backup && gs_tags_parse(backup, &keep)) {
+	if (backup && gs_tags_parse_in(&torch_decl, backup, &keep)) {
 		fprintf(stderr, "gpusleep: GPUSLEEP_BACKUP_TAGS=\"%s\": unknown tag\n",
 			backup);
 		return -EINVAL;
@@ -83,7 +135,7 @@ static int mm_init(int device)
 		fprintf(stderr, "gpusleep: memory manager: %s\n", strerror(-ret));
 		return ret;
 	}
-	for (unsigned int i = 0; i < GPUSLEEP_NR_TAGS; i++) {
+	for (unsigned int i = 0; i < torch_decl.nr_tags; i++) {
 		uint32_t t = 1U << i;
 
 		gs_mm_set_policy(torch_mm, t, keep & t ? GS_MM_BACKUP : GS_MM_DISCARD, 0);
@@ -111,9 +163,13 @@ static void *torch_malloc(uint32_t tag, ssize_t size, int device)
 	if (ret)
 		return NULL;
 	p = gs_mm_alloc(torch_mm, tag, (size_t)size);
-	if (!p)
+	if (!p) {
+		char name[GPUSLEEP_TAG_NAME_LEN + 8];
+
+		gs_tags_format_in(&torch_decl, tag, name, sizeof(name));
 		fprintf(stderr, "gpusleep: allocating %zd bytes (tag %s): %s\n",
-			size, gs_tag_name(tag), strerror(errno));
+			size, name, strerror(errno));
+	}
 	return p;
 }
 
@@ -135,6 +191,22 @@ void *gpusleep_malloc_kv_cache(ssize_t size, int device, void *stream)
 	return torch_malloc(GPUSLEEP_TAG_KV_CACHE, size, device);
 }
 
+/* One entry point per tag bit: a MemPool's allocator names one. */
+#define GS_MALLOC_TAG(i)						\
+void *gpusleep_malloc_tag##i(ssize_t size, int device, void *stream)	\
+{									\
+	(void)stream;							\
+	return torch_malloc(1U << (i), size, device);			\
+}
+GS_MALLOC_TAG(0)
+GS_MALLOC_TAG(1)
+GS_MALLOC_TAG(2)
+GS_MALLOC_TAG(3)
+GS_MALLOC_TAG(4)
+GS_MALLOC_TAG(5)
+GS_MALLOC_TAG(6)
+GS_MALLOC_TAG(7)
+
 void gpusleep_free(void *ptr, ssize_t size, int device, void *stream)
 {
 	int ret;
@@ -149,15 +221,20 @@ void gpusleep_free(void *ptr, ssize_t size, int device, void *stream)
 			strerror(-ret));
 }
 
-/* One tag name ("weights" or "kv_cache"): the tag of this thread's later
+/* One declared tag's name: the tag of this thread's later
  * gpusleep_malloc() allocations. */
 int gpusleep_set_tag(const char *tag)
 {
 	uint32_t t;
 
-	if (!tag || gs_tags_parse(tag, &t) || !gs_tag_name(t)) {
-		fprintf(stderr, "gpusleep: set_tag(\"%s\"): want one of weights, kv_cache\n",
-			tag ? tag : "(null)");
+	if (!tag || gs_tags_parse_in(&torch_decl, tag, &t) || !t ||
+	    (t & (t - 1))) {
+		char all[GPUSLEEP_MAX_TAGS * GPUSLEEP_TAG_NAME_LEN];
+
+		gs_tags_format_in(&torch_decl, (1U << torch_decl.nr_tags) - 1,
+				  all, sizeof(all));
+		fprintf(stderr, "gpusleep: set_tag(\"%s\"): want one of %s\n",
+			tag ? tag : "(null)", all);
 		return -EINVAL;
 	}
 	thread_tag = t;

@@ -30,7 +30,10 @@ DOMAIN = {
     "kv_release_allowed": "1", "op_in_flight": "0", "releases": "1",
     "resumes": "0", "failures": "0", "cancels": "0", "timeouts": "0",
     "last_error": "none", "last_release_us": "42022", "last_resume_us": "0",
-    "bytes_weights": "4096", "bytes_kv_cache": "0",
+    "tags": "weights,kv_cache,cuda_graph",
+    "tag_kinds": "memory,kv_cache,memory",
+    "tag_bytes_released": "4096,0,0", "tag_freed_bytes": "0,0,0",
+    "tag_generations": "0,0,3",
 }
 
 
@@ -86,7 +89,7 @@ def main():
     if not os.access(CTL, os.X_OK):
         print("1..0 # SKIP %s not built" % CTL)
         return 0
-    print("1..17")
+    print("1..19")
     t = Tap()
     tmp = tempfile.mkdtemp(prefix="gs-exporter-")
     sysfs = os.path.join(tmp, "sys")
@@ -101,7 +104,7 @@ def main():
     write_domain(sysfs, 3)
     write_domain(sysfs, 4, name='a"b', gpu="41:00.0", state="awake",
                  released_tags="", releases="0", last_release_us="0",
-                 bytes_weights="0")
+                 tag_bytes_released="0,0,0")
     env = dict(os.environ, GPUSLEEP_SYSFS=sysfs, GPUSLEEP_MODULE_PARAMS=params)
 
     def ctl(*args, **kw):
@@ -135,8 +138,25 @@ def main():
             "gpusleep_step_timeout_seconds 10" in lines and
             not any(ln.startswith("gpusleep_op_in_flight") for ln in lines),
             r.stdout)
+    lab = '{domain="3",name="llm0",tag="cuda_graph"}'
+    t.check("metrics: one sample per tag the domain declared, by its name",
+            "gpusleep_released_bytes" + lab + " 0" in lines and
+            'gpusleep_released_bytes{domain="3",name="llm0",tag="weights"}'
+            " 4096" in lines and
+            "gpusleep_tag_released" + lab + " 0" in lines and
+            "gpusleep_tag_generation_total" + lab + " 3" in lines,
+            r.stdout)
     st = json.loads(ctl("status", "3", "--json").stdout or "{}")
     txt = ctl("status", "3").stdout
+    t.check("status: the declared tags, their kinds and per-tag numbers",
+            st.get("tags") == ["weights", "kv_cache", "cuda_graph"] and
+            st.get("tag_kinds") == ["memory", "kv_cache", "memory"] and
+            st.get("bytes") == {"weights": 4096, "kv_cache": 0,
+                                "cuda_graph": 0} and
+            st.get("generation", {}).get("cuda_graph") == 3 and
+            "tags weights,kv_cache,cuda_graph" in txt and
+            "released bytes: weights 4096, kv_cache 0, cuda_graph 0" in txt,
+            (st, txt))
     t.check("status: never as JSON null and text 'never'",
             st.get("last_resume_us", 0) is None and
             st.get("last_release_us") == 42022 and

@@ -121,6 +121,31 @@ TEST(tags_parse)
 	EXPECT_EQ(-EINVAL, gs_tags_parse(NULL, &(uint32_t){0}));
 }
 
+/* Names in a domain's own declaration (GET_TAGS). */
+TEST(tags_in_a_declaration)
+{
+	struct gpusleep_tags d = {
+		.nr_tags = 3,
+		.tags = { { .name = "weights" }, { .name = "cuda_graph" },
+			  { .name = "kv_cache" } },
+	};
+	char buf[64];
+	uint32_t t = 0;
+
+	EXPECT_EQ(0, gs_tags_parse_in(&d, "kv_cache,cuda_graph", &t));
+	EXPECT_EQ(0x6, t);
+	EXPECT_EQ(0, gs_tags_parse_in(&d, "all", &t));
+	EXPECT_EQ(0x7, t);
+	EXPECT_EQ(-EINVAL, gs_tags_parse_in(&d, "graph", &t));
+	EXPECT_EQ(0x7, t);	/* untouched on error */
+	EXPECT_EQ(0, gs_tags_parse_in(NULL, "kv_cache", &t));
+	EXPECT_EQ(GPUSLEEP_TAG_KV_CACHE, t);	/* NULL: the default */
+	EXPECT_LT(0, gs_tags_format_in(&d, 0x2 | 0x8, buf, sizeof(buf)));
+	EXPECT_STREQ("cuda_graph,0x8", buf);
+	EXPECT_LT(0, gs_tags_format_in(&d, 0x7, buf, sizeof(buf)));
+	EXPECT_STREQ("weights,cuda_graph,kv_cache", buf);
+}
+
 TEST(tags_format)
 {
 	char buf[64];

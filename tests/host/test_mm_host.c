@@ -478,8 +478,24 @@ TEST_F(mm, free_while_paused_and_bad_frees)
 	EXPECT_EQ(-EINVAL, gs_mm_pause(self->mm, GPUSLEEP_TAG_ALL, &bytes));
 	EXPECT_EQ(-EINVAL, gs_mm_set_policy(self->mm, 0, GS_MM_BACKUP, 0));
 	errno = 0;
-	EXPECT_EQ(NULL, gs_mm_alloc(self->mm, 1U << 5, 10));
+	EXPECT_EQ(NULL, gs_mm_alloc(self->mm, 1U << GPUSLEEP_MAX_TAGS, 10));
 	EXPECT_EQ(EINVAL, errno);
+}
+
+/* A domain may declare up to GPUSLEEP_MAX_TAGS tags: each bit is a tag. */
+TEST_F(mm, every_declarable_tag_bit)
+{
+	uint32_t last = 1U << (GPUSLEEP_MAX_TAGS - 1);
+	uint64_t bytes = 0;
+	void *p;
+
+	p = gs_mm_alloc(self->mm, last, 4096);
+	ASSERT_NE(NULL, p);
+	EXPECT_EQ(last, gs_mm_tag_of(self->mm, p));
+	ASSERT_EQ(0, gs_mm_pause(self->mm, last, &bytes));
+	EXPECT_LE(4096, bytes);
+	ASSERT_EQ(0, gs_mm_resume(self->mm, last, &bytes));
+	EXPECT_EQ(0, gs_mm_free(self->mm, p));
 }
 
 /* ------------------------------------------------------------------ */

@@ -195,10 +195,14 @@ with tms.region(tag="kv_cache"):
     k = L.gpusleep_malloc(SIZE, 0, None)
     th = threading.Thread(target=alloc_other)
     th.start(); th.join()
-    with tms.region(tag="cuda_graph"):          # alias: weights
+    with tms.region(tag="cuda_graph"):          # a tag of its own: bit 2
         g = L.gpusleep_malloc(4096, 0, None)
+    with tms.region(tag="default"):             # torch_memory_saver's
+        dflt = L.gpusleep_malloc(4096, 0, None)
 mm = L.gpusleep_mm()
-assert L.gs_mm_tag_of(mm, w) == 1 and L.gs_mm_tag_of(mm, g) == 1
+assert tms.tags == ["weights", "kv_cache", "cuda_graph"], tms.tags
+assert L.gs_mm_tag_of(mm, w) == 1 and L.gs_mm_tag_of(mm, g) == 4
+assert L.gs_mm_tag_of(mm, dflt) == 1
 assert L.gs_mm_tag_of(mm, k) == 2 and L.gs_mm_tag_of(mm, other["p"]) == 1
 # a later region asking no backup does not drop the weights' backup
 with tms.region(tag="weights", enable_cpu_backup=False):
@@ -209,8 +213,9 @@ pat = bytes(range(251)) * (SIZE // 251) + bytes(SIZE % 251)
 ctypes.memmove(w, pat, SIZE)
 ctypes.memset(k, 0xcd, SIZE)
 r = tms.pause()
-assert set(r) == {"weights", "kv_cache"}, r
-for t in r:
+assert list(r) == ["weights", "kv_cache", "cuda_graph"], r
+assert r["cuda_graph"]["status"] == 0 and r["cuda_graph"]["bytes"] >= 4096
+for t in ("weights", "kv_cache"):
     assert r[t]["status"] == 0 and r[t]["bytes"] >= SIZE, r
     assert r[t]["measured"], r
     # the host backend's "device memory" is the process's RSS
@@ -252,10 +257,12 @@ class _Alloc:
         self.alloc_fn = alloc_fn
     def allocator(self):
         return self
+_pools = {}
 class MemPool:
     def __init__(self, allocator=None):
         self.allocator = allocator
         self.id = (0, next(_ids))
+        _pools[self.id] = self
 class _Memory:
     CUDAPluggableAllocator = _Alloc
 class CUDAGraph:
@@ -280,8 +287,15 @@ class cuda:
     @staticmethod
     @contextlib.contextmanager
     def graph(g, pool=None, stream=None, capture_error_mode="global"):
+        # a capture allocates from the pool it is given (a private one
+        # of PyTorch's own allocator otherwise)
         cuda.graphs.append((g, pool, capture_error_mode))
-        yield
+        _stack().append(_pools.get(tuple(pool) if pool else None,
+                                   MemPool()))
+        try:
+            yield
+        finally:
+            _stack().pop()
 def empty(nbytes):
     # what the caching allocator does for a new block of the current pool
     pools = _stack()
@@ -312,11 +326,14 @@ assert outside is None, "outside a region: not ours"
 mm = L.gpusleep_mm()
 assert L.gs_mm_tag_of(mm, w) == 1 and L.gs_mm_tag_of(mm, k) == 2
 assert set(tms._pools) == {"weights", "kv_cache"}
-assert tms._allocators["kv_cache"].alloc_fn == "gpusleep_malloc_kv_cache"
+assert tms._allocators["kv_cache"].alloc_fn == "gpusleep_malloc_tag1"
 g = torch.cuda.CUDAGraph()
 with tms.cuda_graph(g, tag="cuda_graph"):
-    pass
-assert torch.cuda.graphs[-1][1] == tms._pools["weights"].id, torch.cuda.graphs
+    gbuf = torch.empty(4096)                 # the graph's own memory
+assert torch.cuda.graphs[-1][1] == tms._pools["cuda_graph"].id, \
+    torch.cuda.graphs
+assert tms._allocators["cuda_graph"].alloc_fn == "gpusleep_malloc_tag2"
+assert L.gs_mm_tag_of(mm, gbuf) == 4, "graph memory in cuda_graph"
 with tms.cuda_graph(g, pool=tms.pool("weights").id):
     pass
 import warnings
@@ -326,7 +343,8 @@ with warnings.catch_warnings(record=True) as caught:
         pass
 assert caught and "not one of gpusleep's pools" in str(caught[0].message)
 r = tms.pause()
-assert r["weights"]["status"] == 0 and r["kv_cache"]["status"] == 0, r
+assert all(r[t]["status"] == 0 for t in tms.tags), r
+assert r["cuda_graph"]["bytes"] >= 4096, r
 tms.resume()
 print("ok")
 """

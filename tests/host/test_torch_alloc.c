@@ -119,4 +119,39 @@ TEST(tag_is_per_thread)
 	gpusleep_free(dflt.p, 4096, 0, NULL);
 }
 
+/* The engine's own tags: names and bits from gpusleep_declare_tags(). */
+TEST(torch_declared_tags)
+{
+	struct gs_mm_tag_info info;
+	char *g, *g2;
+
+	ASSERT_EQ(0, setenv("GPUSLEEP_BACKEND", "host", 1));
+	ASSERT_EQ(0, setenv("GPUSLEEP_BACKUP_TAGS", "weights,cuda_graph", 1));
+	EXPECT_EQ(-EINVAL, gpusleep_declare_tags(""));
+	EXPECT_EQ(-EINVAL, gpusleep_declare_tags("a,,b"));
+	EXPECT_EQ(-EINVAL, gpusleep_declare_tags("a,"));
+	EXPECT_EQ(-EINVAL, gpusleep_declare_tags("a,b,c,d,e,f,g,h,i"));
+	EXPECT_EQ(-EINVAL, gpusleep_declare_tags("sixteen_chars_xx"));
+	EXPECT_EQ(-EINVAL, gpusleep_declare_tags(NULL));
+	/* before a declaration, only the default names exist */
+	EXPECT_EQ(-EINVAL, gpusleep_set_tag("cuda_graph"));
+	ASSERT_EQ(0, gpusleep_declare_tags("weights,kv_cache,cuda_graph"));
+	ASSERT_EQ(0, gpusleep_set_tag("cuda_graph"));
+	g = gpusleep_malloc(4096, 0, NULL);
+	ASSERT_NE(NULL, g);
+	EXPECT_EQ(1U << 2, gs_mm_tag_of(gpusleep_mm(), g));
+	g2 = gpusleep_malloc_tag2(4096, 0, NULL);
+	ASSERT_NE(NULL, g2);
+	EXPECT_EQ(1U << 2, gs_mm_tag_of(gpusleep_mm(), g2));
+	ASSERT_EQ(0, gs_mm_tag_info(gpusleep_mm(), 1U << 2, &info));
+	EXPECT_EQ(GS_MM_BACKUP, info.policy);	/* named in BACKUP_TAGS */
+	ASSERT_EQ(0, gs_mm_tag_info(gpusleep_mm(), GPUSLEEP_TAG_KV_CACHE,
+				    &info));
+	EXPECT_EQ(GS_MM_DISCARD, info.policy);
+	/* memory is filed by bit: too late to rename */
+	EXPECT_EQ(-EBUSY, gpusleep_declare_tags("a,b"));
+	gpusleep_free(g, 4096, 0, NULL);
+	gpusleep_free(g2, 4096, 0, NULL);
+}
+
 TEST_HARNESS_MAIN

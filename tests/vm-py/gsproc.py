@@ -39,11 +39,16 @@ def out(*words):
 def engine(argv):
     name = argv[0]
     hold = "--hold" in argv
+    # --tags a,b:kv_cache,c: a declaration (name or name:kind)
+    tags = None
+    if "--tags" in argv:
+        tags = [tuple(t.split(":")) if ":" in t else t
+                for t in argv[argv.index("--tags") + 1].split(",")]
     # shared: the tests run the agent in a process of its own
     eng = gsengine.Engine(name, gpu="vm-py",
                           prefix_caching="--prefix-caching" in argv,
                           prefix_cache_reset="--no-reset" not in argv,
-                          shared=True)
+                          shared=True, tags=tags)
     st = {"hold": hold}
 
     def drain(tags, abort):
@@ -94,7 +99,8 @@ def pattern(n):
 
 def agent(argv):
     dom, mib = int(argv[0]), int(argv[1])
-    backend = argv[2] if len(argv) > 2 else "host"
+    backend = argv[2] if len(argv) > 2 and not argv[2].startswith("--") \
+        else "host"
     mm = gsagent.MemoryManager(backend)
     mm.set_policy("weights", backup=True)
     mm.set_policy("kv_cache", backup=False)
@@ -105,6 +111,9 @@ def agent(argv):
     w.view[:] = want
     k.view[:] = b"\xab" * size
     a = gsagent.Agent(dom, mm)
+    # --graph: 1 MiB in cuda_graph, a tag the domain declared (by name:
+    # the memory manager names tags as the domain does once attached)
+    g = mm.alloc("cuda_graph", MiB) if "--graph" in argv else None
     out("ready", mm.backend)
     for line in sys.stdin:
         c = line.split()
@@ -126,6 +135,8 @@ def agent(argv):
             out("stats", s["events"], s["pauses"], s["resumes"],
                 s["failures"])
     a.close()
+    if g is not None:
+        mm.free(g)
     mm.close()
     return 0
 

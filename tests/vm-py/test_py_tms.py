@@ -24,7 +24,7 @@ import gpusleep.torch_memory_saver as tms_module
 
 NAME = f"pytms{os.getpid()}"
 SIZE = 4 << 20
-TESTS = ["enabled; unknown tag refused, aliases map",
+TESTS = ["enabled; unknown tag refused, cuda_graph declared, aliases map",
          "region tags allocations and sets the policies",
          "the agent serves the domain after the first region",
          "pause() releases every tag through the module",
@@ -49,8 +49,10 @@ def enabled():
     with raises_ctx(gpusleep.InvalidRequest):
         with tms.region(tag="bogus"):
             pass
-    # SGLang's graph tag and TMS's default tag live with the weights
-    check(tms._tag("cuda_graph") == "weights", "cuda_graph alias")
+    # SGLang's graph tag is a tag of the domain's own; TMS's default tag
+    # is the weights
+    check(tms.tags == ["weights", "kv_cache", "cuda_graph"], repr(tms.tags))
+    check(tms._tag("cuda_graph") == "cuda_graph", "cuda_graph declared")
     check(tms._tag("default") == "weights", "default alias")
     tms.tag_aliases["graph2"] = "kv_cache"
     check(tms._tag("graph2") == "kv_cache", "alias")
@@ -85,13 +87,16 @@ def regions():
         with tms.region(tag="weights", enable_cpu_backup=True):
             w2 = L.gpusleep_malloc(4096, 0, None)
         k2 = L.gpusleep_malloc(4096, 0, None)	# back to the outer tag
-    check(w and k and w2 and k2, "allocations")
+    with tms.region(tag="cuda_graph"):
+        g = L.gpusleep_malloc(4096, 0, None)
+    check(w and k and w2 and k2 and g, "allocations")
     mm = L.gpusleep_mm()
     tag_of = L.gs_mm_tag_of
     check(tag_of(mm, w) == _lib.TAG_WEIGHTS and tag_of(mm, w2) ==
           _lib.TAG_WEIGHTS, "weights tagged")
     check(tag_of(mm, k) == _lib.TAG_KV_CACHE and tag_of(mm, k2) ==
           _lib.TAG_KV_CACHE, "kv tagged")
+    check(tag_of(mm, g) == 1 << 2, "cuda_graph tagged: bit 2")
     for t, pol in ((_lib.TAG_WEIGHTS, _lib.GS_MM_BACKUP),
                    (_lib.TAG_KV_CACHE, _lib.GS_MM_DISCARD)):
         info = _lib.gs_mm_tag_info()
@@ -112,9 +117,9 @@ def agent_up():
 
 def pause_all():
     r = tms.pause()
-    check(r.ok and r.tags == ["weights", "kv_cache"], repr(r))
-    check(r.bytes["weights"] >= SIZE and r.bytes["kv_cache"] >= SIZE,
-          repr(r.bytes))
+    check(r.ok and r.tags == ["weights", "kv_cache", "cuda_graph"], repr(r))
+    check(r.bytes["weights"] >= SIZE and r.bytes["kv_cache"] >= SIZE and
+          r.bytes["cuda_graph"] >= 4096, repr(r.bytes))
     # what the agent measured: the memory came free (host backend: RSS)
     for t in ("weights", "kv_cache"):
         lr = tms.last_result(t)
@@ -122,10 +127,10 @@ def pause_all():
               lr["mm"]["measured"] and not lr["mm"]["shortfall"] and
               lr["mm"]["bytes"] == r.bytes[t], repr(lr))
     ev = S["events"]
-    check(ev[:2] == [("drain", ("weights", "kv_cache")), ("reset",)],
-          repr(ev))
+    check(ev[:2] == [("drain", ("weights", "kv_cache", "cuda_graph")),
+                     ("reset",)], repr(ev))
     st = S["ctl"].state()
-    check(st.released == ["weights", "kv_cache"], repr(st))
+    check(st.released == ["weights", "kv_cache", "cuda_graph"], repr(st))
     check(gpusleep.is_sleeping(NAME), "a trainer sees it sleeping")
     e = raises(gpusleep.AlreadyReleased, tms.pause, "weights")
     check(e.tags == ["weights"], repr(e.tags))
@@ -135,13 +140,14 @@ def resume_weights():
     r = tms.resume("weights")
     check(r.ok and r.tags == ["weights"], repr(r))
     check(S["w"].tobytes() == S["want"], "weights identical")
-    check(S["ctl"].state().released == ["kv_cache"], "kv still released")
+    check(S["ctl"].state().released == ["kv_cache", "cuda_graph"],
+          "kv and the graph still released")
     check(("sched",) not in S["events"], "scheduling resumed too early")
 
 
 def resume_rest():
     r = tms.resume()
-    check(r.ok and r.tags == ["kv_cache"], repr(r))
+    check(r.ok and r.tags == ["kv_cache", "cuda_graph"], repr(r))
     check(S["k"].tobytes() == bytes(SIZE), "KV zero")
     check(("repair",) in S["events"] and ("sched",) in S["events"],
           repr(S["events"]))
@@ -177,10 +183,12 @@ def trainer_proc():
         S["k"][:] = b"\xcd" * SIZE
         t = Proc("trainer", NAME, "release", "-")
         w = t.expect("result ")
-        check(w[:3] == ["release", "weights,kv_cache", "0"], repr(w))
+        check(w[:3] == ["release", "weights,kv_cache,cuda_graph", "0"],
+              repr(w))
         t.close()
         t = Proc("trainer", NAME, "resume", "-")
-        check(t.expect("result ")[:3] == ["resume", "weights,kv_cache", "0"],
+        check(t.expect("result ")[:3] == ["resume",
+                                          "weights,kv_cache,cuda_graph", "0"],
               "resume")
         t.close()
     finally:

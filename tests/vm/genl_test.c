@@ -350,12 +350,23 @@ TEST_F(nl, unknown_attribute_rejected)
 	EXPECT_EQ(-EINVAL, nl_call(self->sk, &r, NULL, 0));
 }
 
-TEST_F(nl, release_bad_tags_rejected)
+/* A tag the domain did not declare: a reply with reason invalid, named. */
+TEST_F(nl, release_undeclared_tag_refused)
 {
+	struct nlattr *tb[NL_MAX_ATTR];
+	struct gpusleep_state st;
 	char out[NL_BUF];
 
-	EXPECT_EQ(-EINVAL, nl_op(self->sk, self->family, GPUSLEEP_CMD_RELEASE,
-				 self->id, 1u << 7, out, sizeof(out)));
+	ASSERT_EQ(0, nl_op(self->sk, self->family, GPUSLEEP_CMD_RELEASE,
+			   self->id, W | (1u << 7), out, sizeof(out)));
+	nl_parse_genl(tb, (void *)out);
+	EXPECT_EQ(0, nla_u64(tb[GPUSLEEP_A_OP_ID]));
+	EXPECT_EQ(-EINVAL, (int32_t)nla_u32(tb[GPUSLEEP_A_ERROR]));
+	EXPECT_EQ(GPUSLEEP_R_INVALID, nla_u32(tb[GPUSLEEP_A_REASON]));
+	EXPECT_EQ(1u << 7, nla_u32(tb[GPUSLEEP_A_BAD_TAGS]));
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(GPUSLEEP_S_AWAKE, st.state);
+	EXPECT_EQ(0, st.last_op_id);
 }
 
 TEST_F(nl, notification_command_not_requestable)

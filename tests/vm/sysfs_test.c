@@ -126,8 +126,11 @@ TEST_F(sys, initial_values)
 	EXPECT_TRUE(sysfs_is(self->id, "last_error", "none"));
 	EXPECT_TRUE(sysfs_is(self->id, "last_release_us", "0"));
 	EXPECT_TRUE(sysfs_is(self->id, "last_resume_us", "0"));
-	EXPECT_TRUE(sysfs_is(self->id, "bytes_weights", "0"));
-	EXPECT_TRUE(sysfs_is(self->id, "bytes_kv_cache", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "tags", "weights,kv_cache"));
+	EXPECT_TRUE(sysfs_is(self->id, "tag_kinds", "memory,kv_cache"));
+	EXPECT_TRUE(sysfs_is(self->id, "tag_bytes_released", "0,0"));
+	EXPECT_TRUE(sysfs_is(self->id, "tag_freed_bytes", "0,0"));
+	EXPECT_TRUE(sysfs_is(self->id, "tag_generations", "0,0"));
 }
 
 TEST_F(sys, files_are_read_only_for_all)
@@ -136,11 +139,11 @@ TEST_F(sys, files_are_read_only_for_all)
 		"id", "name", "gpu", "owner_uid", "owner_pid", "state",
 		"released_tags", "unconfirmed_tags", "shortfall_tags",
 		"drain_pending", "agent_attached", "shortfalls",
-		"freed_bytes_weights", "freed_bytes_kv_cache",
+		"tags", "tag_kinds", "tag_bytes_released", "tag_freed_bytes",
+		"tag_generations",
 		"kv_release_allowed", "op_in_flight", "releases", "resumes",
 		"failures", "cancels", "timeouts", "last_error",
-		"last_release_us", "last_resume_us", "bytes_weights",
-		"bytes_kv_cache",
+		"last_release_us", "last_resume_us",
 	};
 	char path[256];
 	struct stat st;
@@ -175,14 +178,13 @@ TEST_F(sys, values_follow_a_cycle)
 	/* kv_cache's pause is out: maybe released is released. */
 	EXPECT_TRUE(sysfs_is(self->id, "released_tags", "weights,kv_cache"));
 	EXPECT_TRUE(sysfs_is(self->id, "unconfirmed_tags", "kv_cache"));
-	EXPECT_TRUE(sysfs_is(self->id, "bytes_weights", "4096"));
-	EXPECT_TRUE(sysfs_is(self->id, "bytes_kv_cache", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "tag_bytes_released", "4096,0"));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, KV, 0,
 				    8192));
 	EXPECT_TRUE(sysfs_is(self->id, "state", "released"));
 	EXPECT_TRUE(sysfs_is(self->id, "released_tags", "weights,kv_cache"));
 	EXPECT_TRUE(sysfs_is(self->id, "unconfirmed_tags", ""));
-	EXPECT_TRUE(sysfs_is(self->id, "bytes_kv_cache", "8192"));
+	EXPECT_TRUE(sysfs_is(self->id, "tag_bytes_released", "4096,8192"));
 	EXPECT_TRUE(sysfs_is(self->id, "op_in_flight", "0"));
 	EXPECT_TRUE(sysfs_is(self->id, "releases", "1"));
 	EXPECT_TRUE(sysfs_is(self->id, "failures", "0"));
@@ -195,7 +197,7 @@ TEST_F(sys, values_follow_a_cycle)
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0,
 				    4096));
 	EXPECT_TRUE(sysfs_is(self->id, "released_tags", "kv_cache"));
-	EXPECT_TRUE(sysfs_is(self->id, "bytes_weights", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "tag_bytes_released", "0,8192"));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, KV, 0,
 				    8192));
 	EXPECT_TRUE(sysfs_is(self->id, "state", "resuming"));
@@ -204,7 +206,7 @@ TEST_F(sys, values_follow_a_cycle)
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
 	EXPECT_TRUE(sysfs_is(self->id, "state", "awake"));
 	EXPECT_TRUE(sysfs_is(self->id, "released_tags", ""));
-	EXPECT_TRUE(sysfs_is(self->id, "bytes_kv_cache", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "tag_bytes_released", "0,0"));
 	EXPECT_TRUE(sysfs_is(self->id, "op_in_flight", "0"));
 	EXPECT_TRUE(sysfs_is(self->id, "resumes", "1"));
 	EXPECT_TRUE(sysfs_is(self->id, "releases", "1"));

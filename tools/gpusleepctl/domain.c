@@ -69,7 +69,16 @@ static int read_u64(const char *dir, const char *name, uint64_t *v)
 
 static size_t str_len(enum field_kind k)
 {
-	return k == K_STATE ? sizeof(fv_STATE) : sizeof(fv_STR);
+	switch (k) {
+	case K_STATE:
+		return sizeof(fv_STATE);
+	case K_TAGS:
+		return sizeof(fv_TAGS);
+	case K_TAGU64:
+		return sizeof(fv_TAGU64);
+	default:
+		return sizeof(fv_STR);
+	}
 }
 
 int domain_load(uint32_t id, struct domain *d)
@@ -87,6 +96,7 @@ int domain_load(uint32_t id, struct domain *d)
 		switch (f->kind) {
 		case K_STR:
 		case K_TAGS:
+		case K_TAGU64:
 		case K_STATE:
 			r = read_attr(dir, f->name, FIELD_PTR(d, f),
 				      str_len(f->kind));
@@ -122,6 +132,24 @@ int has_tag(const char *list, const char *tag)
 			return 1;
 		p += n;
 	}
+	return 0;
+}
+
+int list_item(const char *list, size_t i, char *buf, size_t len)
+{
+	const char *p = list;
+	size_t n;
+
+	if (!*p)
+		return -ENOENT;
+	for (; i; i--) {
+		p = strchr(p, ',');
+		if (!p)
+			return -ENOENT;
+		p++;
+	}
+	n = strcspn(p, ",");
+	snprintf(buf, len, "%.*s", (int)n, p);
 	return 0;
 }
 

@@ -14,6 +14,8 @@
  *
  * kinds:  STR   a string               U64   a number
  *         BOOL  0 or 1                 TAGS  "weights,kv_cache" or empty
+ *         TAGU64 one number per declared tag, "4096,0", in the order
+ *               of the domain's "tags" (JSON: an object by tag name)
  *         OP    an operation id, 0 none
  *         US    a duration in us; "never" (JSON null, no sample) while
  *               the companion counter and the value are both 0
@@ -23,7 +25,8 @@
  *               "unknown": nothing reported)
  * flags:  F_LIST in `list --json`; F_OPT the file may be absent
  * metric: NULL for none. BOOL, OP and TAGS samples are 0/1 (TAGS: one per
- *         tag, label tag="..."); US in seconds. Fields that share a metric
+ *         declared tag, label tag="..."); TAGU64 one per declared tag,
+ *         label tag="..."; US in seconds. Fields that share a metric
  *         name give one sample each, told apart by the metric label.
  */
 #ifndef GPUSLEEPCTL_DOMAIN_H
@@ -40,6 +43,8 @@
 #define GS_DOMAIN_FIELDS(X) \
 X(name, STR, F_LIST, NULL, "name", NULL, NONE, NULL, NULL, NULL, NULL) \
 X(gpu, STR, F_LIST, NULL, "gpu", "\tgpu %s", NONE, NULL, NULL, NULL, NULL) \
+X(tags, TAGS, F_LIST, NULL, "tags", "  tags %s", NONE, NULL, NULL, NULL, NULL) \
+X(tag_kinds, TAGS, 0, NULL, "tag_kinds", " (%s)", NONE, NULL, NULL, NULL, NULL) \
 X(owner_uid, U64, 0, NULL, "owner_uid", "  owner uid %llu", NONE, NULL, NULL, NULL, NULL) \
 X(owner_pid, U64, 0, NULL, "owner_pid", " pid %llu\n", NONE, NULL, NULL, NULL, NULL) \
 X(state, STATE, F_LIST, NULL, "state", "\tstate %s", NONE, "gpusleep_domain_state", NULL, "gauge", "1 for the domain's current state, 0 for the others.") \
@@ -59,19 +64,20 @@ X(shortfalls, U64, F_OPT, "counters", "shortfalls", "  shortfalls %llu\n", NONE,
 X(last_error, STR, 0, NULL, "last_error", "\tlast error %s", NONE, NULL, NULL, NULL, NULL) \
 X(last_release_us, US, 0, NULL, "last_release_us", "  last release %s", releases, "gpusleep_last_release_duration_seconds", NULL, "gauge", "Duration of the newest finished release; no sample if there was none.") \
 X(last_resume_us, US, 0, NULL, "last_resume_us", "  last resume %s\n", resumes, "gpusleep_last_resume_duration_seconds", NULL, "gauge", "Duration of the newest finished resume; no sample if there was none.") \
-X(bytes_weights, U64, 0, "bytes", "weights", "\treleased bytes: weights %llu", NONE, "gpusleep_released_bytes", "tag=\"weights\"", "gauge", "Bytes the agent reported released, per tag.") \
-X(bytes_kv_cache, U64, 0, "bytes", "kv_cache", "  kv_cache %llu\n", NONE, "gpusleep_released_bytes", "tag=\"kv_cache\"", "gauge", "Bytes the agent reported released, per tag.") \
-X(freed_bytes_weights, U64, F_OPT, "freed_bytes", "weights", "\tfreed bytes: weights %llu", NONE, "gpusleep_freed_bytes", "tag=\"weights\"", "gauge", "Device memory the agent saw come free when it released the tag (0: not measured).") \
-X(freed_bytes_kv_cache, U64, F_OPT, "freed_bytes", "kv_cache", "  kv_cache %llu\n", NONE, "gpusleep_freed_bytes", "tag=\"kv_cache\"", "gauge", "Device memory the agent saw come free when it released the tag (0: not measured).") \
+X(tag_bytes_released, TAGU64, 0, NULL, "bytes", "\treleased bytes: %s\n", NONE, "gpusleep_released_bytes", NULL, "gauge", "Bytes the agent reported released, per tag.") \
+X(tag_freed_bytes, TAGU64, 0, NULL, "freed_bytes", "\tfreed bytes: %s\n", NONE, "gpusleep_freed_bytes", NULL, "gauge", "Device memory the agent saw come free when it released the tag (0: not measured).") \
+X(tag_generations, TAGU64, 0, NULL, "generation", "\tgenerations: %s\n", NONE, "gpusleep_tag_generation_total", NULL, "counter", "Times the memory behind the tag was replaced (its backing generation): buffers registered with NCCL or RDMA before the newest must be registered again.") \
 X(resident_bytes, RES, F_OPT, "resident", "bytes", "\tresident %llu bytes", resident_source, "gpusleep_resident_bytes", NULL, "gauge", "Device memory the engine's process still held after its newest pause, as its driver sees it: source process (NVML, its own) or device (cuMemGetInfo, every process on the GPU); no sample when not reported or nothing is released.") \
 X(resident_source, STR, F_OPT, "resident", "source", " (%s)\n", NONE, NULL, NULL, NULL, NULL)
 
 #define GS_STR_LEN	GPUSLEEP_GPU_LEN
 
-enum field_kind { K_STR, K_U64, K_BOOL, K_TAGS, K_OP, K_US, K_STATE, K_RES };
+enum field_kind { K_STR, K_U64, K_BOOL, K_TAGS, K_TAGU64, K_OP, K_US,
+		  K_STATE, K_RES };
 
 typedef char fv_STR[GS_STR_LEN];
-typedef char fv_TAGS[GS_STR_LEN];
+typedef char fv_TAGS[GPUSLEEP_MAX_TAGS * GPUSLEEP_TAG_NAME_LEN + 8];
+typedef char fv_TAGU64[GPUSLEEP_MAX_TAGS * 21 + 8];
 typedef char fv_STATE[16];
 typedef uint64_t fv_U64, fv_BOOL, fv_OP, fv_US, fv_RES;
 
@@ -123,6 +129,11 @@ int field_never(const struct domain *d, const struct field *f);
 
 /* Is tag in the comma list? */
 int has_tag(const char *list, const char *tag);
+/*
+ * The i-th entry of a comma list into buf (size len): 0, or -ENOENT past
+ * its end.
+ */
+int list_item(const char *list, size_t i, char *buf, size_t len);
 
 extern const char *const state_names[];
 extern const size_t n_state_names;

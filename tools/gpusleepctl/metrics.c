@@ -94,9 +94,8 @@ void gpu_identity(const char *gpu, char *pci, size_t pci_len,
 static void field_samples(FILE *f, const struct domain *d,
 			  const struct field *fl)
 {
-	static const char *const tags[] = { "weights", "kv_cache" };
 	const char *s = FIELD_PTR(d, fl);
-	char lab[64];
+	char lab[64], tag[GPUSLEEP_TAG_NAME_LEN], val[24];
 	size_t i;
 
 	switch (fl->kind) {
@@ -109,11 +108,21 @@ static void field_samples(FILE *f, const struct domain *d,
 		}
 		break;
 	case K_TAGS:
-		for (i = 0; i < sizeof(tags) / sizeof(tags[0]); i++) {
-			snprintf(lab, sizeof(lab), "tag=\"%s\"", tags[i]);
+		/* one sample per tag the domain declared */
+		for (i = 0; !list_item(d->tags, i, tag, sizeof(tag)); i++) {
+			snprintf(lab, sizeof(lab), "tag=\"%s\"", tag);
 			fputs(fl->metric, f);
 			prom_labels(f, d, lab);
-			fprintf(f, " %d\n", has_tag(s, tags[i]));
+			fprintf(f, " %d\n", has_tag(s, tag));
+		}
+		break;
+	case K_TAGU64:
+		for (i = 0; !list_item(d->tags, i, tag, sizeof(tag)) &&
+			    !list_item(s, i, val, sizeof(val)); i++) {
+			snprintf(lab, sizeof(lab), "tag=\"%s\"", tag);
+			fputs(fl->metric, f);
+			prom_labels(f, d, lab);
+			fprintf(f, " %s\n", val);
 		}
 		break;
 	case K_BOOL:

@@ -34,7 +34,8 @@ static void mon_event(struct mon *m, const char *text, const char *event)
 	fflush(stdout);
 }
 
-static void mon_result(struct mon *m, struct nlattr *nest)
+static void mon_result(struct mon *m, const struct gpusleep_tags *decl,
+		       struct nlattr *nest)
 {
 	struct nlattr *rb[GPUSLEEP_A_RES_MAX + 1];
 	const char *reason;
@@ -54,8 +55,9 @@ static void mon_result(struct mon *m, struct nlattr *nest)
 	out_u64(&m->o, "op", NULL, gs_attr_u64(rb, GPUSLEEP_A_RES_OP_ID));
 	out_str(&m->o, "kind", "; %s",
 		kind_name(gs_attr_u32(rb, GPUSLEEP_A_RES_KIND)));
-	out_tag_bits(&m->o, "tags", NULL, gs_attr_u32(rb, GPUSLEEP_A_RES_TAGS));
-	out_tag_bits(&m->o, "done_tags", NULL,
+	out_tag_bits(&m->o, decl, "tags", NULL,
+		     gs_attr_u32(rb, GPUSLEEP_A_RES_TAGS));
+	out_tag_bits(&m->o, decl, "done_tags", NULL,
 		     gs_attr_u32(rb, GPUSLEEP_A_RES_DONE_TAGS));
 	out_s64(&m->o, "error", NULL, err);
 	out_str(&m->o, "reason", NULL, lower);
@@ -74,6 +76,7 @@ static int mon_valid(struct nl_msg *msg, void *arg)
 {
 	struct genlmsghdr *gh = nlmsg_data(nlmsg_hdr(msg));
 	struct nlattr *tb[GPUSLEEP_A_MAX + 1];
+	struct gpusleep_tags decl;
 	struct mon *m = arg;
 	struct out *o = &m->o;
 	bool ntf = gh->cmd == GPUSLEEP_CMD_STATE_NTF;
@@ -102,10 +105,11 @@ static int mon_valid(struct nl_msg *msg, void *arg)
 		out_u64(o, "op_in_flight", NULL,
 			gs_attr_u64(tb, GPUSLEEP_A_OP_IN_FLIGHT));
 	}
-	out_tag_bits(o, "released_tags", ", released %s",
+	gs_nl_tags(nlmsg_hdr(msg), &decl);
+	out_tag_bits(o, &decl, "released_tags", ", released %s",
 		     gs_attr_u32(tb, GPUSLEEP_A_RELEASED));
 	if (ntf && tb[GPUSLEEP_A_RESULT])
-		mon_result(m, tb[GPUSLEEP_A_RESULT]);
+		mon_result(m, &decl, tb[GPUSLEEP_A_RESULT]);
 	out_obj_close(o);
 	out_end_line(o);
 	fflush(stdout);

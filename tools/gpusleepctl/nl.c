@@ -15,7 +15,39 @@ struct nla_policy gs_nl_policy[GPUSLEEP_A_MAX + 1] = {
 	[GPUSLEEP_A_OP_ID]	= { .type = NLA_U64 },
 	[GPUSLEEP_A_FROM_STATE]	= { .type = NLA_U32 },
 	[GPUSLEEP_A_RESULT]	= { .type = NLA_NESTED },
+	[GPUSLEEP_A_TAG]	= { .type = NLA_NESTED },
 };
+
+static struct nla_policy gs_nl_tag_policy[GPUSLEEP_A_TAG_MAX + 1] = {
+	[GPUSLEEP_A_TAG_INDEX]	= { .type = NLA_U32 },
+	[GPUSLEEP_A_TAG_NAME]	= { .type = NLA_STRING },
+};
+
+void gs_nl_tags(struct nlmsghdr *nlh, struct gpusleep_tags *decl)
+{
+	struct genlmsghdr *gh = nlmsg_data(nlh);
+	struct nlattr *a, *tt[GPUSLEEP_A_TAG_MAX + 1];
+	int rem;
+
+	memset(decl, 0, sizeof(*decl));
+	nla_for_each_attr(a, genlmsg_attrdata(gh, 0), genlmsg_attrlen(gh, 0),
+			  rem) {
+		uint32_t i;
+
+		if (nla_type(a) != GPUSLEEP_A_TAG ||
+		    nla_parse_nested(tt, GPUSLEEP_A_TAG_MAX, a,
+				     gs_nl_tag_policy) ||
+		    !tt[GPUSLEEP_A_TAG_INDEX] || !tt[GPUSLEEP_A_TAG_NAME])
+			continue;
+		i = nla_get_u32(tt[GPUSLEEP_A_TAG_INDEX]);
+		if (i >= GPUSLEEP_MAX_TAGS)
+			continue;
+		snprintf(decl->tags[i].name, sizeof(decl->tags[i].name), "%s",
+			 nla_get_string(tt[GPUSLEEP_A_TAG_NAME]));
+		if (i + 1 > decl->nr_tags)
+			decl->nr_tags = i + 1;
+	}
+}
 
 struct nla_policy gs_nl_res_policy[GPUSLEEP_A_RES_MAX + 1] = {
 	[GPUSLEEP_A_RES_OP_ID]		= { .type = NLA_U64 },

@@ -14,6 +14,7 @@
 #include <netlink/genl/ctrl.h>
 #include <netlink/genl/genl.h>
 
+#include <linux/gpusleep.h>
 #include <linux/gpusleep_netlink.h>
 
 struct gs_nl {
@@ -24,6 +25,9 @@ struct gs_nl {
 
 extern struct nla_policy gs_nl_policy[GPUSLEEP_A_MAX + 1];
 extern struct nla_policy gs_nl_res_policy[GPUSLEEP_A_RES_MAX + 1];
+
+/* The tag declaration a domain message carries (its GPUSLEEP_A_TAGs). */
+void gs_nl_tags(struct nlmsghdr *nlh, struct gpusleep_tags *decl);
 
 /* Allocate and connect both sockets. 0 or a libnl error (< 0). */
 int gs_nl_connect(struct gs_nl *n);

@@ -53,17 +53,6 @@ const char *kind_name(uint32_t kind)
 	       kind == GPUSLEEP_OP_RESUME ? "resume" : "operation";
 }
 
-static unsigned int tag_index(uint32_t tag)
-{
-	unsigned int i = 0;
-
-	while (tag > 1) {
-		tag >>= 1;
-		i++;
-	}
-	return i;
-}
-
 /* A reason name as the sysfs files spell it: lower case. */
 static void reason_lower(uint32_t reason, char *buf, size_t len)
 {
@@ -79,15 +68,15 @@ static void reason_lower(uint32_t reason, char *buf, size_t len)
  * Print a finished operation (text, or one JSON object with --json);
  * returns the exit status it means. A failure is also said on stderr.
  */
-static int print_result(const char *what, const struct gpusleep_result *res,
-			bool json)
+static int print_result(const char *what, const struct gpusleep_tags *decl,
+			const struct gpusleep_result *res, bool json)
 {
-	char tags[128], reason[64];
+	char tags[GPUSLEEP_MAX_TAGS * GPUSLEEP_TAG_NAME_LEN + 8], reason[64];
 	struct out o;
-	uint32_t t;
+	uint32_t i;
 
 	out_init(&o, stdout, json);
-	if (gs_tags_format(res->tags, tags, sizeof(tags)) < 0)
+	if (gs_tags_format_in(decl, res->tags, tags, sizeof(tags)) < 0)
 		tags[0] = '\0';
 	reason_lower(res->reason, reason, sizeof(reason));
 	out_obj_open(&o, NULL);
@@ -100,7 +89,7 @@ static int print_result(const char *what, const struct gpusleep_result *res,
 		out_text(&o, "%s: ", tags[0] ? tags : "(nothing)");
 	out_s64(&o, "error", NULL, res->error);
 	out_str(&o, "reason", NULL, reason);
-	out_tag_bits(&o, "done_tags", NULL, res->done_tags);
+	out_tag_bits(&o, decl, "done_tags", NULL, res->done_tags);
 	if (!res->error)
 		out_u64(&o, "duration_us", "ok in %llu us",
 			res->duration_ns / 1000);
@@ -109,12 +98,13 @@ static int print_result(const char *what, const struct gpusleep_result *res,
 		out_u64(&o, "duration_us", NULL, res->duration_ns / 1000);
 	}
 	out_obj_open(&o, "bytes");
-	for (t = 1; t & GPUSLEEP_TAG_ALL; t <<= 1) {
-		if (!res->error && (res->done_tags & t))
-			out_text(&o, ", %s", gs_tag_name(t));
-		out_u64(&o, gs_tag_name(t),
-			!res->error && (res->done_tags & t) ? " %llu bytes" : NULL,
-			res->bytes[tag_index(t)]);
+	for (i = 0; i < decl->nr_tags && i < GPUSLEEP_MAX_TAGS; i++) {
+		bool done = !res->error && (res->done_tags & (1U << i));
+
+		if (done)
+			out_text(&o, ", %s", decl->tags[i].name);
+		out_u64(&o, decl->tags[i].name, done ? " %llu bytes" : NULL,
+			res->bytes[i]);
 	}
 	out_obj_close(&o);
 	out_obj_close(&o);
@@ -130,8 +120,8 @@ static int print_result(const char *what, const struct gpusleep_result *res,
 static const char release_usage[] =
 	"Usage: gpusleepctl release DOMAIN [--tags TAGS] [--abort-inflight]\n"
 	"                           [--timeout S] [--no-wait] [--json]\n"
-	"Release DOMAIN's GPU memory: TAGS is a comma list of weights, kv_cache\n"
-	"(default: all). --abort-inflight aborts running requests instead of\n"
+	"Release DOMAIN's GPU memory: TAGS is a comma list of the tags DOMAIN\n"
+	"declared (gpusleepctl status shows them; default: all). --abort-inflight aborts running requests instead of\n"
 	"draining them; --timeout S bounds every step (default: the module's);\n"
 	"--no-wait prints the operation id and returns once it started;\n"
 	"--json prints the result (or the start) as one JSON object.\n";
@@ -158,6 +148,8 @@ static int cmd_op(int argc, char **argv, bool release)
 	struct gpusleep_result res;
 	struct gpusleep_op op = { 0 };
 	uint32_t tags = 0, flags = 0, timeout_ms = 0, id;
+	const char *tag_list = NULL;
+	struct gpusleep_tags decl;
 	unsigned long secs;
 	const char *what;
 	char *end;
@@ -167,11 +159,7 @@ static int cmd_op(int argc, char **argv, bool release)
 	while ((c = getopt_long(argc, argv, "t:aT:njh", opts, NULL)) != -1) {
 		switch (c) {
 		case 't':
-			if (gs_tags_parse(optarg, &tags)) {
-				errmsg("--tags %s: unknown tag (weights, kv_cache, all)",
-				       optarg);
-				return EX_USAGE;
-			}
+			tag_list = optarg;	/* the domain's names */
 			break;
 		case 'a':
 			if (!release)
@@ -209,13 +197,30 @@ static int cmd_op(int argc, char **argv, bool release)
 	fd = attach_controller(id, what);
 	if (fd < 0)
 		return -fd;
+	r = gs_get_tags(fd, &decl);
+	if (r) {
+		errmsg("domain %s: reading its tags: %s", what, strerror(-r));
+		close(fd);
+		return r == -ENODEV ? EX_NOTFOUND : EX_FAILED;
+	}
+	if (tag_list && gs_tags_parse_in(&decl, tag_list, &tags)) {
+		char all[GPUSLEEP_MAX_TAGS * GPUSLEEP_TAG_NAME_LEN + 8];
+
+		gs_tags_format_in(&decl, (uint32_t)((1ULL << decl.nr_tags) - 1),
+				  all, sizeof(all));
+		errmsg("--tags %s: domain %s has no such tag (its tags: %s, all)",
+		       tag_list, what, all);
+		close(fd);
+		return EX_USAGE;
+	}
 
 	r = release ? gs_release(fd, tags, flags, timeout_ms, &op) :
 		      gs_resume(fd, tags, flags, timeout_ms, &op);
 	if (!op.op_id) {
 		char bad[128] = "";
 
-		if (op.bad_tags && gs_tags_format(op.bad_tags, bad, sizeof(bad)) > 0)
+		if (op.bad_tags &&
+		    gs_tags_format_in(&decl, op.bad_tags, bad, sizeof(bad)) > 0)
 			errmsg("domain %s: %s refused: %s (%s; tags %s)", what,
 			       release ? "release" : "resume",
 			       gs_reason_str(op.reason), strerror(-r), bad);
@@ -247,7 +252,7 @@ static int cmd_op(int argc, char **argv, bool release)
 		res.reason = op.reason;
 	}
 	close(fd);
-	return print_result(what, &res, json);
+	return print_result(what, &decl, &res, json);
 usage:
 	fputs(usage, stderr);
 	return EX_USAGE;
@@ -293,6 +298,7 @@ int cmd_wait(int argc, char **argv)
 	bool json = false;
 	struct gpusleep_result res;
 	struct gpusleep_state st;
+	struct gpusleep_tags decl;
 	unsigned long long op = 0;
 	long timeout_ms = -1;
 	unsigned long secs;
@@ -344,6 +350,12 @@ int cmd_wait(int argc, char **argv)
 	fd = attach_controller(id, what);
 	if (fd < 0)
 		return -fd;
+	r = gs_get_tags(fd, &decl);
+	if (r) {
+		errmsg("domain %s: reading its tags: %s", what, strerror(-r));
+		close(fd);
+		return r == -ENODEV ? EX_NOTFOUND : EX_FAILED;
+	}
 	if (!op) {
 		r = gs_get_state(fd, &st);
 		if (r) {
@@ -402,7 +414,7 @@ int cmd_wait(int argc, char **argv)
 		ret = r == -ENOENT ? EX_NOTFOUND : EX_FAILED;
 		goto out;
 	}
-	ret = print_result(what, &res, json);
+	ret = print_result(what, &decl, &res, json);
 out:
 	if (ep >= 0)
 		close(ep);

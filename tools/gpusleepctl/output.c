@@ -155,11 +155,12 @@ void out_tags(struct out *o, const char *key, const char *fmt, const char *list)
 	out_arr_close(o);
 }
 
-void out_tag_bits(struct out *o, const char *key, const char *fmt, uint32_t tags)
+void out_tag_bits(struct out *o, const struct gpusleep_tags *decl,
+		  const char *key, const char *fmt, uint32_t tags)
 {
-	char buf[128];
+	char buf[GPUSLEEP_MAX_TAGS * GPUSLEEP_TAG_NAME_LEN + 8];
 
-	if (gs_tags_format(tags, buf, sizeof(buf)) < 0)
+	if (gs_tags_format_in(decl, tags, buf, sizeof(buf)) < 0)
 		buf[0] = '\0';
 	out_tags(o, key, fmt, buf);
 }

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <linux/gpusleep.h>
+
 #define OUT_DEPTH	8
 
 struct out {
@@ -40,7 +42,9 @@ void out_bool(struct out *o, const char *key, const char *fmt, bool v);
 void out_null(struct out *o, const char *key, const char *fmt);
 /* "weights,kv_cache": a JSON array of strings; text: the list or "-" */
 void out_tags(struct out *o, const char *key, const char *fmt, const char *list);
-void out_tag_bits(struct out *o, const char *key, const char *fmt, uint32_t tags);
+/* tags: bits of decl's tags (the domain's; NULL: the default ones) */
+void out_tag_bits(struct out *o, const struct gpusleep_tags *decl,
+		  const char *key, const char *fmt, uint32_t tags);
 
 /* Text mode only. */
 void out_text(struct out *o, const char *fmt, ...)

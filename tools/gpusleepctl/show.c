@@ -9,6 +9,37 @@
 #include "gpusleepctl.h"
 #include "output.h"
 
+/*
+ * Numbers per declared tag: JSON {"weights": 4096, ...}; text "weights
+ * 4096, kv_cache 0" through the field's format.
+ */
+static void tag_values_out(struct out *o, const struct domain *d,
+			   const struct field *f, const char *s)
+{
+	char tag[GPUSLEEP_TAG_NAME_LEN], val[24], text[sizeof(fv_TAGU64) +
+						       sizeof(fv_TAGS)];
+	size_t i, off = 0;
+
+	if (o->json)
+		out_obj_open(o, f->jkey);
+	text[0] = '\0';
+	for (i = 0; !list_item(d->tags, i, tag, sizeof(tag)) &&
+		    !list_item(s, i, val, sizeof(val)); i++) {
+		if (o->json) {
+			out_u64(o, tag, NULL, strtoull(val, NULL, 10));
+			continue;
+		}
+		off += (size_t)snprintf(text + off, sizeof(text) - off,
+					"%s%s %s", i ? ", " : "", tag, val);
+		if (off >= sizeof(text))
+			break;
+	}
+	if (o->json)
+		out_obj_close(o);
+	else
+		out_str(o, NULL, f->text, text[0] ? text : "-");
+}
+
 static void field_out(struct out *o, const struct domain *d,
 		      const struct field *f)
 {
@@ -23,6 +54,9 @@ static void field_out(struct out *o, const struct domain *d,
 		break;
 	case K_TAGS:
 		out_tags(o, f->jkey, f->text, s);
+		break;
+	case K_TAGU64:
+		tag_values_out(o, d, f, s);
 		break;
 	case K_BOOL:
 		out_bool(o, f->jkey, f->text, FIELD_U64(d, f) != 0);

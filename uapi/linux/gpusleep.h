@@ -36,6 +36,7 @@
 #define GPUSLEEP_FEAT_WAIT_BY_ID	(1ULL << 2)
 #define GPUSLEEP_FEAT_SYSFS		(1ULL << 3)
 #define GPUSLEEP_FEAT_NETLINK		(1ULL << 4)
+#define GPUSLEEP_FEAT_DECLARED_TAGS	(1ULL << 5)	/* tags, GET_TAGS */
 
 /*
  * Tags: the parts of an engine's memory, released and resumed on their own.

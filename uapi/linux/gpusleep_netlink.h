@@ -4,7 +4,9 @@
  *
  * Described by Documentation/netlink/specs/gpusleep.yaml; docs/node-tooling.md has the
  * walk-through. Values are those of uapi/linux/gpusleep.h (states, tags,
- * reasons, GPUSLEEP_SF_* flags, GPUSLEEP_OPF_* flags).
+ * reasons, GPUSLEEP_SF_* flags, GPUSLEEP_OPF_* flags). Tag masks are
+ * u32 with the domain's own bits: GPUSLEEP_A_TAG names them, one nest per
+ * declared tag.
  *
  * Commands:
  *   GET        do: GPUSLEEP_A_ID -> one domain; dump: every live domain.
@@ -53,7 +55,7 @@ enum {
 	GPUSLEEP_A_OWNER_UID,		/* u32 */
 	GPUSLEEP_A_OWNER_PID,		/* u32, see the note below */
 	GPUSLEEP_A_STATE,		/* u32, enum gpusleep_dstate */
-	GPUSLEEP_A_RELEASED,		/* u32, GPUSLEEP_TAG_* */
+	GPUSLEEP_A_RELEASED,		/* u32, tag mask (the domain's bits) */
 	GPUSLEEP_A_FLAGS,		/* u32, GPUSLEEP_SF_* */
 	GPUSLEEP_A_CAPS,		/* u32, GPUSLEEP_CAP_* */
 	GPUSLEEP_A_OP_IN_FLIGHT,	/* u64, op id or 0 */
@@ -61,10 +63,8 @@ enum {
 	GPUSLEEP_A_LAST_REASON,		/* u32, newest failure's reason */
 	GPUSLEEP_A_LAST_RELEASE_NS,	/* u64 */
 	GPUSLEEP_A_LAST_RESUME_NS,	/* u64 */
-	GPUSLEEP_A_BYTES_WEIGHTS,	/* u64, released bytes of the tag */
-	GPUSLEEP_A_BYTES_KV_CACHE,	/* u64 */
 	GPUSLEEP_A_COUNTERS,		/* nest, GPUSLEEP_A_CNT_* */
-	GPUSLEEP_A_TAGS,		/* u32, request: GPUSLEEP_TAG_* */
+	GPUSLEEP_A_TAGS,		/* u32, request: tag mask, 0 default */
 	GPUSLEEP_A_OP_FLAGS,		/* u32, request: GPUSLEEP_OPF_* */
 	GPUSLEEP_A_TIMEOUT_MS,		/* u32, request: per step, 0 default */
 	GPUSLEEP_A_OP_ID,		/* u64, reply / notification */
@@ -75,8 +75,6 @@ enum {
 	GPUSLEEP_A_RESULT,		/* nest, notification: GPUSLEEP_A_RES_* */
 	GPUSLEEP_A_UNCONFIRMED,		/* u32, released tags not confirmed */
 	GPUSLEEP_A_SHORTFALL,		/* u32, released tags not all freed */
-	GPUSLEEP_A_FREED_WEIGHTS,	/* u64, seen to come free, per tag */
-	GPUSLEEP_A_FREED_KV_CACHE,	/* u64 */
 	GPUSLEEP_A_TAG,			/* nest, multi: GPUSLEEP_A_TAG_*, in order */
 	GPUSLEEP_A_RESIDENT_BYTES,	/* u64, held after the newest release */
 	GPUSLEEP_A_RESIDENT_SOURCE,	/* u32, GPUSLEEP_RESIDENT_*, 0 unknown */
@@ -111,10 +109,6 @@ enum {
 	GPUSLEEP_A_RES_REASON,		/* u32 */
 	GPUSLEEP_A_RES_DONE_TAGS,	/* u32 */
 	GPUSLEEP_A_RES_DURATION_NS,	/* u64 */
-	GPUSLEEP_A_RES_BYTES_WEIGHTS,	/* u64 */
-	GPUSLEEP_A_RES_BYTES_KV_CACHE,	/* u64 */
-	GPUSLEEP_A_RES_FREED_WEIGHTS,	/* u64, seen to come free */
-	GPUSLEEP_A_RES_FREED_KV_CACHE,	/* u64 */
 	GPUSLEEP_A_RES_SHORTFALL_TAGS,	/* u32 */
 	GPUSLEEP_A_RES_LOST_TAGS,	/* u32 */
 	GPUSLEEP_A_RES_TAG,		/* nest, multi: GPUSLEEP_A_TAG_* */

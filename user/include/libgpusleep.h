@@ -13,8 +13,9 @@
  *
  * Conventions: functions returning int return 0 (or a count, or an fd) on
  * success and -errno on failure; errno is not relied upon. Functions
- * returning a pointer return NULL and set errno. Tags are the uAPI bits
- * (GPUSLEEP_TAG_WEIGHTS, GPUSLEEP_TAG_KV_CACHE).
+ * returning a pointer return NULL and set errno. Tags are the uAPI bits of
+ * the domain's declaration (by default GPUSLEEP_TAG_WEIGHTS and
+ * GPUSLEEP_TAG_KV_CACHE; gs_get_tags() and gs_tags_parse_in() for others).
  */
 #ifndef LIBGPUSLEEP_H
 #define LIBGPUSLEEP_H
@@ -45,6 +46,17 @@ int gs_open(const char *path, uint64_t need, struct gpusleep_api *api);
 /* Create a domain; returns the engine fd, *id (may be NULL) its id. */
 int gs_create_domain(int devfd, const char *name, const char *gpu,
 		     uint32_t caps, uint32_t flags, uint32_t *id);
+/*
+ * The same, declaring the domain's tags: nr_tags entries of tags, in order
+ * (tag i is bit i); nr_tags 0 = the default declaration (weights,
+ * kv_cache). -EINVAL for a bad declaration (docs/uapi.md).
+ */
+int gs_create_domain_tags(int devfd, const char *name, const char *gpu,
+			  uint32_t caps, uint32_t flags,
+			  const struct gpusleep_tag *tags,
+			  unsigned int nr_tags, uint32_t *id);
+/* A domain's declaration (any role's fd), with each tag's generation. */
+int gs_get_tags(int fd, struct gpusleep_tags *tags);
 
 /*
  * Attach to domain id as GPUSLEEP_ROLE_AGENT or _CONTROLLER; returns an fd.
@@ -124,16 +136,26 @@ const char *gs_reason_name(uint32_t reason);
 int gs_reason_errno(uint32_t reason);
 const char *gs_state_name(uint32_t state);	/* "awake", "draining"... */
 const char *gs_event_name(uint32_t type);	/* "drain", "pause_tag"... */
-const char *gs_tag_name(uint32_t tag);		/* one bit: "weights"; else NULL */
+/* The default declaration's names: one bit: "weights"; else NULL. */
+const char *gs_tag_name(uint32_t tag);
 
 /*
  * Parse "weights,kv_cache" (names separated by commas, spaces allowed
- * around them; "all" = every tag; "" = 0) into tag bits. -EINVAL on an
- * unknown or empty name (a doubled comma).
+ * around them; "all" = every tag; "" = 0) into the bits of the tags decl
+ * declares (gs_get_tags; NULL = the default declaration). -EINVAL on a
+ * name decl lacks or an empty one (a doubled comma).
  */
+int gs_tags_parse_in(const struct gpusleep_tags *decl, const char *s,
+		     uint32_t *tags);
+/*
+ * Write the names of decl's tags in tags joined by ',' (bits decl lacks as
+ * 0x..); "" for 0. Returns the length written, or -ENOSPC (buf then holds
+ * the names that fit).
+ */
+int gs_tags_format_in(const struct gpusleep_tags *decl, uint32_t tags,
+		      char *buf, size_t len);
+/* The same for the default declaration. */
 int gs_tags_parse(const char *s, uint32_t *tags);
-/* Write tag names joined by ',' (unknown bits as 0x..); "" for 0. Returns
- * the length written, or -ENOSPC (buf then holds the names that fit). */
 int gs_tags_format(uint32_t tags, char *buf, size_t len);
 
 /* ------------------------------------------------------------------ */
@@ -176,6 +198,9 @@ struct gs_engine_config {
 	 * SHARED for an engine that hands its fd to other processes.
 	 */
 	uint32_t flags;
+	/* The tags, in order (NULL, 0: the default weights, kv_cache). */
+	const struct gpusleep_tag *tags;
+	unsigned int nr_tags;
 };
 
 /* Open the device, create the domain; the engine fd is non-blocking. */
@@ -447,12 +472,29 @@ int gs_agent_last_result(struct gs_agent *a, uint32_t tag,
 
 /* Allocates in the calling thread's tag (gpusleep_set_tag). */
 void *gpusleep_malloc(ssize_t size, int device, void *stream);
-/* Allocate in one tag, whatever the thread: one MemPool per tag. */
+/*
+ * Allocate in one tag, whatever the thread: one MemPool per tag. tagN is
+ * the tag of bit N; weights and kv_cache are tag0 and tag1.
+ */
 void *gpusleep_malloc_weights(ssize_t size, int device, void *stream);
 void *gpusleep_malloc_kv_cache(ssize_t size, int device, void *stream);
+void *gpusleep_malloc_tag0(ssize_t size, int device, void *stream);
+void *gpusleep_malloc_tag1(ssize_t size, int device, void *stream);
+void *gpusleep_malloc_tag2(ssize_t size, int device, void *stream);
+void *gpusleep_malloc_tag3(ssize_t size, int device, void *stream);
+void *gpusleep_malloc_tag4(ssize_t size, int device, void *stream);
+void *gpusleep_malloc_tag5(ssize_t size, int device, void *stream);
+void *gpusleep_malloc_tag6(ssize_t size, int device, void *stream);
+void *gpusleep_malloc_tag7(ssize_t size, int device, void *stream);
 void gpusleep_free(void *ptr, ssize_t size, int device, void *stream);
-/* "weights" or "kv_cache": the tag of the calling thread's later
- * gpusleep_malloc() allocations ("weights" until set). */
+/*
+ * The names of the engine's tags in its declaration's order ("weights,
+ * kv_cache,cuda_graph"), before the first allocation: what set_tag and
+ * GPUSLEEP_BACKUP_TAGS name. Default "weights,kv_cache". -EINVAL, -EBUSY.
+ */
+int gpusleep_declare_tags(const char *names);
+/* A declared tag's name: the tag of the calling thread's later
+ * gpusleep_malloc() allocations (the first tag until set). */
 int gpusleep_set_tag(const char *tag);
 /* The process's memory manager, NULL before the first allocation. */
 struct gs_mm *gpusleep_mm(void);

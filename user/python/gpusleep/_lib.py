@@ -201,7 +201,9 @@ class gs_engine_ops(ctypes.Structure):
 
 class gs_engine_config(ctypes.Structure):
     _fields_ = [("dev_path", ctypes.c_char_p), ("name", ctypes.c_char_p),
-                ("gpu", ctypes.c_char_p), ("caps", u32), ("flags", u32)]
+                ("gpu", ctypes.c_char_p), ("caps", u32), ("flags", u32),
+                ("tags", ctypes.POINTER(gpusleep_tag)),
+                ("nr_tags", ctypes.c_uint)]
 
 
 class gs_mm_tag_info(ctypes.Structure):
@@ -274,6 +276,9 @@ PROTOTYPES = {
     "gs_open": (c_int, [c_char_p, u64, P(gpusleep_api)]),
     "gs_create_domain": (c_int, [c_int, c_char_p, c_char_p, u32, u32,
                                  P(u32)]),
+    "gs_create_domain_tags": (c_int, [c_int, c_char_p, c_char_p, u32, u32,
+                                      P(gpusleep_tag), c_uint, P(u32)]),
+    "gs_get_tags": (c_int, [c_int, P(gpusleep_tags)]),
     "gs_grant": (c_int, [c_int, u32]),
     "gs_attach": (c_int, [c_int, u32, u32]),
     "gs_release": (c_int, [c_int, u32, u32, u32, P(gpusleep_op)]),
@@ -339,6 +344,7 @@ PROTOTYPES = {
     "gpusleep_malloc": (c_void_p, [ctypes.c_ssize_t, c_int, c_void_p]),
     "gpusleep_free": (None, [c_void_p, ctypes.c_ssize_t, c_int, c_void_p]),
     "gpusleep_set_tag": (c_int, [c_char_p]),
+    "gpusleep_declare_tags": (c_int, [c_char_p]),
     "gpusleep_mm": (c_void_p, []),
     "gpusleep_agent_start": (c_int, [c_uint]),
     "gpusleep_agent_stop": (c_int, []),
@@ -413,7 +419,60 @@ def path():
 TAG_UNKNOWN = 1 << 31
 
 
-def tags_to_mask(tags, *, default=0, unknown=None):
+TAG_KINDS = {"memory": TAG_KIND_MEMORY, "kv_cache": TAG_KIND_KV_CACHE}
+TAG_KIND_NAMES = {v: k for k, v in TAG_KINDS.items()}
+DEFAULT_DECL = (("weights", "memory"), ("kv_cache", "kv_cache"))
+
+
+def declaration(tags):
+    """A tag declaration as the module takes it: tags is a list of names
+    (kind memory, except "kv_cache") or of (name, kind) pairs, kind
+    "memory" or "kv_cache". Returns [(name, kind name)]; the module
+    checks the rest (docs/uapi.md)."""
+    out = []
+    for t in tags:
+        if isinstance(t, str):
+            name, kind = t, ("kv_cache" if t == "kv_cache" else "memory")
+        else:
+            name, kind = t
+        if kind not in TAG_KINDS:
+            from . import errors
+            raise errors.InvalidRequest(
+                R_INVALID, message=f"tag {name!r}: kind {kind!r}; valid: "
+                f"{sorted(TAG_KINDS)}")
+        out.append((name, kind))
+    return out
+
+
+def c_declaration(decl):
+    """(gpusleep_tag array, count) of a declaration() list."""
+    arr = (gpusleep_tag * MAX_TAGS)()
+    if len(decl) > MAX_TAGS:
+        from . import errors
+        raise errors.InvalidRequest(
+            R_INVALID, message=f"{len(decl)} tags: at most {MAX_TAGS}")
+    for i, (name, kind) in enumerate(decl):
+        b = name.encode()
+        if len(b) >= TAG_NAME_LEN:
+            from . import errors
+            raise errors.InvalidRequest(
+                R_INVALID, message=f"tag name {name!r}: at most "
+                f"{TAG_NAME_LEN - 1} characters")
+        arr[i].name = b
+        arr[i].kind = TAG_KINDS[kind]
+    return arr, len(decl)
+
+
+def get_tags(fd):
+    """The domain's declaration through fd: [(name, kind, generation)]."""
+    t = gpusleep_tags()
+    check(lib().gs_get_tags(fd, ctypes.byref(t)), "GET_TAGS")
+    return [(t.tags[i].name.decode(),
+             TAG_KIND_NAMES.get(t.tags[i].kind, str(t.tags[i].kind)),
+             t.tags[i].generation) for i in range(t.nr_tags)]
+
+
+def tags_to_mask(tags, *, names=TAG_NAMES, default=0, unknown=None):
     """None -> default; an int -> itself (unknown bits go to the kernel,
     which refuses them); a name or an iterable of names -> bits.
     [] -> ValueError (the uAPI has no empty explicit list). Unknown names
@@ -439,8 +498,8 @@ def tags_to_mask(tags, *, default=0, unknown=None):
     mask = 0
     bad = []
     for t in tags:
-        if t in TAG_NAMES:
-            mask |= 1 << TAG_NAMES.index(t)
+        if t in names:
+            mask |= 1 << names.index(t)
         else:
             bad.append(t)
     if bad and unknown is not None:
@@ -448,18 +507,18 @@ def tags_to_mask(tags, *, default=0, unknown=None):
         return mask | TAG_UNKNOWN
     if bad:
         raise errors.InvalidRequest(R_INVALID,
-                                    message=invalid_tags_message(bad))
+                                    message=invalid_tags_message(bad, names))
     return mask
 
 
-def invalid_tags_message(bad):
-    return f"invalid tags: {bad!r}; valid: {list(TAG_NAMES)}"
+def invalid_tags_message(bad, names=TAG_NAMES):
+    return f"invalid tags: {bad!r}; valid: {list(names)}"
 
 
-def mask_to_tags(mask):
-    """Bits -> names in the fixed order; unknown bits as '0x..'."""
-    out = [n for i, n in enumerate(TAG_NAMES) if mask & (1 << i)]
-    rest = mask & ~TAG_ALL
+def mask_to_tags(mask, names=TAG_NAMES):
+    """Bits -> names in the declaration's order; unknown bits as '0x..'."""
+    out = [n for i, n in enumerate(names) if mask & (1 << i)]
+    rest = mask & ~((1 << len(names)) - 1)
     if rest:
         out.append(hex(rest))
     return out

@@ -26,14 +26,14 @@ from . import _lib, errors
 from .trainer import resolve_domain
 
 
-def _tag_bit(tag):
+def _tag_bit(tag, names=_lib.TAG_NAMES):
     if isinstance(tag, int):
         return tag
-    if tag not in _lib.TAG_NAMES:
+    if tag not in names:
         raise errors.InvalidRequest(
             _lib.R_INVALID, message=f"invalid tag {tag!r}; valid: "
-            f"{list(_lib.TAG_NAMES)}")
-    return 1 << _lib.TAG_NAMES.index(tag)
+            f"{list(names)}")
+    return 1 << names.index(tag)
 
 
 def _make_backend(backend, device, cuda_lib):
@@ -99,10 +99,14 @@ class Buffer:
 
 class MemoryManager:
     """A gs_mm on the CUDA backend (when libcuda loads and a device is
-    there) or the host backend. backend: 'auto', 'cuda' or 'host'."""
+    there) or the host backend. backend: 'auto', 'cuda' or 'host'. tags:
+    the names of the domain's tags in declaration order (tag i is bit i);
+    an Agent sets them from its domain."""
 
-    def __init__(self, backend="auto", device=0, cuda_lib=None):
+    def __init__(self, backend="auto", device=0, cuda_lib=None, *,
+                 tags=_lib.TAG_NAMES):
         L = _lib.lib()
+        self.tags = tuple(tags)
         b, self.backend = _make_backend(backend, device, cuda_lib)
         mm = ctypes.c_void_p()
         ret = L.gs_mm_new(b, ctypes.byref(mm))	# owns b, even on failure
@@ -119,17 +123,19 @@ class MemoryManager:
         """backup=True: copied to host on release, restored on resume;
         False: discarded, reads as zeros after resume."""
         p = _lib.GS_MM_BACKUP if backup else _lib.GS_MM_DISCARD
-        _lib.check(_lib.lib().gs_mm_set_policy(self._mm, _tag_bit(tag), p,
-                                               chunk_size),
+        _lib.check(_lib.lib().gs_mm_set_policy(
+            self._mm, _tag_bit(tag, self.tags), p, chunk_size),
                    f"set_policy({tag!r})")
 
     def alloc(self, tag, size):
         """A Buffer of size bytes in tag (EBUSY while the tag is released)."""
-        addr = _lib.lib().gs_mm_alloc(self._mm, _tag_bit(tag), size)
+        addr = _lib.lib().gs_mm_alloc(self._mm, _tag_bit(tag, self.tags),
+                                      size)
         if not addr:
             e = ctypes.get_errno() or _errno.ENOMEM
             raise OSError(e, f"alloc({tag!r}, {size}): {os.strerror(e)}")
-        name = tag if isinstance(tag, str) else _lib.mask_to_tags(tag)[0]
+        name = tag if isinstance(tag, str) else \
+            _lib.mask_to_tags(tag, self.tags)[0]
         buf = Buffer(self, addr, size, name)
         self._bufs[addr] = buf
         return buf
@@ -148,7 +154,7 @@ class MemoryManager:
 
     def _op_ex(self, fn, what, tag, check):
         r = _lib.gs_mm_result()
-        ret = fn(self._mm, _tag_bit(tag), ctypes.byref(r))
+        ret = fn(self._mm, _tag_bit(tag, self.tags), ctypes.byref(r))
         d = result_dict(r)
         if check and ret < 0:
             e = OSError(-ret, f"{what}({tag!r}): {os.strerror(-ret)}")
@@ -170,7 +176,8 @@ class MemoryManager:
     def trim(self, tags=0):
         """Give empty chunks back (after waiting for the GPU); bytes."""
         n = ctypes.c_uint64()
-        mask = tags if isinstance(tags, int) else _lib.tags_to_mask(tags)
+        mask = tags if isinstance(tags, int) else \
+            _lib.tags_to_mask(tags, names=self.tags)
         _lib.check(_lib.lib().gs_mm_trim(self._mm, mask, ctypes.byref(n)),
                    "trim")
         return n.value
@@ -190,7 +197,8 @@ class MemoryManager:
         f = (_lib.GS_MM_STAGING_LAZY if lazy else 0) | \
             (_lib.GS_MM_STAGING_FREE_AFTER_RESUME if free_after_resume
              else 0)
-        _lib.check(_lib.lib().gs_mm_set_staging(self._mm, _tag_bit(tag), f),
+        _lib.check(_lib.lib().gs_mm_set_staging(
+            self._mm, _tag_bit(tag, self.tags), f),
                    f"set_staging({tag!r})")
 
     def resident(self):
@@ -206,7 +214,8 @@ class MemoryManager:
     def tag_info(self, tag):
         """struct gs_mm_tag_info as a dict."""
         i = _lib.gs_mm_tag_info()
-        _lib.check(_lib.lib().gs_mm_tag_info(self._mm, _tag_bit(tag),
+        _lib.check(_lib.lib().gs_mm_tag_info(self._mm,
+                                             _tag_bit(tag, self.tags),
                                              ctypes.byref(i)), "tag_info")
         return {k: getattr(i, k) for k, _ in i._fields_ if k != "pad"}
 
@@ -247,6 +256,8 @@ class Agent:
                 self._a = None
                 raise OSError(-ret, f"agent thread: {os.strerror(-ret)}")
             self._thread = True
+        # the memory manager names tags as the domain declared them
+        mm.tags = tuple(n for n, _, _ in _lib.get_tags(self.fileno()))
 
     def fileno(self):
         return _lib.lib().gs_agent_fd(self._a)
@@ -269,8 +280,8 @@ class Agent:
         complete_ret, and the memory manager's result under 'mm', with
         freed_bytes: what the driver saw come free), or None."""
         r = _lib.gs_agent_result()
-        ret = _lib.lib().gs_agent_last_result(self._a, _tag_bit(tag),
-                                              ctypes.byref(r))
+        ret = _lib.lib().gs_agent_last_result(
+            self._a, _tag_bit(tag, self.mm.tags), ctypes.byref(r))
         if ret == -_errno.ENOENT:
             return None
         _lib.check(ret, "last_result")
@@ -314,6 +325,7 @@ def start_agent(domain, backend="auto", *, device=0, backup=("weights",),
     there, else host) with the tags in backup backed up and the others
     discarded, served on a thread. Returns the Agent (agent.mm allocates)."""
     mm = MemoryManager(backend, device)
-    for t in _lib.TAG_NAMES:
+    agent = Agent(domain, mm, dev_path=dev_path)
+    for t in mm.tags:
         mm.set_policy(t, backup=t in backup)
-    return Agent(domain, mm, dev_path=dev_path)
+    return agent

@@ -68,15 +68,23 @@ def _answer(value):
 
 
 class Engine(_Ops):
-    """A domain, owned: closing the engine (or the process) kills it."""
+    """A domain, owned: closing the engine (or the process) kills it.
+    tags: its declaration, in release order: names (kind memory, except
+    "kv_cache") or (name, kind) pairs, kind "memory" or "kv_cache" (at
+    most one); None: weights, kv_cache."""
 
     PENDING = PENDING
 
     def __init__(self, name, gpu="", *, prefix_caching=False,
                  prefix_cache_reset=False, dev_path=None, drain=None,
                  drain_cancelled=None, reset_caches=None, repair_kv=None,
-                 resume_sched=None, shared=False):
+                 resume_sched=None, shared=False, tags=None):
         L = _lib.lib()
+        # tags: the declaration, in release order (None: weights, kv_cache)
+        decl = _lib.declaration(tags) if tags is not None else \
+            list(_lib.DEFAULT_DECL)
+        c_tags, nr_tags = _lib.c_declaration(decl) if tags is not None \
+            else (None, 0)
         self.drain = drain
         self.drain_cancelled = drain_cancelled
         self.reset_caches = reset_caches
@@ -98,14 +106,22 @@ class Engine(_Ops):
         cfg = _lib.gs_engine_config(
             dev_path=dev_path.encode() if dev_path else None,
             name=name.encode(), gpu=(gpu or "").encode(), caps=caps,
-            flags=_lib.CREATEF_SHARED if shared else 0)
+            flags=_lib.CREATEF_SHARED if shared else 0,
+            tags=ctypes.cast(c_tags, ctypes.POINTER(_lib.gpusleep_tag))
+            if c_tags is not None else None, nr_tags=nr_tags)
         e = ctypes.c_void_p()
         ret = L.gs_engine_create(ctypes.byref(cfg), ctypes.byref(self._c_ops),
                                  None, ctypes.byref(e))
+        if ret == -_errno.EINVAL and tags is not None:
+            raise errors.InvalidRequest(
+                _lib.R_INVALID, message=f"creating domain {name!r}: tag "
+                f"declaration {decl!r} refused: names [a-z][a-z0-9_]*, "
+                f"unique, at most {_lib.MAX_TAGS}, one kv_cache kind")
         if ret < 0:
             raise OSError(-ret, f"creating domain {name!r}: "
                           f"{os.strerror(-ret)}")
         self._e = e
+        self._tag_names = tuple(n for n, _ in decl)
         self.name = name
         self.id = L.gs_engine_id(e)
         self._fd = L.gs_engine_fd(e)
@@ -123,7 +139,8 @@ class Engine(_Ops):
             return -(err if isinstance(err, int) and err > 0 else _errno.EIO)
 
     def _t_drain(self, e, arg, tags, abort):
-        return self._call("drain", self.drain, _lib.mask_to_tags(tags),
+        return self._call("drain", self.drain,
+                          _lib.mask_to_tags(tags, self.tag_names),
                           bool(abort))
 
     def _t_reset(self, e, arg):

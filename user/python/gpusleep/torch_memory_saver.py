@@ -14,10 +14,17 @@
     torch_memory_saver.resume()               # exactly what is paused
     torch_memory_saver.enabled
 
+Tags: the domain declares weights, kv_cache (the KV cache) and cuda_graph,
+in that order (the order of a full release), so SGLang's graph memory is
+released and brought back on its own; configure(tags=[...]) declares
+others (gpusleep.engine.Engine's tags), and a tag the domain did not
+declare is refused as invalid. "default" (torch_memory_saver's default
+tag) is weights.
+
 How allocations are captured (torch_memory_saver's "torch" hook mode, and
 vLLM's CuMemAllocator): one torch.cuda.MemPool per tag, whose allocator is
-libgpusleep's pluggable allocator for that tag (gpusleep_malloc_weights /
-gpusleep_malloc_kv_cache, gpusleep_free); region(tag) enters that pool
+libgpusleep's pluggable allocator for that tag's bit (gpusleep_malloc_tagN,
+gpusleep_free); region(tag) enters that pool
 with torch.cuda.use_mem_pool for the calling thread. So it works after CUDA
 is initialised (SGLang and vLLM initialise it before any region), PyTorch's
 caching allocator sits on top (memory_stats, empty_cache, graph pools work),
@@ -56,6 +63,12 @@ import threading
 from . import _lib, errors
 
 
+# The adapter's declaration: the reference controller's two tags, then
+# SGLang's graph memory (released after the KV cache in a full release).
+TMS_TAGS = (("weights", "memory"), ("kv_cache", "kv_cache"),
+            ("cuda_graph", "memory"))
+
+
 class TorchMemorySaver:
     def __init__(self):
         self._engine = None
@@ -67,21 +80,28 @@ class TorchMemorySaver:
         self._local = os.environ.get("GPUSLEEP_TMS_LOCAL") == "1"
         self._lock = threading.Lock()
         self._tls = threading.local()
-        # torch_memory_saver's default tag, and SGLang's graph tag until
-        # tags are declarable: both live with the weights (backed up when
-        # the weights are, so graph buffers never come back as zeros)
-        self.tag_aliases = {"default": "weights", "cuda_graph": "weights"}
+        # the declaration of the domain made on first need (configure)
+        self._decl = list(TMS_TAGS)
+        self._alloc_declared = None	# names told to the allocator
+        # torch_memory_saver's default tag is the weights
+        self.tag_aliases = {"default": "weights"}
         self._hook_mode = "torch"
 
     # ------------------------------------------------------------ setup
-    def configure(self, engine=None, *, local=None, **engine_kwargs):
+    def configure(self, engine=None, *, local=None, tags=None,
+                  **engine_kwargs):
         """Bind the domain: an Engine of this process, or the keyword
         arguments of a new one (name, gpu, prefix_caching,
-        prefix_cache_reset, callbacks...). Returns the engine.
-        local=True: no domain; pause/resume act on the memory directly."""
+        prefix_cache_reset, callbacks...). tags: the new domain's
+        declaration (default weights, kv_cache, cuda_graph); an engine
+        given has its own. Returns the engine. local=True: no domain;
+        pause/resume act on the memory directly."""
         if local is not None:
             self._local = bool(local)
+        if tags is not None:
+            self._decl = _lib.declaration(tags)
         if self._local:
+            self._declare_allocator()
             return None
         if self._engine is not None:
             raise RuntimeError("torch_memory_saver: already configured "
@@ -91,7 +111,10 @@ class TorchMemorySaver:
             engine_kwargs.setdefault(
                 "name", os.environ.get("GPUSLEEP_DOMAIN_NAME",
                                        f"tms-{os.getpid()}"))
-            engine = Engine(**engine_kwargs)
+            engine = Engine(tags=self._decl, **engine_kwargs)
+        else:
+            self._decl = [(n, "memory") for n in engine.tag_names]
+        self._declare_allocator()
         self._engine = engine
         self._ensure_agent()
         return engine
@@ -138,13 +161,38 @@ class TorchMemorySaver:
         self._hook_mode = mode
 
     # ------------------------------------------------------------ tags
+    @property
+    def tags(self):
+        """The domain's tags, in declaration order."""
+        return [n for n, _ in self._decl]
+
+    def _declare_allocator(self):
+        """Tell the allocator the tags' names (their bits), once, before
+        its first allocation; a later, different declaration is an
+        error (the memory already allocated is filed by bit)."""
+        names = ",".join(self.tags)
+        if self._alloc_declared == names:
+            return
+        if self._alloc_declared is not None or _lib.lib().gpusleep_mm():
+            raise RuntimeError(
+                f"torch_memory_saver: tags {self.tags} declared after memory "
+                f"was allocated with {self._alloc_declared or 'the default'}"
+                "; configure() before the first region")
+        _lib.check(_lib.lib().gpusleep_declare_tags(names.encode()),
+                   f"declare_tags({names!r})")
+        self._alloc_declared = names
+
     def _tag(self, tag):
         tag = self.tag_aliases.get(tag, tag)
-        if tag not in _lib.TAG_NAMES:
+        if tag not in self.tags:
             raise errors.InvalidRequest(
                 _lib.R_INVALID, message=f"invalid tag {tag!r}; valid: "
-                f"{list(_lib.TAG_NAMES)} (or set tag_aliases)")
+                f"{self.tags} (declare it: configure(tags=...))")
+        self._declare_allocator()
         return tag
+
+    def _mask(self, tag):
+        return _lib.tags_to_mask([tag], names=self.tags)
 
     def _set_policy(self, tag, backup):
         """One policy per tag; a backup once asked for is kept (never
@@ -155,13 +203,13 @@ class TorchMemorySaver:
         if not mm:
             # before the first allocation: the allocator reads its
             # policies from the environment when it makes its mm
-            keep = [t for t in _lib.TAG_NAMES
+            keep = [t for t in self.tags
                     if self._policies.get(t, t == "weights")]
             os.environ["GPUSLEEP_BACKUP_TAGS"] = ",".join(keep)
             return
         for t, b in self._policies.items():
             p = _lib.GS_MM_BACKUP if b else _lib.GS_MM_DISCARD
-            ret = L.gs_mm_set_policy(mm, _lib.tags_to_mask([t]), p, 0)
+            ret = L.gs_mm_set_policy(mm, self._mask(t), p, 0)
             if ret == -_errno.EBUSY:
                 continue	# paused now: applies from its resume on
             if ret < 0:
@@ -183,8 +231,10 @@ class TorchMemorySaver:
         with self._lock:
             pool = self._pools.get(tag)
             if pool is None:
+                bit = self.tags.index(tag)
                 alloc = torch.cuda.memory.CUDAPluggableAllocator(
-                    _lib.path(), f"gpusleep_malloc_{tag}", "gpusleep_free")
+                    _lib.path(), f"gpusleep_malloc_tag{bit}",
+                    "gpusleep_free")
                 pool = torch.cuda.MemPool(alloc.allocator())
                 self._allocators[tag] = alloc
                 self._pools[tag] = pool
@@ -211,7 +261,8 @@ class TorchMemorySaver:
             yield
         finally:
             stack.pop()
-            L.gpusleep_set_tag((stack[-1] if stack else "weights").encode())
+            L.gpusleep_set_tag((stack[-1] if stack else
+                                self.tags[0]).encode())
 
     @contextlib.contextmanager
     def region(self, tag="weights", enable_cpu_backup=False):
@@ -314,9 +365,13 @@ class TorchMemorySaver:
         if not mm:
             return out
         fn = L.gs_mm_pause_ex if pause else L.gs_mm_resume_ex
-        for t in self._tags(tag) or list(_lib.TAG_NAMES):
+        tags = self._tags(tag)
+        if tags is None:	# every tag; resume(): exactly what is paused
+            tags = self.tags if pause else \
+                [t for t in self.tags if self._paused(mm, t)]
+        for t in tags:
             r = _lib.gs_mm_result()
-            ret = fn(mm, _lib.tags_to_mask([t]), ctypes.byref(r))
+            ret = fn(mm, self._mask(t), ctypes.byref(r))
             d = out[t] = result_dict(r)
             if ret < 0 and ret != -_errno.EALREADY:
                 e = OSError(-ret, f"{'pause' if pause else 'resume'}"
@@ -325,6 +380,12 @@ class TorchMemorySaver:
                 e.results = out
                 raise e
         return out
+
+    def _paused(self, mm, tag):
+        info = _lib.gs_mm_tag_info()
+        ret = _lib.lib().gs_mm_tag_info(mm, self._mask(tag),
+                                        ctypes.byref(info))
+        return ret == 0 and bool(info.paused)
 
     def pause(self, tag=None):
         """Release tag (None = every tag) through the module; returns the
@@ -357,7 +418,7 @@ class TorchMemorySaver:
         from .agent import result_dict
         r = _lib.gs_agent_result()
         ret = _lib.lib().gpusleep_agent_last_result(
-            _lib.tags_to_mask([self._tag(tag)]), ctypes.byref(r))
+            self._mask(self._tag(tag)), ctypes.byref(r))
         if ret < 0:
             return None
         return {"op_id": r.op_id, "type": r.type, "tag": r.tag,

@@ -52,26 +52,27 @@ def resolve_domain(domain):
 
 
 class Result:
-    """A finished operation (struct gpusleep_result)."""
+    """A finished operation (struct gpusleep_result); names: the domain's
+    tags, in declaration order."""
 
-    def __init__(self, r):
+    def __init__(self, r, names=_lib.TAG_NAMES):
         self.op_id = r.op_id
         self.kind = {_lib.OP_RELEASE: "release",
                      _lib.OP_RESUME: "resume"}.get(r.kind, str(r.kind))
-        self.tags = _lib.mask_to_tags(r.tags)
-        self.done_tags = _lib.mask_to_tags(r.done_tags)
+        self.tags = _lib.mask_to_tags(r.tags, names)
+        self.done_tags = _lib.mask_to_tags(r.done_tags, names)
         self.error = -r.error		# errno, 0 on success
         self.reason = r.reason
         self.reason_name = errors.reason_name(r.reason)
         self.duration = r.duration_ns / 1e9
-        self.bytes = {n: r.bytes[i] for i, n in enumerate(_lib.TAG_NAMES)
+        self.bytes = {n: r.bytes[i] for i, n in enumerate(names)
                       if r.bytes[i]}
         # release: what the agent saw come free, per tag (when measured)
         self.freed_bytes = {n: r.freed_bytes[i]
-                            for i, n in enumerate(_lib.TAG_NAMES)
+                            for i, n in enumerate(names)
                             if r.freed_bytes[i]}
-        self.shortfall_tags = _lib.mask_to_tags(r.shortfall_tags)
-        self.lost_tags = _lib.mask_to_tags(r.lost_tags)
+        self.shortfall_tags = _lib.mask_to_tags(r.shortfall_tags, names)
+        self.lost_tags = _lib.mask_to_tags(r.lost_tags, names)
 
     @property
     def ok(self):
@@ -90,27 +91,29 @@ class Result:
 
 
 class State:
-    """struct gpusleep_state, with names."""
+    """struct gpusleep_state, with the names of the domain's tags (names,
+    in declaration order; .tags)."""
 
-    def __init__(self, s):
+    def __init__(self, s, names=_lib.TAG_NAMES):
         self.id = s.id
         self.state = (_lib.STATE_NAMES[s.state]
                       if s.state < len(_lib.STATE_NAMES) else str(s.state))
-        self.released = _lib.mask_to_tags(s.released)
+        self.tags = list(names)
+        self.released = _lib.mask_to_tags(s.released, names)
         # released tags whose unmap the agent has not confirmed
-        self.unconfirmed = _lib.mask_to_tags(s.unconfirmed)
+        self.unconfirmed = _lib.mask_to_tags(s.unconfirmed, names)
         self.flags = s.flags
         self.caps = s.caps
         self.op_in_flight = s.op_in_flight
         self.last_op_id = s.last_op_id
         self.bytes_released = {n: s.bytes_released[i]
-                               for i, n in enumerate(_lib.TAG_NAMES)
+                               for i, n in enumerate(names)
                                if s.bytes_released[i]}
         self.freed_bytes = {n: s.freed_bytes[i]
-                            for i, n in enumerate(_lib.TAG_NAMES)
+                            for i, n in enumerate(names)
                             if s.freed_bytes[i]}
         # released tags whose memory did not all come free
-        self.shortfall = _lib.mask_to_tags(s.shortfall)
+        self.shortfall = _lib.mask_to_tags(s.shortfall, names)
         # what the agent's process still held after the newest pause, and
         # whose view that is ("process", "device"; None: not reported);
         # 0 and None once nothing is released
@@ -122,8 +125,8 @@ class State:
         # per tag: how many times its memory was replaced (register buffers
         # again with NCCL/RDMA when it moved on)
         self.generation = {n: s.generation[i]
-                           for i, n in enumerate(_lib.TAG_NAMES)}
-        self.last = Result(s.last) if s.last.op_id else None
+                           for i, n in enumerate(names)}
+        self.last = Result(s.last, names) if s.last.op_id else None
         f = s.flags
         self.drain_pending = bool(f & _lib.SF_DRAIN_PENDING)
         self.agent_attached = bool(f & _lib.SF_AGENT_ATTACHED)
@@ -159,9 +162,24 @@ class _Ops:
     or the engine fd for gpusleep.engine.Engine)."""
 
     _fd = -1
+    _tag_names = None
 
     def fileno(self):
         return self._fd
+
+    @property
+    def tag_names(self):
+        """The domain's tags, in declaration order (its bit order): fixed
+        for the domain's life, so asked once (GPUSLEEP_IOC_GET_TAGS)."""
+        if self._tag_names is None:
+            self._tag_names = tuple(n for n, _, _ in _lib.get_tags(self._fd))
+        return self._tag_names
+
+    def tags(self):
+        """The domain's declaration: [(name, kind, generation)], kind
+        "memory" or "kv_cache", generation how many times the tag's memory
+        was replaced."""
+        return _lib.get_tags(self._fd)
 
     def _op(self, kind, tags, flags, timeout, wait):
         L = _lib.lib()
@@ -169,7 +187,8 @@ class _Ops:
         # in its own order (not enabled, invalid, kv not allowed, already
         # released, busy), like the reference controller.
         unknown = []
-        mask = _lib.tags_to_mask(tags, unknown=unknown)
+        names = self.tag_names
+        mask = _lib.tags_to_mask(tags, names=names, unknown=unknown)
         call = L.gs_release if kind == _lib.OP_RELEASE else L.gs_resume
         if not wait:
             flags |= _lib.OPF_NONBLOCK
@@ -189,23 +208,23 @@ class _Ops:
             if op.reason == _lib.R_INVALID and unknown:
                 raise errors.from_code(
                     err, op.reason, tags=unknown,
-                    message=_lib.invalid_tags_message(unknown))
-            bad = _lib.mask_to_tags(op.bad_tags) if op.bad_tags else \
-                _lib.mask_to_tags(mask)
+                    message=_lib.invalid_tags_message(unknown, names))
+            bad = _lib.mask_to_tags(op.bad_tags, names) if op.bad_tags \
+                else _lib.mask_to_tags(mask, names)
             raise errors.from_code(err, op.reason, op_id=op.op_id, tags=bad)
         if not wait:
             return op.op_id
         res = self._result(op.op_id)
         if res is None:	# already out of the kept history
             r = _lib.gpusleep_result(op_id=op.op_id, kind=kind, tags=mask)
-            res = Result(r)
+            res = Result(r, names)
         return res
 
     def _result(self, op_id):
         """The finished operation op_id's Result, None if forgotten."""
         r = _lib.gpusleep_result()
         ret = _lib.lib().gs_wait(self._fd, op_id, 1, ctypes.byref(r))
-        return Result(r) if ret == 0 else None
+        return Result(r, self.tag_names) if ret == 0 else None
 
     def release(self, tags=None, abort_inflight=False, timeout=None,
                 wait=True):
@@ -230,7 +249,7 @@ class _Ops:
         ret = _lib.lib().gs_get_state(self._fd, ctypes.byref(st))
         if ret < 0:
             raise errors.from_code(-ret)
-        return State(st)
+        return State(st, self.tag_names)
 
     def wait(self, op_id=0, timeout=None):
         """Wait for operation op_id (0 = the newest) to finish; its Result,
@@ -241,7 +260,7 @@ class _Ops:
                                  ctypes.byref(r))
         if ret < 0:
             raise errors.from_code(-ret, op_id=op_id)
-        return Result(r).raise_for_error()
+        return Result(r, self.tag_names).raise_for_error()
 
     def register_eventfd(self, efd, events=_lib.EFD_OP_DONE):
         """Register (events != 0), update or remove (0) an eventfd."""
