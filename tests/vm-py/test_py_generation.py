@@ -21,7 +21,8 @@ TESTS = ["a fresh domain: generations 0, nothing resident",
          "a resume moves the tag's generation on, in State and Engine",
          "resume_sched sees the replaced tags",
          "repair_kv sees the KV cache's generation",
-         "nothing resident once awake"]
+         "nothing resident once awake",
+         "a declared domain: generations by its own tag names"]
 S = {}
 
 
@@ -121,6 +122,30 @@ def awake_nothing_resident():
           f"{st.resident_bytes} {st.resident_source}")
 
 
+def declared():
+    """Tag bits are the domain's own: weights is bit 2 here."""
+    seen = []
+    eng = gsengine.Engine(NAME + "d", gpu="vm-py",
+                          tags=["experts", ("kv", "kv_cache"), "weights"])
+    eng.resume_sched = lambda: seen.append(eng.replaced_tags)
+    saved = dict(S)
+    S["eng"], S["ctl"] = eng, gpusleep.Controller(eng.id)
+    S["agent"] = agent_fd(eng.id)
+    try:
+        release(["weights"])
+        resume(["weights"])
+        st = S["ctl"].state()
+        check(st.generation == {"experts": 0, "kv": 0, "weights": 1},
+              repr(st.generation))
+        check(eng.generation("weights") == 1 and
+              eng.generation("experts") == 0, "Engine.generation by name")
+        check(seen == [["weights"]], repr(seen))
+    finally:
+        os.close(S["agent"])
+        eng.close()
+        S.update(saved)
+
+
 def main():
     tap = Tap(TESTS)
     need_device(tap, TESTS)
@@ -134,7 +159,7 @@ def main():
         for name, fn in zip(TESTS, [fresh, resident_shows,
                                     generation_moves_on, replaced_seen,
                                     kv_generation_seen,
-                                    awake_nothing_resident]):
+                                    awake_nothing_resident, declared]):
             tap.run(name, fn)
     finally:
         os.close(S["agent"])

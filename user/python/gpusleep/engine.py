@@ -202,7 +202,8 @@ class Engine(_Ops):
         """The tags whose memory the newest RESUME_SCHED says was replaced
         since the previous one: register their buffers again."""
         self._check_open()
-        return _lib.mask_to_tags(_lib.lib().gs_engine_replaced_tags(self._e))
+        return _lib.mask_to_tags(_lib.lib().gs_engine_replaced_tags(self._e),
+                                 self.tag_names)
 
     @property
     def kv_generation(self):
@@ -216,7 +217,8 @@ class Engine(_Ops):
         self._check_open()
         gen = ctypes.c_uint64()
         ret = _lib.lib().gs_engine_generation(
-            self._e, _lib.tags_to_mask([tag]), ctypes.byref(gen))
+            self._e, _lib.tags_to_mask([tag], names=self.tag_names),
+            ctypes.byref(gen))
         if ret < 0:
             raise OSError(-ret, f"generation: {os.strerror(-ret)}")
         return gen.value
