@@ -357,6 +357,75 @@ TEST_F(g, resume_sched_names_the_replaced_tags)
 	ASSERT_EQ(0, finish(self->ctl, op.op_id));
 }
 
+/*
+ * A declared domain whose KV cache tag is bit 0 and whose memory tag is
+ * bit 1: the records, the state and GET_TAGS count by the domain's bits.
+ */
+TEST(declared_tags_count_by_their_own_bits)
+{
+	struct gpusleep_event ev;
+	struct gpusleep_create c;
+	struct gpusleep_state st;
+	struct gpusleep_tags t;
+	struct gpusleep_op op;
+	int dev, engine, agent;
+
+	dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	if (dev < 0)
+		SKIP(return, "%s: %s (module not loaded)", GS_DEV,
+		     strerror(errno));
+	memset(&c, 0, sizeof(c));
+	snprintf(c.name, sizeof(c.name), "gen-declared");
+	c.nr_tags = 2;
+	snprintf(c.tags[0].name, sizeof(c.tags[0].name), "kv");
+	c.tags[0].kind = GPUSLEEP_TAG_KIND_KV_CACHE;
+	snprintf(c.tags[1].name, sizeof(c.tags[1].name), "experts");
+	c.tags[1].kind = GPUSLEEP_TAG_KIND_MEMORY;
+	engine = gs_err(ioctl(dev, GPUSLEEP_IOC_CREATE_DOMAIN, &c));
+	ASSERT_LE(0, engine);
+	agent = gs_attach(dev, c.id, GPUSLEEP_ROLE_AGENT);
+	ASSERT_LE(0, agent);
+
+	ASSERT_EQ(0, start(engine, GPUSLEEP_IOC_RELEASE, 0, 0, &op));
+	ASSERT_EQ(0, gs_answer_next(engine, GPUSLEEP_EV_DRAIN, 3, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(engine, GPUSLEEP_EV_RESET_CACHES, 0, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(agent, GPUSLEEP_EV_PAUSE_TAG, 1, 0, 4096));
+	ASSERT_EQ(0, gs_answer_next(agent, GPUSLEEP_EV_PAUSE_TAG, 2, 0, 4096));
+	ASSERT_EQ(0, finish(engine, op.op_id));
+	/* the memory tag only: KV (bit 0) keeps generation 0 */
+	ASSERT_EQ(0, start(engine, GPUSLEEP_IOC_RESUME, 2, 0, &op));
+	ASSERT_EQ(0, gs_expect(agent, GPUSLEEP_EV_RESUME_TAG, 2, &ev));
+	EXPECT_EQ(1, ev.generation);
+	ASSERT_EQ(0, gs_answer(agent, &ev, 0, 4096));
+	ASSERT_EQ(0, finish(engine, op.op_id));
+	/* then KV: its repair carries its own generation */
+	ASSERT_EQ(0, start(engine, GPUSLEEP_IOC_RESUME, 1, 0, &op));
+	ASSERT_EQ(0, gs_answer_next(agent, GPUSLEEP_EV_RESUME_TAG, 1, 0, 4096));
+	ASSERT_EQ(0, gs_expect(engine, GPUSLEEP_EV_REPAIR_KV, 1, &ev));
+	EXPECT_EQ(1, ev.generation);
+	ASSERT_EQ(0, gs_answer(engine, &ev, 0, 0));
+	ASSERT_EQ(0, finish(engine, op.op_id));
+	ASSERT_EQ(0, gs_state(engine, &st));
+	EXPECT_EQ(1, st.generation[0]);
+	EXPECT_EQ(1, st.generation[1]);
+	ASSERT_EQ(0, start(engine, GPUSLEEP_IOC_RELEASE, 2, 0, &op));
+	ASSERT_EQ(0, gs_expect(engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
+	EXPECT_EQ(3, ev.tags);
+	ASSERT_EQ(0, gs_answer_next(engine, GPUSLEEP_EV_DRAIN, 2, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(agent, GPUSLEEP_EV_PAUSE_TAG, 2, 0, 4096));
+	ASSERT_EQ(0, finish(engine, op.op_id));
+	ASSERT_EQ(0, start(engine, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_answer_next(agent, GPUSLEEP_EV_RESUME_TAG, 2, 0, 4096));
+	ASSERT_EQ(0, finish(engine, op.op_id));
+	memset(&t, 0, sizeof(t));
+	ASSERT_EQ(0, gs_err(ioctl(engine, GPUSLEEP_IOC_GET_TAGS, &t)));
+	EXPECT_EQ(1, t.tags[0].generation);
+	EXPECT_EQ(2, t.tags[1].generation);
+	close(agent);
+	close(engine);
+	close(dev);
+}
+
 /* ---------------------------------------------------------- resident */
 
 /* The newest pause answer's figure stands while something is released. */
