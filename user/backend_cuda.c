@@ -637,11 +637,16 @@ static int cuda_resident(struct gs_backend *b, uint64_t *bytes)
 	char bus[32];
 
 	if (!cb->nvml_tried) {
+		const char *env = getenv("GPUSLEEP_NVML_LIB");
+
 		cb->nvml_tried = true;
 		if (cb->api.DeviceGetPCIBusId &&
 		    cb->api.DeviceGetPCIBusId(bus, sizeof(bus), cb->dev) ==
 		    CUDA_SUCCESS)
 			cb->nvml = gs_nvml_open(bus);
+		if (!cb->nvml && !(env && !strcmp(env, "off")))
+			fprintf(stderr, "gpusleep: cuda: NVML not usable for device %d: what stays resident after a pause is reported as the whole device's used memory (cuMemGetInfo)\n",
+				cb->ordinal);
 	}
 	if (cb->nvml && !gs_nvml_process_used(cb->nvml, getpid(), bytes))
 		return GPUSLEEP_RESIDENT_PROCESS;
