@@ -590,8 +590,15 @@ static long gs_ioc_complete(struct gs_file *gf, const struct gs_uarg *ua)
 	ret = gs_uarg_in(ua, &c, sizeof(c));
 	if (ret)
 		return ret;
-	/* Resident memory is not taken yet: must be zero, for now. */
-	if (c.pad || c.resident_source || c.resident_bytes)
+	/*
+	 * Resident memory is the agent's to say, after a pause, with whose
+	 * view it is: never bytes without a source.
+	 */
+	if (c.pad || c.resident_source > GPUSLEEP_RESIDENT_DEVICE ||
+	    (c.resident_bytes && !c.resident_source) ||
+	    ((c.resident_source || c.resident_bytes) &&
+	     (gf->role != GPUSLEEP_ROLE_AGENT ||
+	      c.type != GPUSLEEP_EV_PAUSE_TAG)))
 		return -EINVAL;
 
 	mutex_lock(&d->lock);

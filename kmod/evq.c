@@ -83,14 +83,22 @@ bool gs_evq_withdraw(struct gs_evq *q, u64 op_id, u32 type)
 	return false;
 }
 
-/* Take back every unread record of type, whatever its operation. */
-bool gs_evq_withdraw_type(struct gs_evq *q, u32 type)
+/*
+ * Take back every unread record of type, whatever its operation; their
+ * tags are added to *tags (when not NULL), for the record replacing them.
+ */
+bool gs_evq_withdraw_type(struct gs_evq *q, u32 type, u32 *tags)
 {
 	unsigned int i = 0;
 	bool any = false;
 
 	while (i < q->count) {
-		if (q->rec[(q->head + i) % GS_EVQ_LEN].type == type) {
+		const struct gpusleep_event *ev =
+			&q->rec[(q->head + i) % GS_EVQ_LEN];
+
+		if (ev->type == type) {
+			if (tags)
+				*tags |= ev->tags;
 			gs_evq_remove(q, i);
 			any = true;
 		} else {

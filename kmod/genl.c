@@ -214,6 +214,13 @@ static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
 			   st.bytes_released, st.freed_bytes, st.generation))
 		goto err_cancel;
 
+	/* What stays resident: absent while not reported (its enum has no 0). */
+	if (st.resident_source &&
+	    (gs_nl_put_u64(skb, GPUSLEEP_A_RESIDENT_BYTES, st.resident_bytes,
+			   GPUSLEEP_A_PAD) ||
+	     nla_put_u32(skb, GPUSLEEP_A_RESIDENT_SOURCE, st.resident_source)))
+		goto err_cancel;
+
 	if (x && x->op &&
 	    (gs_nl_put_u64(skb, GPUSLEEP_A_OP_ID, x->op->op_id,
 			   GPUSLEEP_A_PAD) ||

@@ -157,8 +157,20 @@ struct gs_domain {
 	u64 bytes_released[GPUSLEEP_MAX_TAGS];
 	u64 freed_bytes[GPUSLEEP_MAX_TAGS];	/* of released tags, measured */
 	u32 shortfall;		/* released tags that did not all come free */
-	/* per tag: times the memory behind it was replaced */
+	/*
+	 * What the agent's newest PAUSE_TAG answer said its process still
+	 * holds (GPUSLEEP_RESIDENT_*; 0: not reported); cleared once nothing
+	 * is released.
+	 */
+	u64 resident_bytes;
+	u32 resident_source;
+	/*
+	 * Per tag: how many times the memory behind it was replaced (a
+	 * confirmed remap of the released tag, a rollback that lost
+	 * contents); replaced: the tags replaced since the last RESUME_SCHED.
+	 */
 	u64 generation[GPUSLEEP_MAX_TAGS];
+	u32 replaced;
 	struct gs_counters cnt;
 	u32 last_reason;	/* reason of the newest failed operation */
 	u64 last_release_ns;
@@ -339,7 +351,7 @@ int gs_evq_push(struct gs_evq *q, const struct gpusleep_event *ev);
 bool gs_evq_pop(struct gs_evq *q, struct gpusleep_event *ev);
 void gs_evq_unpop(struct gs_evq *q, const struct gpusleep_event *ev);
 bool gs_evq_withdraw(struct gs_evq *q, u64 op_id, u32 type);
-bool gs_evq_withdraw_type(struct gs_evq *q, u32 type);
+bool gs_evq_withdraw_type(struct gs_evq *q, u32 type, u32 *tags);
 void gs_evq_clear(struct gs_evq *q);
 
 /* efd.c */

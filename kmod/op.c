@@ -176,23 +176,28 @@ static int gs_engine_push(struct gs_domain *d, struct gpusleep_event *ev)
 
 /*
  * A notification (no answer). An unread one of the same type is replaced:
- * only the newest says what holds now. With at most one step record
- * queued besides, the queue always has room.
+ * only the newest says what holds now (with the tags of the one it
+ * replaces too). With at most one step record queued besides, the queue
+ * always has room.
  */
-static void gs_notify_engine(struct gs_domain *d, u32 type, u64 op_id)
+static void gs_notify_engine(struct gs_domain *d, u32 type, u64 op_id,
+			     u32 tags)
 {
 	struct gpusleep_event ev = {
 		.op_id = op_id,
 		.type = type,
 	};
 
-	gs_evq_withdraw_type(&d->engine_q, type);
+	gs_evq_withdraw_type(&d->engine_q, type, &tags);
+	ev.tags = tags;
 	WARN_ON_ONCE(gs_engine_push(d, &ev));
 }
 
 /*
  * Raise the level: only between operations, with nothing released (an
  * unconfirmed tag is released), no agent answer outstanding, KV repaired.
+ * The record names the tags whose memory was replaced since the last one,
+ * for the engine to register again before it schedules.
  */
 static void gs_maybe_resume_sched(struct gs_domain *d, u64 op_id)
 {
@@ -200,7 +205,24 @@ static void gs_maybe_resume_sched(struct gs_domain *d, u64 op_id)
 	    d->late.valid || d->kv_needs_repair)
 		return;
 	d->sched_paused = false;
-	gs_notify_engine(d, GPUSLEEP_EV_RESUME_SCHED, op_id);
+	gs_notify_engine(d, GPUSLEEP_EV_RESUME_SCHED, op_id, d->replaced);
+	d->replaced = 0;
+}
+
+/* The memory behind tag is new: its generation moves on. */
+static void gs_replaced(struct gs_domain *d, u32 tag)
+{
+	d->generation[gs_tag_index(tag)]++;
+	d->replaced |= tag;
+}
+
+/* What stayed resident describes a release: none is left once awake. */
+static void gs_resident_forget(struct gs_domain *d)
+{
+	if (d->released)
+		return;
+	d->resident_bytes = 0;
+	d->resident_source = 0;
 }
 
 /*
@@ -215,6 +237,7 @@ static void gs_pause_failed(struct gs_domain *d, u32 tag, u64 bytes)
 	} else {
 		d->released &= ~tag;
 		d->bytes_released[gs_tag_index(tag)] = 0;
+		gs_resident_forget(d);
 	}
 }
 
@@ -226,9 +249,10 @@ static void gs_pause_done(struct gs_domain *d, u32 tag, u64 bytes)
 
 /*
  * What an agent's answer says besides its status: for a pause, how much
- * the driver saw come free and whether that fell short; for any step,
- * contents lost (a rollback mapped memory back fresh: KV then needs its
- * repair before the engine may use it).
+ * the driver saw come free and whether that fell short, and what the
+ * process still holds (any pause answer replaces the figure); for any
+ * step, contents lost (a rollback mapped memory back fresh: the tag's
+ * memory is new, and KV needs its repair before the engine may use it).
  */
 static void gs_agent_report(struct gs_domain *d, struct gs_op *op, u32 type,
 			    u32 tag, const struct gpusleep_complete *c)
@@ -248,8 +272,11 @@ static void gs_agent_report(struct gs_domain *d, struct gs_op *op, u32 type,
 			if (c->flags & GPUSLEEP_CF_SHORTFALL)
 				op->shortfall_tags |= tag;
 		}
+		d->resident_bytes = c->resident_bytes;
+		d->resident_source = c->resident_source;
 	}
 	if (c->lost_bytes) {
+		gs_replaced(d, tag);
 		if (op)
 			op->lost_tags |= tag;
 		if (tag & d->tags.kv)
@@ -259,11 +286,15 @@ static void gs_agent_report(struct gs_domain *d, struct gs_op *op, u32 type,
 
 static void gs_resume_done(struct gs_domain *d, u32 tag)
 {
+	/* Mapped again: new memory (a late remap's twin finds it mapped). */
+	if (d->released & tag)
+		gs_replaced(d, tag);
 	d->released &= ~tag;
 	d->unconfirmed &= ~tag;
 	d->bytes_released[gs_tag_index(tag)] = 0;
 	d->freed_bytes[gs_tag_index(tag)] = 0;
 	d->shortfall &= ~tag;
+	gs_resident_forget(d);
 	if (tag & d->tags.kv)
 		d->kv_needs_repair = true;	/* new pages: repair first */
 	/* A late answer about this tag is overtaken by this one. */
@@ -349,7 +380,7 @@ static void gs_op_finish(struct gs_domain *d, u32 reason, int peer)
 	 * draining", never "go" (the record carries the level, still low).
 	 */
 	if (c.from == GPUSLEEP_S_DRAINING && err && !d->dead && !taken)
-		gs_notify_engine(d, GPUSLEEP_EV_DRAIN_CANCELLED, op->id);
+		gs_notify_engine(d, GPUSLEEP_EV_DRAIN_CANCELLED, op->id, 0);
 
 	d->op_active = false;
 	WRITE_ONCE(d->last_done_id, op->id);
@@ -371,6 +402,11 @@ static bool gs_send_step(struct gs_domain *d, u32 type, u32 tags, u32 flags)
 	};
 	int ret;
 
+	/* What the tag's memory will be: a remap replaces it. */
+	if (type == GPUSLEEP_EV_RESUME_TAG)
+		ev.generation = d->generation[gs_tag_index(tags)] + 1;
+	else if (type == GPUSLEEP_EV_REPAIR_KV)
+		ev.generation = d->generation[gs_tag_index(tags)];
 	if (gs_engine_step(type))
 		ret = gs_engine_push(d, &ev);
 	else
@@ -805,6 +841,8 @@ void gs_fill_state(struct gs_domain *d, struct gpusleep_state *st)
 	       sizeof(st->bytes_released));
 	memcpy(st->freed_bytes, d->freed_bytes, sizeof(st->freed_bytes));
 	st->shortfall = d->shortfall;
+	st->resident_bytes = d->resident_bytes;
+	st->resident_source = d->resident_source;
 	memcpy(st->generation, d->generation, sizeof(st->generation));
 	if (last)
 		st->last = d->hist[last % GS_HIST_LEN];

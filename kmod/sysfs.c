@@ -205,6 +205,27 @@ GS_TAG_U64S_ATTR(tag_bytes_released, bytes_released);
 GS_TAG_U64S_ATTR(tag_freed_bytes, freed_bytes);
 GS_TAG_U64S_ATTR(tag_generations, generation);
 
+GS_U64_ATTR(resident_bytes, s.st.resident_bytes);
+
+/* Whose view resident_bytes is. */
+static ssize_t resident_source_show(struct device *dev,
+				    struct device_attribute *attr, char *buf)
+{
+	static const char * const names[] = {
+		[0]				= "unknown",
+		[GPUSLEEP_RESIDENT_PROCESS]	= "process",
+		[GPUSLEEP_RESIDENT_DEVICE]	= "device",
+	};
+	struct gs_snap s;
+	u32 src;
+
+	gs_snap(gs_dev_domain(dev), &s);
+	src = s.st.resident_source;
+	return sysfs_emit(buf, "%s\n",
+			  src < ARRAY_SIZE(names) ? names[src] : "unknown");
+}
+static DEVICE_ATTR_RO(resident_source);
+
 static ssize_t last_error_show(struct device *dev,
 			       struct device_attribute *attr, char *buf)
 {
@@ -243,6 +264,8 @@ static struct attribute *gs_domain_attrs[] = {
 	&dev_attr_tag_bytes_released.attr,
 	&dev_attr_tag_freed_bytes.attr,
 	&dev_attr_tag_generations.attr,
+	&dev_attr_resident_bytes.attr,
+	&dev_attr_resident_source.attr,
 	NULL
 };
 ATTRIBUTE_GROUPS(gs_domain);

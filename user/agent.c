@@ -169,11 +169,13 @@ static uint32_t answer_flags(const struct gs_mm_result *r, bool pause)
 
 static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
 {
+	struct gpusleep_complete c;
 	struct gs_agent_result ar;
 	struct gs_mm_result r;
 	gs_agent_result_fn cb;
 	void *cb_arg;
 	int status, ret, ti = -1;
+	uint64_t held = 0;
 	bool pause;
 
 	switch (ev->type) {
@@ -204,9 +206,18 @@ static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
 			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
 			(unsigned long long)r.bytes,
 			(unsigned long long)r.freed_bytes);
-	ret = gs_complete_tag(a->fd, ev, status, answer_bytes(&r, pause),
-			      pause ? r.freed_bytes : 0, r.lost_bytes,
-			      answer_flags(&r, pause));
+	memset(&c, 0, sizeof(c));
+	c.status = status;
+	c.bytes = answer_bytes(&r, pause);
+	c.freed_bytes = pause ? r.freed_bytes : 0;
+	c.lost_bytes = r.lost_bytes;
+	c.flags = answer_flags(&r, pause);
+	/* What stays: the process's own figure, else the device's. */
+	if (pause) {
+		c.resident_source = gs_mm_resident(a->mm, &held);
+		c.resident_bytes = held;
+	}
+	ret = gs_complete_ex(a->fd, ev, &c);
 
 	memset(&ar, 0, sizeof(ar));
 	ar.op_id = ev->op_id;
@@ -214,6 +225,10 @@ static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
 	ar.tag = ev->tags;
 	ar.complete_ret = ret;
 	ar.mm = r;
+	ar.resident_bytes = c.resident_bytes;
+	ar.resident_source = c.resident_source;
+	if (!pause)
+		ar.generation = ev->generation;
 	for (int i = 0; i < GPUSLEEP_MAX_TAGS; i++)
 		if (ev->tags == (1U << i))
 			ti = i;

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <linux/gpusleep.h>	/* GPUSLEEP_RESIDENT_* */
 
 struct gs_backend {
 	const char *name;
@@ -57,6 +58,13 @@ struct gs_backend {
 	int (*fence_streams)(struct gs_backend *b, void *const *streams,
 			     unsigned int n);
 	int (*mem_info)(struct gs_backend *b, uint64_t *free_b, uint64_t *total);
+	/*
+	 * Optional (NULL: not known): the device memory this process still
+	 * holds as the driver sees it. Returns GPUSLEEP_RESIDENT_PROCESS (the
+	 * process's own figure), GPUSLEEP_RESIDENT_DEVICE (the whole device's
+	 * used memory), or 0 / -errno (not known).
+	 */
+	int (*resident)(struct gs_backend *b, uint64_t *bytes);
 	void (*destroy)(struct gs_backend *b);
 };
 
@@ -68,5 +76,17 @@ struct gs_backend *gs_backend_host_new(void);
  * -ENOSYS when libgpusleep was built without CUDA headers.
  */
 struct gs_backend *gs_backend_cuda_new(int device, const char *libpath, int *err);
+
+/*
+ * user/nvml.c: NVML (libnvidia-ml.so.1, or $GPUSLEEP_NVML_LIB; "off" for
+ * none), loaded at run time. gs_nvml_open: the device at pci_bus_id
+ * ("0000:41:00.0"), or NULL when NVML or the device is not there.
+ * gs_nvml_process_used: the device memory process pid uses on it: 0,
+ * -ENOENT (not listed, or no figure), -ENODEV (n NULL), -EIO, -ENOMEM.
+ */
+struct gs_nvml;
+struct gs_nvml *gs_nvml_open(const char *pci_bus_id);
+int gs_nvml_process_used(struct gs_nvml *n, unsigned int pid, uint64_t *bytes);
+void gs_nvml_close(struct gs_nvml *n);
 
 #endif /* GPUSLEEP_USER_BACKEND_H */

@@ -108,6 +108,7 @@ struct cuda_api {
 	CUresult (*EventRecord)(CUevent ev, CUstream stream);
 	CUresult (*EventSynchronize)(CUevent ev);
 	CUresult (*EventDestroy)(CUevent ev);
+	CUresult (*DeviceGetPCIBusId)(char *id, int len, CUdevice dev);
 };
 
 /* base name for cuGetProcAddress, exported name for dlsym */
@@ -157,6 +158,8 @@ static const struct {
 	SYM(EventRecord, "cuEventRecord", "cuEventRecord", false),
 	SYM(EventSynchronize, "cuEventSynchronize", "cuEventSynchronize", false),
 	SYM(EventDestroy, "cuEventDestroy", "cuEventDestroy_v2", false),
+	SYM(DeviceGetPCIBusId, "cuDeviceGetPCIBusId", "cuDeviceGetPCIBusId",
+	    true),
 #undef SYM
 };
 
@@ -174,6 +177,8 @@ struct cuda_backend {
 	CUmemAllocationProp prop;
 	CUmemAccessDesc access;
 	char name[32];
+	struct gs_nvml *nvml;	/* NVML's view of the device, once looked for */
+	bool nvml_tried;
 };
 
 /*
@@ -621,6 +626,38 @@ static int cuda_mem_info(struct gs_backend *b, uint64_t *free_b,
 }
 
 /*
+ * What this process holds on the device: NVML's per-process figure, looked
+ * for at the first call (by the device's PCI bus id); else the device's
+ * used memory (cuMemGetInfo), which counts every process on the GPU.
+ */
+static int cuda_resident(struct gs_backend *b, uint64_t *bytes)
+{
+	struct cuda_backend *cb = cb_of(b);
+	uint64_t f = 0, t = 0;
+	char bus[32];
+
+	if (!cb->nvml_tried) {
+		const char *env = getenv("GPUSLEEP_NVML_LIB");
+
+		cb->nvml_tried = true;
+		if (cb->api.DeviceGetPCIBusId &&
+		    cb->api.DeviceGetPCIBusId(bus, sizeof(bus), cb->dev) ==
+		    CUDA_SUCCESS)
+			cb->nvml = gs_nvml_open(bus);
+		if (!cb->nvml && !(env && !strcmp(env, "off")))
+			fprintf(stderr, "gpusleep: cuda: NVML not usable for device %d: what stays resident after a pause is reported as the whole device's used memory (cuMemGetInfo)\n",
+				cb->ordinal);
+	}
+	if (cb->nvml && !gs_nvml_process_used(cb->nvml, getpid(), bytes))
+		return GPUSLEEP_RESIDENT_PROCESS;
+	*bytes = 0;
+	if (cuda_mem_info(b, &f, &t) || f > t)
+		return 0;
+	*bytes = t - f;
+	return GPUSLEEP_RESIDENT_DEVICE;
+}
+
+/*
  * Undo what cuda_backend_init() did, in reverse. The driver library stays
  * loaded once cuInit ran: it registers process exit handlers, and unloading
  * it under them is not safe.
@@ -629,6 +666,7 @@ static void cuda_teardown(struct cuda_backend *cb, bool initialized)
 {
 	CUresult rc;
 
+	gs_nvml_close(cb->nvml);
 	if (cb->stream) {
 		if (!use_ctx(cb)) {
 			rc = cb->api.StreamSynchronize(cb->stream);
@@ -823,6 +861,7 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 		.fence = cuda_fence,
 		.fence_streams = cuda_fence_streams,
 		.mem_info = cuda_mem_info,
+		.resident = cuda_resident,
 		.destroy = cuda_destroy,
 	};
 	*err = 0;

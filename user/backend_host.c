@@ -181,6 +181,8 @@ struct gs_backend *gs_backend_host_new(void)
 	b->restore = host_restore;
 	b->sync = host_sync;
 	b->mem_info = host_mem_info;
+	/* No device, so no resident device memory to report: unknown. */
+	b->resident = NULL;
 	b->destroy = host_destroy;
 	return b;
 }

@@ -7,22 +7,28 @@
 #   $(BUILD)/tests/host/fakecuda/libcuda.so.1  the stand-in driver
 #                                              (tests/host/fake_libcuda.c),
 #                                              only when cuda.h is found
+#   $(BUILD)/tests/host/fakenvml/libnvidia-ml.so.1  the stand-in NVML
+#                                              (tests/host/fake_libnvml.c),
+#                                              with it
 #   $(BUILD)/tests/host/NAME       tests/host/test_*cuda*.c (HOST_TESTS)
 #   $(BUILD)/tests/host-asan/NAME  the same with ASan+UBSan (HOST_TESTS)
 # Without cuda.h the tests are still built; they skip every test, since
 # libgpusleep's gs_backend_cuda_new() then fails with -ENOSYS.
 # The tests find the stand-in by its absolute path, compiled in
-# (FAKECUDA_LIB), or at run time in the environment variable FAKECUDA_LIB.
+# (FAKECUDA_LIB), or at run time in the environment variable FAKECUDA_LIB;
+# the stand-in NVML likewise (FAKENVML_LIB).
 
 GS_CUDA_FAKE	:= $(BUILD)/tests/host/fakecuda/libcuda.so.1
+GS_NVML_FAKE	:= $(BUILD)/tests/host/fakenvml/libnvidia-ml.so.1
 GS_CUDA_SRCS	:= $(sort $(wildcard tests/host/test_*cuda*.c))
 GS_CUDA_BINS	:= $(GS_CUDA_SRCS:tests/host/%.c=$(BUILD)/tests/host/%)
 GS_CUDA_ASAN	:= $(GS_CUDA_SRCS:tests/host/%.c=$(BUILD)/tests/host-asan/%)
 GS_CUDA_TCFLAGS	:= $(GS_TEST_CFLAGS) -Itests/host \
-		   -DFAKECUDA_LIB='"$(abspath $(GS_CUDA_FAKE))"'
+		   -DFAKECUDA_LIB='"$(abspath $(GS_CUDA_FAKE))"' \
+		   -DFAKENVML_LIB='"$(abspath $(GS_NVML_FAKE))"'
 
 ifneq ($(GS_CUDA_H),)
-GS_CUDA_TDEPS	:= $(GS_CUDA_FAKE)
+GS_CUDA_TDEPS	:= $(GS_CUDA_FAKE) $(GS_NVML_FAKE)
 
 # -fvisibility is left at default: the stand-in exports what it defines.
 $(GS_CUDA_FAKE): tests/host/fake_libcuda.c tests/host/fake_libcuda.h
@@ -30,7 +36,12 @@ $(GS_CUDA_FAKE): tests/host/fake_libcuda.c tests/host/fake_libcuda.h
 	$(CC) $(CFLAGS) -I$(dir $(GS_CUDA_H)) -Itests/host -fPIC -shared \
 		-Wl,-soname,libcuda.so.1 -o $@ $< $(LDFLAGS) -lpthread
 
-ALL_TARGETS	+= $(GS_CUDA_FAKE)
+$(GS_NVML_FAKE): tests/host/fake_libnvml.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fPIC -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $< \
+		$(LDFLAGS)
+
+ALL_TARGETS	+= $(GS_CUDA_FAKE) $(GS_NVML_FAKE)
 # the GPU check's dry run over the stand-in (bench/gpu/check.py)
 HOST_TESTS	+= tests/host/test_gpu_check.sh
 endif

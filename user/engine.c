@@ -26,10 +26,12 @@ struct gs_engine {
 	uint32_t id;
 	struct gs_engine_ops ops;
 	void *arg;
-	pthread_mutex_t lock;		/* sched_paused, pending, pending_ev */
-	bool sched_paused;		/* the level of the newest record */
+	pthread_mutex_t lock;		/* sched_paused, pending, pending_ev, */
+	bool sched_paused;		/* replaced, kv_generation */
 	bool pending;
 	struct gpusleep_event pending_ev;
+	uint32_t replaced;		/* tags of the newest RESUME_SCHED */
+	uint64_t kv_generation;		/* of the newest REPAIR_KV */
 };
 
 static int set_nonblock(int fd)
@@ -129,6 +131,43 @@ bool gs_engine_pending(const struct gs_engine *e)
 	return v;
 }
 
+uint32_t gs_engine_replaced_tags(const struct gs_engine *e)
+{
+	struct gs_engine *m = (struct gs_engine *)e;
+	uint32_t v;
+
+	pthread_mutex_lock(&m->lock);
+	v = m->replaced;
+	pthread_mutex_unlock(&m->lock);
+	return v;
+}
+
+uint64_t gs_engine_kv_generation(const struct gs_engine *e)
+{
+	struct gs_engine *m = (struct gs_engine *)e;
+	uint64_t v;
+
+	pthread_mutex_lock(&m->lock);
+	v = m->kv_generation;
+	pthread_mutex_unlock(&m->lock);
+	return v;
+}
+
+int gs_engine_generation(const struct gs_engine *e, uint32_t tag,
+			 uint64_t *gen)
+{
+	struct gpusleep_state st;
+	int ret;
+
+	if (!tag || (tag & (tag - 1)) || tag >= (1U << GPUSLEEP_MAX_TAGS))
+		return -EINVAL;
+	ret = gs_get_state(e->fd, &st);
+	if (ret)
+		return ret;
+	*gen = st.generation[__builtin_ctz(tag)];
+	return 0;
+}
+
 /* Answer now, or remember the step for gs_engine_complete(). */
 static int answer(struct gs_engine *e, const struct gpusleep_event *ev, int ret)
 {
@@ -164,6 +203,11 @@ static int handle(struct gs_engine *e, const struct gpusleep_event *ev)
 	      ev->type == GPUSLEEP_EV_RESUME_SCHED) &&
 	     e->pending && e->pending_ev.type == GPUSLEEP_EV_DRAIN))
 		e->pending = false;
+	/* What the callbacks may ask about: new memory, to register again. */
+	if (ev->type == GPUSLEEP_EV_RESUME_SCHED)
+		e->replaced = ev->tags;
+	if (ev->type == GPUSLEEP_EV_REPAIR_KV)
+		e->kv_generation = ev->generation;
 	pthread_mutex_unlock(&e->lock);
 
 	switch (ev->type) {

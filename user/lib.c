@@ -220,18 +220,25 @@ int gs_complete_tag(int fd, const struct gpusleep_event *ev, int status,
 		    uint32_t flags)
 {
 	struct gpusleep_complete c;
-	int ret;
 
 	memset(&c, 0, sizeof(c));
-	c.op_id = ev->op_id;
-	c.step = ev->step;
-	c.type = ev->type;
 	c.status = status;
 	c.bytes = bytes;
 	c.freed_bytes = freed_bytes;
 	c.lost_bytes = lost_bytes;
 	c.flags = flags;
-	ret = gs_complete_hook(fd, &c);
+	return gs_complete_ex(fd, ev, &c);
+}
+
+int gs_complete_ex(int fd, const struct gpusleep_event *ev,
+		   struct gpusleep_complete *c)
+{
+	int ret;
+
+	c->op_id = ev->op_id;
+	c->step = ev->step;
+	c->type = ev->type;
+	ret = gs_complete_hook(fd, c);
 	return ret < 0 ? ret : 0;
 }
 

@@ -944,6 +944,22 @@ int gs_mm_resume(struct gs_mm *mm, uint32_t tag, uint64_t *bytes)
 	return ret;
 }
 
+int gs_mm_resident(struct gs_mm *mm, uint64_t *bytes)
+{
+	int src = 0;
+
+	*bytes = 0;
+	pthread_mutex_lock(&mm->lock);
+	if (mm->b->resident)
+		src = mm->b->resident(mm->b, bytes);
+	pthread_mutex_unlock(&mm->lock);
+	if (src != GPUSLEEP_RESIDENT_PROCESS && src != GPUSLEEP_RESIDENT_DEVICE) {
+		*bytes = 0;
+		return 0;
+	}
+	return src;
+}
+
 int gs_mm_tag_info(struct gs_mm *mm, uint32_t tag, struct gs_mm_tag_info *info)
 {
 	int i = tag_index(tag);

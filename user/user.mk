@@ -7,7 +7,7 @@
 #   $(BUILD)/tests/host/NAME       tests/host/NAME.c (HOST_TESTS)
 #   $(BUILD)/tests/host-asan/NAME  the same with ASan+UBSan (HOST_TESTS)
 #   $(BUILD)/tests/vm-user/NAME    tests/vm-user/NAME.c (VM_TESTS)
-# tests/host/*cuda* belong to user/cuda.mk (CUDA backend tests).
+# tests/host/*cuda* and the stand-ins (fake_*) belong to user/cuda.mk.
 #
 # user/backend_cuda.c is compiled in, with HAVE_CUDA=1, only when it exists
 # and cuda.h is found in $(CUDA_HOME)/include or /usr/local/cuda/include.
@@ -68,7 +68,8 @@ ALL_TARGETS	+= $(GS_SO) $(GS_LIBDIR)/$(GS_SONAME) $(GS_A)
 
 # ------------------------------------------------------------------ tests
 GS_HOST_SRCS	:= $(sort $(foreach f,$(wildcard tests/host/*.c), \
-			$(if $(findstring cuda,$(notdir $(f))),,$(f))))
+			$(if $(or $(findstring cuda,$(notdir $(f))), \
+				  $(filter fake_%,$(notdir $(f)))),,$(f))))
 GS_HOST_BINS	:= $(GS_HOST_SRCS:tests/host/%.c=$(BUILD)/tests/host/%)
 GS_HOST_ASAN	:= $(GS_HOST_SRCS:tests/host/%.c=$(BUILD)/tests/host-asan/%)
 GS_VMU_SRCS	:= $(sort $(wildcard tests/vm-user/*.c))

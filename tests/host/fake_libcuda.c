@@ -79,7 +79,7 @@
 	X(cuCtxSynchronize) X(cuStreamWaitEvent)		\
 	X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)	\
 	X(cuEventQuery) X(cuEventDestroy) X(cuMemGetInfo)	\
-	X(cuDeviceGetAttribute)
+	X(cuDeviceGetAttribute) X(cuDeviceGetPCIBusId)
 
 #define AS_ENUM(n) E_##n,
 enum entry { ENTRY_POINTS(AS_ENUM) E_COUNT };
@@ -1508,6 +1508,21 @@ EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib,
 	END;
 }
 
+/* Device n sits at bus n + 1: "00000000:01:00.0" for device 0. */
+EXPORT CUresult cuDeviceGetPCIBusId(char *id, int len, CUdevice dev)
+{
+	BEGIN(E_cuDeviceGetPCIBusId);
+	if (!initialized)
+		rc_ = CUDA_ERROR_NOT_INITIALIZED;
+	else if (!id || len < 13)
+		rc_ = bad("cuDeviceGetPCIBusId", "NULL or short buffer");
+	else if (dev < 0 || dev >= ndevices)
+		rc_ = CUDA_ERROR_INVALID_DEVICE;
+	else
+		snprintf(id, len, "00000000:%02X:00.0", dev + 1);
+	END;
+}
+
 /* ---- cuGetProcAddress ---- */
 
 static const struct { const char *name; void *fn; } procs[] = {
@@ -1544,6 +1559,7 @@ static const struct { const char *name; void *fn; } procs[] = {
 	{ "cuEventDestroy", (void *)cuEventDestroy_v2 },
 	{ "cuMemGetInfo", (void *)cuMemGetInfo_v2 },
 	{ "cuDeviceGetAttribute", (void *)cuDeviceGetAttribute },
+	{ "cuDeviceGetPCIBusId", (void *)cuDeviceGetPCIBusId },
 };
 
 /*

@@ -465,6 +465,33 @@ TEST_F(engine, stale_answer_is_not_an_error)
 	EXPECT_EQ(-ENODEV, gs_engine_dispatch(self->e));
 }
 
+/* What the records say was replaced, for the engine to register again. */
+TEST_F(engine, replaced_tags_and_kv_generation_follow_the_records)
+{
+	struct gpusleep_event ev;
+
+	EXPECT_EQ(0, gs_engine_replaced_tags(self->e));
+	EXPECT_EQ(0, gs_engine_kv_generation(self->e));
+	memset(&ev, 0, sizeof(ev));
+	ev.op_id = 4;
+	ev.type = GPUSLEEP_EV_REPAIR_KV;
+	ev.tags = GPUSLEEP_TAG_KV_CACHE;
+	ev.step = 3;
+	ev.generation = 5;
+	ASSERT_EQ(sizeof(ev), write(self->sv[1], &ev, sizeof(ev)));
+	ASSERT_EQ(0, send_ev(self->sv[1], 4, GPUSLEEP_EV_RESUME_SCHED,
+			     GPUSLEEP_TAG_ALL, GPUSLEEP_EVF_MAY_SCHEDULE, 0));
+	EXPECT_EQ(2, gs_engine_dispatch(self->e));
+	EXPECT_EQ(5, gs_engine_kv_generation(self->e));
+	EXPECT_EQ(GPUSLEEP_TAG_ALL, gs_engine_replaced_tags(self->e));
+	/* the next go names only what it replaced */
+	ASSERT_EQ(0, send_ev(self->sv[1], 6, GPUSLEEP_EV_RESUME_SCHED, 0,
+			     GPUSLEEP_EVF_MAY_SCHEDULE, 0));
+	EXPECT_EQ(1, gs_engine_dispatch(self->e));
+	EXPECT_EQ(0, gs_engine_replaced_tags(self->e));
+	EXPECT_EQ(5, gs_engine_kv_generation(self->e));
+}
+
 TEST(engine_defaults)
 {
 	struct gs_engine *e;

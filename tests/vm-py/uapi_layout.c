@@ -175,6 +175,10 @@ int main(void)
 	F(gs_agent_result, complete_ret);
 	F(gs_agent_result, pad);
 	F(gs_agent_result, mm);
+	F(gs_agent_result, resident_bytes);
+	F(gs_agent_result, resident_source);
+	F(gs_agent_result, pad2);
+	F(gs_agent_result, generation);
 	S(gs_agent_result);
 	return 0;
 }

@@ -31,6 +31,7 @@ EV_FMT = "<IIQIIIIQ"      # struct gpusleep_event
 EV_DRAIN, EV_RESET, EV_REPAIR, EV_RESUME_SCHED = 1, 3, 4, 5
 EV_PAUSE_TAG, EV_RESUME_TAG = 6, 7
 ROLE_AGENT, ROLE_CONTROLLER = 2, 3
+RESIDENT_PROCESS = 1
 W, KV = 1, 2
 
 
@@ -56,7 +57,7 @@ def next_event(fd):
     return {"op": op, "type": typ, "tags": tags, "step": step}
 
 
-def answer(fd, typ, tags=0, status=0, nbytes=0):
+def answer(fd, typ, tags=0, status=0, nbytes=0, resident=0, source=0):
     ev = next_event(fd)
     # Notifications left over from a failed release (drain_cancelled,
     # resume_sched) come before what is asked for.
@@ -66,9 +67,9 @@ def answer(fd, typ, tags=0, status=0, nbytes=0):
         raise RuntimeError("expected event %d/%d, got %r" % (typ, tags, ev))
     if typ != EV_RESUME_SCHED:
         fcntl.ioctl(fd, IOC_COMPLETE,
-                    bytearray(struct.pack("<QIIiIQQQ2Q", ev["op"], ev["step"],
-                                          typ, status, 0, nbytes, 0, 0,
-                                          0, 0)))
+                    bytearray(struct.pack("<QIIiIQQQQII", ev["op"],
+                                          ev["step"], typ, status, 0, nbytes,
+                                          0, 0, resident, source, 0)))
     return ev
 
 
@@ -168,7 +169,7 @@ def main():
     # release, blocking, driven by hand
     p = bg("release", str(dom), "--tags", "weights")
     answer(engine, EV_DRAIN, W)
-    answer(agent, EV_PAUSE_TAG, W, 0, 4096)
+    answer(agent, EV_PAUSE_TAG, W, 0, 4096, 123456789, RESIDENT_PROCESS)
     out, err = p.communicate(timeout=BOUND)
     t.check("release ID --tags weights: exit 0, op 1 ok",
             p.returncode == 0 and "op 1 release weights: ok" in out,
@@ -178,6 +179,12 @@ def main():
             st["state"] == "released" and st["released_tags"] == ["weights"]
             and st["bytes"]["weights"] == 4096 and
             st["counters"]["releases"] == 1, st)
+    t.check("status --json: what stays resident, and whose view",
+            st.get("resident") == {"bytes": 123456789, "source": "process"},
+            st)
+    r = ctl("status", str(dom))
+    t.check("status: resident in the text",
+            "resident 123456789 bytes (process)" in r.stdout, r)
 
     # refusal: exit 1, reason on stderr naming the domain
     r = ctl("release", "ctltest", "--tags", "weights")
@@ -198,6 +205,8 @@ def main():
         'gpusleep_released_bytes{domain="%d",name="ctltest",tag="weights"} 4096' % dom,
         'gpusleep_releases_total{domain="%d",name="ctltest"} 1' % dom,
         'gpusleep_agent_attached{domain="%d",name="ctltest"} 1' % dom,
+        'gpusleep_resident_bytes{domain="%d",name="ctltest",source="process"}'
+        ' 123456789' % dom,
     ]
     t.check("metrics: the domain's values", all(w in lines for w in want),
             "\n".join(w for w in want if w not in lines))
@@ -234,6 +243,10 @@ def main():
     r = ctl("wait", "ctltest")
     t.check("wait NAME on a finished op: newest result",
             r.returncode == 0 and "op 2 resume" in r.stdout, r)
+    prefix = 'gpusleep_resident_bytes{domain="%d",' % dom
+    t.check("metrics: no resident sample once awake",
+            not [ln for ln in ctl("metrics").stdout.splitlines()
+                 if ln.startswith(prefix)])
 
     # a failed operation: wait exits 1 with the reason
     r = ctl("release", "ctltest", "--no-wait", "--tags", "weights")

@@ -291,6 +291,39 @@ TEST_F(nl, get_one)
 	EXPECT_EQ(0, nla_u64(cb[GPUSLEEP_A_CNT_RELEASES]));
 }
 
+/* What the agent said stays resident, next to the released bytes. */
+TEST_F(nl, resident_after_a_release)
+{
+	struct nlattr *tb[NL_MAX_ATTR];
+	struct gpusleep_complete c;
+	struct gpusleep_event ev;
+	struct gpusleep_op op;
+	char out[NL_BUF];
+
+	/* Not reported: absent (the spec's enum has no 0). */
+	ASSERT_EQ(0, nl_get(self->sk, self->family, self->id, out, sizeof(out)));
+	nl_parse_genl(tb, (void *)out);
+	EXPECT_EQ(NULL, tb[GPUSLEEP_A_RESIDENT_BYTES]);
+	EXPECT_EQ(NULL, tb[GPUSLEEP_A_RESIDENT_SOURCE]);
+
+	ASSERT_EQ(0, gs_release(self->ctl, GPUSLEEP_TAG_WEIGHTS,
+				GPUSLEEP_OPF_NONBLOCK, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, 0, 0, 0));
+	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, 0, &ev));
+	gs_complete_of(&c, &ev, 0, 4096);
+	c.resident_bytes = 5ULL << 32;
+	c.resident_source = GPUSLEEP_RESIDENT_DEVICE;
+	ASSERT_EQ(0, ioctl(self->agent, GPUSLEEP_IOC_COMPLETE, &c));
+
+	ASSERT_EQ(0, nl_get(self->sk, self->family, self->id, out, sizeof(out)));
+	nl_parse_genl(tb, (void *)out);
+	ASSERT_NE(NULL, tb[GPUSLEEP_A_RESIDENT_BYTES]);
+	EXPECT_EQ(5ULL << 32, nla_u64(tb[GPUSLEEP_A_RESIDENT_BYTES]));
+	ASSERT_NE(NULL, tb[GPUSLEEP_A_RESIDENT_SOURCE]);
+	EXPECT_EQ(GPUSLEEP_RESIDENT_DEVICE,
+		  nla_u32(tb[GPUSLEEP_A_RESIDENT_SOURCE]));
+}
+
 TEST_F(nl, get_unknown_id)
 {
 	char out[NL_BUF];

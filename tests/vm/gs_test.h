@@ -275,17 +275,25 @@ static inline int gs_expect(int fd, uint32_t type, uint32_t tags,
 	return 0;
 }
 
+/* The answer to ev with status and bytes, the rest zero (to add to). */
+static inline void gs_complete_of(struct gpusleep_complete *c,
+				  const struct gpusleep_event *ev, int status,
+				  uint64_t bytes)
+{
+	memset(c, 0, sizeof(*c));
+	c->op_id = ev->op_id;
+	c->step = ev->step;
+	c->type = ev->type;
+	c->status = status;
+	c->bytes = bytes;
+}
+
 static inline int gs_answer(int fd, const struct gpusleep_event *ev,
 			    int status, uint64_t bytes)
 {
 	struct gpusleep_complete c;
 
-	memset(&c, 0, sizeof(c));
-	c.op_id = ev->op_id;
-	c.step = ev->step;
-	c.type = ev->type;
-	c.status = status;
-	c.bytes = bytes;
+	gs_complete_of(&c, ev, status, bytes);
 	return gs_err(ioctl(fd, GPUSLEEP_IOC_COMPLETE, &c));
 }
 

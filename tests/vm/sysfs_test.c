@@ -322,4 +322,61 @@ TEST_F(sys, directory_goes_with_the_engine)
 	close(fd);
 }
 
+/* Release weights, the pause answered with a resident figure. */
+static int release_reporting(struct _test_data_sys *self, uint64_t resident,
+			     uint32_t source)
+{
+	struct gpusleep_complete c;
+	struct gpusleep_event ev;
+	struct gpusleep_op op;
+	int r = gs_release(self->ctl, W, NB, &op);
+
+	if (!r)
+		r = gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0);
+	if (!r)
+		r = gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, &ev);
+	if (r)
+		return r;
+	gs_complete_of(&c, &ev, 0, 4096);
+	c.resident_bytes = resident;
+	c.resident_source = source;
+	return gs_err(ioctl(self->agent, GPUSLEEP_IOC_COMPLETE, &c));
+}
+
+/*
+ * What the agent's pause answers said stays resident, with whose view it
+ * is, while something is released; "unknown" and 0 before and after.
+ */
+TEST_F(sys, resident_follows_a_release)
+{
+	struct gpusleep_op op;
+	char path[256];
+	struct stat st;
+
+	snprintf(path, sizeof(path), CLASS "/domain%u/resident_source", self->id);
+	ASSERT_EQ(0, stat(path, &st));
+	EXPECT_EQ(0444, st.st_mode & 0777);
+	EXPECT_TRUE(sysfs_is(self->id, "resident_bytes", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "resident_source", "unknown"));
+
+	ASSERT_EQ(0, release_reporting(self, 123456789,
+				       GPUSLEEP_RESIDENT_PROCESS));
+	EXPECT_TRUE(sysfs_is(self->id, "resident_bytes", "123456789"));
+	EXPECT_TRUE(sysfs_is(self->id, "resident_source", "process"));
+
+	ASSERT_EQ(0, gs_resume(self->ctl, 0, NB, &op));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0,
+				    4096));
+	EXPECT_TRUE(sysfs_is(self->id, "resident_bytes", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "resident_source", "unknown"));
+}
+
+/* The device-wide view is named as such. */
+TEST_F(sys, resident_source_device)
+{
+	ASSERT_EQ(0, release_reporting(self, 1 << 30, GPUSLEEP_RESIDENT_DEVICE));
+	EXPECT_TRUE(sysfs_is(self->id, "resident_bytes", "1073741824"));
+	EXPECT_TRUE(sysfs_is(self->id, "resident_source", "device"));
+}
+
 TEST_HARNESS_MAIN

@@ -137,7 +137,12 @@ def main():
     ct.answer(engine, ct.EV_RESET)
     ct.answer(agent, ct.EV_PAUSE_TAG, ct.W, nbytes=4096)
     note(do("get", {"id": dom}))                # releasing, kv unconfirmed
-    ct.answer(agent, ct.EV_PAUSE_TAG, ct.KV, nbytes=4096)
+    ct.answer(agent, ct.EV_PAUSE_TAG, ct.KV, nbytes=4096,
+              resident=5 << 20, source=ct.RESIDENT_PROCESS)
+    g = do("get", {"id": dom})
+    t.check("what stays resident decoded, with its source",
+            g.get("resident-bytes") == 5 << 20 and
+            g.get("resident-source") == "process", g)
     rep = do("release", {"id": dom, "tags": 1})
     note(rep)
     t.check("release of a released tag: already-released, bad-tags named",

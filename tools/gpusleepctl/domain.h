@@ -9,7 +9,8 @@
  * line here (F_OPT if older modules lack it).
  *
  * X(member, kind, flags, json group, json key, status text format,
- *   companion counter (US only), metric, metric label, metric type, help)
+ *   companion (US: its counter; RES: its source), metric, metric label,
+ *   metric type, help)
  *
  * kinds:  STR   a string               U64   a number
  *         BOOL  0 or 1                 TAGS  "weights,kv_cache" or empty
@@ -19,6 +20,9 @@
  *         US    a duration in us; "never" (JSON null, no sample) while
  *               the companion counter and the value are both 0
  *         STATE the state name (metric: one sample per state, 1 for it)
+ *         RES   bytes whose companion STR field says whose view they
+ *               are (metric label source="..."; no sample while it is
+ *               "unknown": nothing reported)
  * flags:  F_LIST in `list --json`; F_OPT the file may be absent
  * metric: NULL for none. BOOL, OP and TAGS samples are 0/1 (TAGS: one per
  *         declared tag, label tag="..."); TAGU64 one per declared tag,
@@ -62,18 +66,20 @@ X(last_release_us, US, 0, NULL, "last_release_us", "  last release %s", releases
 X(last_resume_us, US, 0, NULL, "last_resume_us", "  last resume %s\n", resumes, "gpusleep_last_resume_duration_seconds", NULL, "gauge", "Duration of the newest finished resume; no sample if there was none.") \
 X(tag_bytes_released, TAGU64, 0, NULL, "bytes", "\treleased bytes: %s\n", NONE, "gpusleep_released_bytes", NULL, "gauge", "Bytes the agent reported released, per tag.") \
 X(tag_freed_bytes, TAGU64, 0, NULL, "freed_bytes", "\tfreed bytes: %s\n", NONE, "gpusleep_freed_bytes", NULL, "gauge", "Device memory the agent saw come free when it released the tag (0: not measured).") \
-X(tag_generations, TAGU64, 0, NULL, "generation", "\tgenerations: %s\n", NONE, "gpusleep_tag_generation_total", NULL, "counter", "Times the memory behind the tag was replaced (its backing generation): buffers registered with NCCL or RDMA before the newest must be registered again.")
+X(tag_generations, TAGU64, 0, NULL, "generation", "\tgenerations: %s\n", NONE, "gpusleep_tag_generation_total", NULL, "counter", "Times the memory behind the tag was replaced (its backing generation): buffers registered with NCCL or RDMA before the newest must be registered again.") \
+X(resident_bytes, RES, F_OPT, "resident", "bytes", "\tresident %llu bytes", resident_source, "gpusleep_resident_bytes", NULL, "gauge", "Device memory the engine's process still held after its newest pause, as its driver sees it: source process (NVML, its own) or device (cuMemGetInfo, every process on the GPU); no sample when not reported or nothing is released.") \
+X(resident_source, STR, F_OPT, "resident", "source", " (%s)\n", NONE, NULL, NULL, NULL, NULL)
 
 #define GS_STR_LEN	GPUSLEEP_GPU_LEN
 
 enum field_kind { K_STR, K_U64, K_BOOL, K_TAGS, K_TAGU64, K_OP, K_US,
-		  K_STATE };
+		  K_STATE, K_RES };
 
 typedef char fv_STR[GS_STR_LEN];
 typedef char fv_TAGS[GPUSLEEP_MAX_TAGS * GPUSLEEP_TAG_NAME_LEN + 8];
 typedef char fv_TAGU64[GPUSLEEP_MAX_TAGS * 21 + 8];
 typedef char fv_STATE[16];
-typedef uint64_t fv_U64, fv_BOOL, fv_OP, fv_US;
+typedef uint64_t fv_U64, fv_BOOL, fv_OP, fv_US, fv_RES;
 
 enum field_id {
 #define X(m, ...) FLD_##m,

@@ -136,6 +136,15 @@ static void field_samples(FILE *f, const struct domain *d,
 		prom_labels(f, d, fl->mlabel);
 		fprintf(f, " %llu\n", (unsigned long long)FIELD_U64(d, fl));
 		break;
+	case K_RES:
+		s = (const char *)d + fl->aux_off;
+		if (!s[0] || !strcmp(s, "unknown"))
+			break;
+		snprintf(lab, sizeof(lab), "source=\"%.16s\"", s);
+		fputs(fl->metric, f);
+		prom_labels(f, d, lab);
+		fprintf(f, " %llu\n", (unsigned long long)FIELD_U64(d, fl));
+		break;
 	case K_US:
 		if (field_never(d, fl))
 			break;

@@ -62,6 +62,7 @@ static void field_out(struct out *o, const struct domain *d,
 		out_bool(o, f->jkey, f->text, FIELD_U64(d, f) != 0);
 		break;
 	case K_U64:
+	case K_RES:
 		out_u64(o, f->jkey, f->text, FIELD_U64(d, f));
 		break;
 	case K_OP:

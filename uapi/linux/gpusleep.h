@@ -325,7 +325,10 @@ struct gpusleep_state {
 	/*
 	 * The device memory the agent's process still held when it answered
 	 * the newest release's last pause, as the driver sees it; source says
-	 * whose view that is (GPUSLEEP_RESIDENT_*; 0: not reported).
+	 * whose view that is (GPUSLEEP_RESIDENT_*; 0: not reported). Every
+	 * PAUSE_TAG answer the module takes (on time or late, success or
+	 * failure) replaces both (one without them sets 0); they are kept
+	 * while any tag is released and cleared once nothing is.
 	 */
 	__u64 resident_bytes;
 	__u32 resident_source;
@@ -439,6 +442,8 @@ struct gpusleep_event {
 	/*
 	 * RESUME_TAG: the generation the tag's memory has once mapped back;
 	 * REPAIR_KV: the KV cache tag's generation. 0 otherwise.
+	 * (RESUME_SCHED's tags name the tags whose memory was replaced since
+	 * the previous RESUME_SCHED: register those again before scheduling.)
 	 */
 	__u64 generation;
 };
@@ -467,6 +472,8 @@ struct gpusleep_complete {
 	/*
 	 * PAUSE_TAG: the device memory this process still holds after the
 	 * pause, and whose view that is (GPUSLEEP_RESIDENT_*; 0: not known).
+	 * -EINVAL in any other answer or from the engine, for an unknown
+	 * source, bytes without a source, or a non-zero pad.
 	 */
 	__u64 resident_bytes;
 	__u32 resident_source;

@@ -117,6 +117,12 @@ int gs_complete(int fd, const struct gpusleep_event *ev, int status,
 int gs_complete_tag(int fd, const struct gpusleep_event *ev, int status,
 		    uint64_t bytes, uint64_t freed_bytes, uint64_t lost_bytes,
 		    uint32_t flags);
+/*
+ * Any answer, filled by the caller (a PAUSE_TAG's resident_bytes and
+ * resident_source too); op_id, step and type are set from ev.
+ */
+int gs_complete_ex(int fd, const struct gpusleep_event *ev,
+		   struct gpusleep_complete *c);
 
 /* ------------------------------------------------------------------ */
 /* Names and strings                                                   */
@@ -217,6 +223,22 @@ uint32_t gs_engine_id(const struct gs_engine *e);
 bool gs_engine_sched_paused(const struct gs_engine *e);
 /* True while a callback answered GS_PENDING and is not yet completed. */
 bool gs_engine_pending(const struct gs_engine *e);
+
+/*
+ * Backing generations: the memory behind a tag is replaced by each resume
+ * (and by a failed pause that lost contents); a buffer registered with
+ * NCCL or RDMA before that must be registered again.
+ * gs_engine_replaced_tags(): the tags the newest RESUME_SCHED named,
+ * replaced since the previous one (read it in resume_sched: register
+ * those again before scheduling). gs_engine_kv_generation(): the KV cache
+ * tag's generation that the newest REPAIR_KV carried (in repair_kv).
+ * gs_engine_generation(): one tag's (one bit's) generation now, from the
+ * module's state; 0 or -errno.
+ */
+uint32_t gs_engine_replaced_tags(const struct gs_engine *e);
+uint64_t gs_engine_kv_generation(const struct gs_engine *e);
+int gs_engine_generation(const struct gs_engine *e, uint32_t tag,
+			 uint64_t *gen);
 
 /*
  * Read every queued record and run its callback, answering COMPLETE where
@@ -342,6 +364,16 @@ int gs_mm_set_staging(struct gs_mm *mm, uint32_t tag, unsigned int flags);
 int gs_mm_pin_staging(struct gs_mm *mm, uint32_t tag, uint64_t max_bytes,
 		      uint64_t *left);
 
+/*
+ * The device memory this process holds now, as the driver sees it (what
+ * the agent reports with each pause): returns GPUSLEEP_RESIDENT_PROCESS
+ * (NVML's figure for this process), GPUSLEEP_RESIDENT_DEVICE (NVML not
+ * there or not listing the process: the whole device's used memory,
+ * cuMemGetInfo, every process on the GPU counted), or 0 (not known, *bytes
+ * 0: the host backend, which has no device).
+ */
+int gs_mm_resident(struct gs_mm *mm, uint64_t *bytes);
+
 struct gs_mm_tag_info {
 	uint32_t policy;	/* enum gs_mm_policy */
 	uint32_t paused;	/* 1 if some chunk is unmapped */
@@ -415,6 +447,16 @@ struct gs_agent_result {
 	int32_t complete_ret;	/* what the COMPLETE ioctl returned */
 	uint32_t pad;
 	struct gs_mm_result mm;
+	/*
+	 * PAUSE_TAG: what the process still held after the pause, as
+	 * answered (gs_mm_resident(): GPUSLEEP_RESIDENT_*, 0 not known).
+	 * RESUME_TAG: generation is the tag's backing generation once
+	 * mapped (the record's; 0 from a module without generations).
+	 */
+	uint64_t resident_bytes;
+	uint32_t resident_source;
+	uint32_t pad2;
+	uint64_t generation;
 };
 typedef void (*gs_agent_result_fn)(struct gs_agent *a,
 				   const struct gs_agent_result *r, void *arg);

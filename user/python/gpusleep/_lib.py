@@ -34,6 +34,8 @@ TAG_KIND_MEMORY = 0
 TAG_KIND_KV_CACHE = 1
 RESIDENT_PROCESS = 1
 RESIDENT_DEVICE = 2
+# whose view resident_bytes is, by GPUSLEEP_RESIDENT_* (0: not reported)
+RESIDENT_SOURCES = (None, "process", "device")
 
 NAME_LEN = 32
 GPU_LEN = 64
@@ -231,7 +233,9 @@ class gs_mm_result(ctypes.Structure):
 class gs_agent_result(ctypes.Structure):
     _fields_ = [("op_id", u64), ("type", u32), ("tag", u32),
                 ("complete_ret", ctypes.c_int32), ("pad", u32),
-                ("mm", gs_mm_result)]
+                ("mm", gs_mm_result), ("resident_bytes", u64),
+                ("resident_source", u32), ("pad2", u32),
+                ("generation", u64)]
 
 
 GS_MM_RES_MEASURED = 1 << 0
@@ -285,6 +289,8 @@ PROTOTYPES = {
     "gs_eventfd": (c_int, [c_int, c_int, u32]),
     "gs_read_event": (c_int, [c_int, P(gpusleep_event)]),
     "gs_complete": (c_int, [c_int, P(gpusleep_event), c_int, u64]),
+    "gs_complete_ex": (c_int, [c_int, P(gpusleep_event),
+                               P(gpusleep_complete)]),
     "gs_reason_str": (c_char_p, [u32]),
     "gs_reason_name": (c_char_p, [u32]),
     "gs_reason_errno": (c_int, [u32]),
@@ -301,6 +307,9 @@ PROTOTYPES = {
     "gs_engine_id": (u32, [c_void_p]),
     "gs_engine_sched_paused": (ctypes.c_bool, [c_void_p]),
     "gs_engine_pending": (ctypes.c_bool, [c_void_p]),
+    "gs_engine_replaced_tags": (u32, [c_void_p]),
+    "gs_engine_kv_generation": (u64, [c_void_p]),
+    "gs_engine_generation": (c_int, [c_void_p, u32, P(u64)]),
     "gs_engine_dispatch": (c_int, [c_void_p]),
     "gs_engine_complete": (c_int, [c_void_p, c_int]),
     # memory manager
@@ -315,6 +324,7 @@ PROTOTYPES = {
     "gs_mm_pause": (c_int, [c_void_p, u32, P(u64)]),
     "gs_mm_resume": (c_int, [c_void_p, u32, P(u64)]),
     "gs_mm_tag_info": (c_int, [c_void_p, u32, P(gs_mm_tag_info)]),
+    "gs_mm_resident": (c_int, [c_void_p, P(u64)]),
     "gs_mm_pause_ex": (c_int, [c_void_p, u32, P(gs_mm_result)]),
     "gs_mm_resume_ex": (c_int, [c_void_p, u32, P(gs_mm_result)]),
     "gs_mm_trim": (c_int, [c_void_p, u32, P(u64)]),

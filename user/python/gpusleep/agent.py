@@ -201,6 +201,16 @@ class MemoryManager:
             self._mm, _tag_bit(tag, self.tags), f),
                    f"set_staging({tag!r})")
 
+    def resident(self):
+        """The device memory this process holds now, as the driver sees
+        it (what the agent reports after each pause): (bytes, source),
+        source "process" (NVML), "device" (cuMemGetInfo, every process on
+        the GPU), or None (not known: the host backend)."""
+        b = ctypes.c_uint64()
+        src = _lib.lib().gs_mm_resident(self.handle, ctypes.byref(b))
+        return b.value, _lib.RESIDENT_SOURCES[src] if 0 <= src < len(
+            _lib.RESIDENT_SOURCES) else None
+
     def tag_info(self, tag):
         """struct gs_mm_tag_info as a dict."""
         i = _lib.gs_mm_tag_info()
@@ -276,7 +286,11 @@ class Agent:
             return None
         _lib.check(ret, "last_result")
         return {"op_id": r.op_id, "type": r.type, "tag": r.tag,
-                "complete_ret": r.complete_ret, "mm": result_dict(r.mm)}
+                "complete_ret": r.complete_ret, "mm": result_dict(r.mm),
+                "resident_bytes": r.resident_bytes,
+                "resident_source": _lib.RESIDENT_SOURCES[r.resident_source]
+                if r.resident_source < len(_lib.RESIDENT_SOURCES) else None,
+                "generation": r.generation}
 
     def stop(self):
         """Stop the thread; 0, or the -errno that ended it."""

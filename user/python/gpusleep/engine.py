@@ -30,6 +30,11 @@ Callbacks (each may be None: answered with success / ignored):
                                may still be released) until resume_sched
 Scheduling is a level the module owns: every record carries it, and
 sched_paused follows the newest record read.
+Backing generations: the memory behind a tag is new after each resume, so
+buffers registered with NCCL or RDMA must be registered again. In
+resume_sched, replaced_tags names the tags replaced since the previous
+resume_sched; in repair_kv, kv_generation is the KV cache's generation;
+generation(tag) reads a tag's generation from the module at any time.
 drain, reset_caches and repair_kv return None or 0 (done), a negative errno
 (fails the operation: ENGINE_FAILED), or PENDING (answer later with
 complete()). An exception in a callback fails the step with its errno
@@ -191,6 +196,32 @@ class Engine(_Ops):
         """True while a step answered PENDING awaits complete()."""
         self._check_open()
         return bool(_lib.lib().gs_engine_pending(self._e))
+
+    @property
+    def replaced_tags(self):
+        """The tags whose memory the newest RESUME_SCHED says was replaced
+        since the previous one: register their buffers again."""
+        self._check_open()
+        return _lib.mask_to_tags(_lib.lib().gs_engine_replaced_tags(self._e),
+                                 self.tag_names)
+
+    @property
+    def kv_generation(self):
+        """The KV cache's backing generation the newest REPAIR_KV carried
+        (0 before the first)."""
+        self._check_open()
+        return int(_lib.lib().gs_engine_kv_generation(self._e))
+
+    def generation(self, tag):
+        """A tag's backing generation now, from the module's state."""
+        self._check_open()
+        gen = ctypes.c_uint64()
+        ret = _lib.lib().gs_engine_generation(
+            self._e, _lib.tags_to_mask([tag], names=self.tag_names),
+            ctypes.byref(gen))
+        if ret < 0:
+            raise OSError(-ret, f"generation: {os.strerror(-ret)}")
+        return gen.value
 
     def add_to_loop(self, loop=None):
         """Dispatch from an asyncio loop whenever the fd is readable."""

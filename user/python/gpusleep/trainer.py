@@ -114,6 +114,18 @@ class State:
                             if s.freed_bytes[i]}
         # released tags whose memory did not all come free
         self.shortfall = _lib.mask_to_tags(s.shortfall, names)
+        # what the agent's process still held after the newest pause, and
+        # whose view that is ("process", "device"; None: not reported);
+        # 0 and None once nothing is released
+        self.resident_bytes = s.resident_bytes
+        self.resident_source = (_lib.RESIDENT_SOURCES[s.resident_source]
+                                if s.resident_source <
+                                len(_lib.RESIDENT_SOURCES)
+                                else str(s.resident_source))
+        # per tag: how many times its memory was replaced (register buffers
+        # again with NCCL/RDMA when it moved on)
+        self.generation = {n: s.generation[i]
+                           for i, n in enumerate(names)}
         self.last = Result(s.last, names) if s.last.op_id else None
         f = s.flags
         self.drain_pending = bool(f & _lib.SF_DRAIN_PENDING)

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tests/host/fake_libnvml.c: a stand-in libnvidia-ml.so.1, the few entry
+ * points libgpusleep uses (user/nvml.c), with the real ABI: nvmlInit_v2,
+ * nvmlShutdown, nvmlDeviceGetHandleByPciBusId_v2 (devices on PCI buses 1
+ * to 8, as the stand-in libcuda reports them) and
+ * nvmlDeviceGetComputeRunningProcesses_v3 (24-byte records; answers
+ * NVML_ERROR_INSUFFICIENT_SIZE with the count needed when the caller's
+ * array is short).
+ *
+ * Control, reached with dlsym on the loaded library (RTLD_NOLOAD):
+ *   fakenvml_add_process(pid, used)  list a process (used may be
+ *                                    NVML_VALUE_NOT_AVAILABLE, ~0ULL)
+ *   fakenvml_fail(fn, code)          entry point fn (its exported name)
+ *                                    returns code from now on (0: not)
+ *   fakenvml_inits()                 nvmlInit_v2 calls not shut down
+ *   fakenvml_calls(fn)               calls of fn
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+#define NVML_SUCCESS			0
+#define NVML_ERROR_UNINITIALIZED	1
+#define NVML_ERROR_INVALID_ARGUMENT	2
+#define NVML_ERROR_NOT_FOUND		6
+#define NVML_ERROR_INSUFFICIENT_SIZE	7
+#define MAX_PROCS	256
+#define NR_BUSES	8
+
+struct proc_info {		/* nvmlProcessInfo_t (_v2, _v3) */
+	unsigned int pid;
+	unsigned long long used;
+	unsigned int gpu_instance;
+	unsigned int compute_instance;
+};
+
+enum { F_INIT, F_SHUTDOWN, F_HANDLE, F_PROCS, F_COUNT };
+static const char *const names[F_COUNT] = {
+	"nvmlInit_v2", "nvmlShutdown", "nvmlDeviceGetHandleByPciBusId_v2",
+	"nvmlDeviceGetComputeRunningProcesses_v3",
+};
+static int fail_code[F_COUNT];
+static long calls[F_COUNT];
+static struct proc_info procs[MAX_PROCS];
+static unsigned int nprocs;
+static int inits;
+static char devices[NR_BUSES];	/* a handle: the address of one */
+
+static int lookup(const char *fn)
+{
+	for (int i = 0; i < F_COUNT; i++)
+		if (fn && !strcmp(fn, names[i]))
+			return i;
+	return -1;
+}
+
+/* Count the call; the armed failure, or uninitialised, or 0. */
+static int enter(int f, int need_init)
+{
+	calls[f]++;
+	if (fail_code[f])
+		return fail_code[f];
+	return need_init && !inits ? NVML_ERROR_UNINITIALIZED : NVML_SUCCESS;
+}
+
+EXPORT int nvmlInit_v2(void)
+{
+	int rc = enter(F_INIT, 0);
+
+	if (!rc)
+		inits++;
+	return rc;
+}
+
+EXPORT int nvmlShutdown(void)
+{
+	int rc = enter(F_SHUTDOWN, 1);
+
+	if (!rc)
+		inits--;
+	return rc;
+}
+
+EXPORT int nvmlDeviceGetHandleByPciBusId_v2(const char *id, void **dev)
+{
+	unsigned int dom, bus, slot, fn;
+	int rc = enter(F_HANDLE, 1);
+
+	if (rc)
+		return rc;
+	if (!id || !dev)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (sscanf(id, "%x:%x:%x.%x", &dom, &bus, &slot, &fn) != 4 ||
+	    dom || !bus || bus > NR_BUSES || slot || fn)
+		return NVML_ERROR_NOT_FOUND;
+	*dev = &devices[bus - 1];
+	return NVML_SUCCESS;
+}
+
+EXPORT int nvmlDeviceGetComputeRunningProcesses_v3(void *dev,
+						   unsigned int *count,
+						   struct proc_info *infos)
+{
+	int rc = enter(F_PROCS, 1);
+
+	if (rc)
+		return rc;
+	if (!count || (char *)dev < devices ||
+	    (char *)dev >= devices + NR_BUSES)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (*count < nprocs) {
+		*count = nprocs;
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	}
+	if (nprocs && !infos)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	memcpy(infos, procs, nprocs * sizeof(*procs));
+	*count = nprocs;
+	return NVML_SUCCESS;
+}
+
+EXPORT int fakenvml_add_process(unsigned int pid, unsigned long long used)
+{
+	if (nprocs == MAX_PROCS)
+		return -1;
+	procs[nprocs++] = (struct proc_info){ .pid = pid, .used = used };
+	return 0;
+}
+
+EXPORT int fakenvml_fail(const char *fn, int code)
+{
+	int f = lookup(fn);
+
+	if (f < 0)
+		return -1;
+	fail_code[f] = code;
+	return 0;
+}
+
+EXPORT int fakenvml_inits(void)
+{
+	return inits;
+}
+
+EXPORT long fakenvml_calls(const char *fn)
+{
+	int f = lookup(fn);
+
+	return f < 0 ? -1 : calls[f];
+}

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * user/nvml.c: the device memory one process uses, per NVML.
+ *
+ * libnvidia-ml.so.1 is loaded at run time like libcuda (no header, no
+ * link): the few entry points used here have had the same ABI since NVML
+ * 11. $GPUSLEEP_NVML_LIB names another library (the tests' stand-in), or
+ * "off" for none. nvmlDeviceGetComputeRunningProcesses is taken in its
+ * newest version present (_v3, _v2: 24-byte records; the first: 16-byte).
+ * Where NVML is missing, cannot see the device, does not list the process
+ * (a container that sees host pids, no permission) or gives no figure, the
+ * caller falls back to the device-wide view (cuMemGetInfo).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+#define NVML_LIB_DEFAULT	"libnvidia-ml.so.1"
+#define NVML_SUCCESS		0
+#define NVML_ERROR_INSUFFICIENT_SIZE	7
+#define NVML_VALUE_NOT_AVAILABLE	(~0ULL)
+#define NVML_MAX_PROCS		4096	/* on one device, at most */
+
+typedef int nvml_ret;
+typedef void *nvml_device;
+
+struct nvml_proc_v1 {
+	unsigned int pid;
+	unsigned long long used;
+};
+
+struct nvml_proc_v2 {		/* nvmlProcessInfo_t of _v2 and _v3 */
+	unsigned int pid;
+	unsigned long long used;
+	unsigned int gpu_instance;
+	unsigned int compute_instance;
+};
+
+typedef nvml_ret (*procs_fn)(nvml_device dev, unsigned int *count,
+			     void *infos);
+
+struct gs_nvml {
+	void *lib;
+	nvml_ret (*shutdown)(void);
+	procs_fn procs;
+	size_t stride;		/* of the records procs writes */
+	nvml_device dev;
+};
+
+struct gs_nvml *gs_nvml_open(const char *pci_bus_id)
+{
+	const char *path = getenv("GPUSLEEP_NVML_LIB");
+	nvml_ret (*init)(void);
+	nvml_ret (*by_bus)(const char *id, nvml_device *dev);
+	struct gs_nvml *n;
+
+	if (path && !strcmp(path, "off"))
+		return NULL;
+	if (!pci_bus_id || !*pci_bus_id)
+		return NULL;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	n->lib = dlopen(path && *path ? path : NVML_LIB_DEFAULT,
+			RTLD_NOW | RTLD_LOCAL);
+	if (!n->lib)
+		goto err_free;
+	init = (nvml_ret (*)(void))dlsym(n->lib, "nvmlInit_v2");
+	n->shutdown = (nvml_ret (*)(void))dlsym(n->lib, "nvmlShutdown");
+	by_bus = (nvml_ret (*)(const char *, nvml_device *))
+		 dlsym(n->lib, "nvmlDeviceGetHandleByPciBusId_v2");
+	n->stride = sizeof(struct nvml_proc_v2);
+	n->procs = (procs_fn)dlsym(n->lib, "nvmlDeviceGetComputeRunningProcesses_v3");
+	if (!n->procs)
+		n->procs = (procs_fn)dlsym(n->lib,
+					 "nvmlDeviceGetComputeRunningProcesses_v2");
+	if (!n->procs) {
+		n->stride = sizeof(struct nvml_proc_v1);
+		n->procs = (procs_fn)dlsym(n->lib,
+					 "nvmlDeviceGetComputeRunningProcesses");
+	}
+	if (!init || !n->shutdown || !by_bus || !n->procs)
+		goto err_close;
+	if (init() != NVML_SUCCESS)
+		goto err_close;
+	if (by_bus(pci_bus_id, &n->dev) != NVML_SUCCESS)
+		goto err_shutdown;
+	return n;
+
+err_shutdown:
+	n->shutdown();
+err_close:
+	dlclose(n->lib);
+err_free:
+	free(n);
+	return NULL;
+}
+
+void gs_nvml_close(struct gs_nvml *n)
+{
+	if (!n)
+		return;
+	n->shutdown();
+	dlclose(n->lib);
+	free(n);
+}
+
+/* The count-th record of a procs() answer. */
+static void rec(const struct gs_nvml *n, const void *buf, unsigned int i,
+		unsigned int *pid, unsigned long long *used)
+{
+	const char *p = (const char *)buf + (size_t)i * n->stride;
+
+	if (n->stride == sizeof(struct nvml_proc_v1)) {
+		const struct nvml_proc_v1 *r = (const void *)p;
+
+		*pid = r->pid;
+		*used = r->used;
+	} else {
+		const struct nvml_proc_v2 *r = (const void *)p;
+
+		*pid = r->pid;
+		*used = r->used;
+	}
+}
+
+int gs_nvml_process_used(struct gs_nvml *n, unsigned int pid, uint64_t *bytes)
+{
+	unsigned int cap = 64, count, p, i;
+	unsigned long long used;
+	void *buf = NULL;
+	nvml_ret rc;
+	int ret = -ENOENT;
+
+	if (!n)
+		return -ENODEV;
+	for (;;) {
+		free(buf);
+		buf = calloc(cap, n->stride);
+		if (!buf)
+			return -ENOMEM;
+		count = cap;
+		rc = n->procs(n->dev, &count, buf);
+		if (rc != NVML_ERROR_INSUFFICIENT_SIZE)
+			break;
+		/* more processes came meanwhile: room for them, and some */
+		if (count < cap || cap >= NVML_MAX_PROCS) {
+			free(buf);
+			return -EIO;
+		}
+		cap = count + 16 > NVML_MAX_PROCS ? NVML_MAX_PROCS : count + 16;
+	}
+	if (rc != NVML_SUCCESS) {
+		free(buf);
+		return -EIO;
+	}
+	for (i = 0; i < count && i < cap; i++) {
+		rec(n, buf, i, &p, &used);
+		/* several entries (MIG instances) add up */
+		if (p != pid || used == NVML_VALUE_NOT_AVAILABLE)
+			continue;
+		if (ret)
+			*bytes = 0;
+		*bytes += used;
+		ret = 0;
+	}
+	free(buf);
+	return ret;
+}
