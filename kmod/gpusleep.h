@@ -34,7 +34,7 @@
  * its domain. The id table holds none: it is emptied of a domain when the
  * engine fd closes, and the engine fd's reference covers the time before.
  * The sysfs device of a domain lives from creation to the engine fd's close.
- * A group (the group fd) holds one kref on each member domain; domain->group
+ * A group (kref: one per group fd) holds one kref on each member domain; domain->group
  * points back, set and cleared under domain->lock, and is cleared on every
  * member before the group's work is cancelled and the group freed.
  */
@@ -321,6 +321,7 @@ void gs_announce(struct gs_domain *d, const struct gs_change *c);
 /* group.c */
 struct gs_group;
 long gs_group_create(const struct gs_uarg *ua);
+long gs_group_open(const struct gs_uarg *ua);
 /* A member's state changed (domain->lock held): look again, later. */
 void gs_group_kick(struct gs_group *g);
 /* Copy the group's name (fixed for its life) into buf. */

@@ -17,6 +17,8 @@
  * gs_group_kick(), which only queues that work.
  */
 #include <linux/anon_inodes.h>
+#include <linux/capability.h>
+#include <linux/cred.h>
 #include <linux/err.h>
 #include <linux/eventfd.h>
 #include <linux/file.h>
@@ -62,12 +64,17 @@ struct gs_member {
 	struct gpusleep_group_rank out;
 };
 
+/*
+ * A group lives as long as one of its fds (each holds a kref). Fixed for
+ * its life: id, name, cred.
+ */
 struct gs_group {
-	struct mutex lock;	/* everything below */
+	struct kref kref;
 	struct list_head node;	/* on gs_groups, under gs_groups_lock */
 	u32 id;
 	char name[GPUSLEEP_NAME_LEN];
-	kuid_t uid;		/* charged one GS_UC_FDS */
+	const struct cred *cred;	/* the creator's */
+	struct mutex lock;	/* everything below */
 	bool dying;
 	unsigned int nr;
 	struct gs_member m[GPUSLEEP_GROUP_MAX_RANKS];
@@ -87,7 +94,6 @@ struct gs_group {
 
 	/* Finished operations. */
 	u64 last_done_id;	/* READ_ONCE outside the lock */
-	u64 seen_done;		/* newest result the fd fetched (poll) */
 	struct gpusleep_group_result hist[GS_GROUP_HIST];
 	struct gpusleep_group_rank ranks[GPUSLEEP_GROUP_MAX_RANKS]; /* newest */
 	struct eventfd_ctx *efd;
@@ -95,6 +101,13 @@ struct gs_group {
 	wait_queue_head_t wq;	/* an operation finished */
 	struct work_struct work;	/* a rank changed */
 	struct delayed_work deadline_work;
+};
+
+/* private_data of a group fd. */
+struct gs_gfile {
+	struct gs_group *g;
+	kuid_t uid;		/* charged one GS_UC_FDS */
+	u64 seen_done;		/* newest result this fd fetched (poll) */
 };
 
 /* Live groups, for unique names. Nothing is taken while it is held. */
@@ -540,10 +553,11 @@ gs_group_result(struct gs_group *g, u64 id)
 	return r;
 }
 
-static void gs_group_seen(struct gs_group *g, u64 id)
+static void gs_group_seen(struct gs_gfile *gf, u64 id)
 {
-	if (id > g->seen_done)
-		WRITE_ONCE(g->seen_done, id);
+	lockdep_assert_held(&gf->g->lock);
+	if (id > gf->seen_done)
+		WRITE_ONCE(gf->seen_done, id);
 }
 
 static bool gs_group_done(struct gs_group *g, u64 id)
@@ -551,9 +565,10 @@ static bool gs_group_done(struct gs_group *g, u64 id)
 	return READ_ONCE(g->last_done_id) >= id;
 }
 
-static long gs_group_ioc_op(struct gs_group *g, unsigned int cmd,
+static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 			    const struct gs_uarg *ua)
 {
+	struct gs_group *g = gf->g;
 	const struct gpusleep_group_result *res;
 	struct gpusleep_group_op req;
 	u32 kind = cmd == GPUSLEEP_IOC_GROUP_RELEASE ? GPUSLEEP_OP_RELEASE :
@@ -626,7 +641,7 @@ static long gs_group_ioc_op(struct gs_group *g, unsigned int cmd,
 		req.rank = res->rank;
 		req.domain = res->domain;
 		ret = res->reason ? gs_reason_errno(res->reason) : 0;
-		gs_group_seen(g, id);
+		gs_group_seen(gf, id);
 	} else {
 		ret = -ENOENT;
 	}
@@ -654,8 +669,9 @@ static int gs_group_ranks_out(u64 uaddr, u32 size,
 	return 0;
 }
 
-static long gs_group_ioc_wait(struct gs_group *g, const struct gs_uarg *ua)
+static long gs_group_ioc_wait(struct gs_gfile *gf, const struct gs_uarg *ua)
 {
+	struct gs_group *g = gf->g;
 	const struct gpusleep_group_result *res;
 	struct gpusleep_group_rank *ranks = NULL;
 	struct gpusleep_group_wait wt;
@@ -707,7 +723,7 @@ static long gs_group_ioc_wait(struct gs_group *g, const struct gs_uarg *ua)
 			n = min_t(unsigned int, wt.nr_ranks, res->nr_ranks);
 			memcpy(ranks, g->ranks, sizeof(*ranks) * n);
 		}
-		gs_group_seen(g, id);
+		gs_group_seen(gf, id);
 	} else {
 		ret = -ENOENT;
 	}
@@ -822,7 +838,8 @@ static const struct {
 static long gs_group_ioctl(struct file *file, unsigned int cmd,
 			   unsigned long arg)
 {
-	struct gs_group *g = file->private_data;
+	struct gs_gfile *gf = file->private_data;
+	struct gs_group *g = gf->g;
 	struct gs_uarg ua;
 	unsigned int i;
 	int ret = -ENOTTY;
@@ -842,9 +859,9 @@ static long gs_group_ioctl(struct file *file, unsigned int cmd,
 		return gs_group_ioc_add(g, &ua);
 	case GPUSLEEP_IOC_GROUP_RELEASE:
 	case GPUSLEEP_IOC_GROUP_RESUME:
-		return gs_group_ioc_op(g, gs_group_cmds[i].cmd, &ua);
+		return gs_group_ioc_op(gf, gs_group_cmds[i].cmd, &ua);
 	case GPUSLEEP_IOC_GROUP_WAIT:
-		return gs_group_ioc_wait(g, &ua);
+		return gs_group_ioc_wait(gf, &ua);
 	default:
 		return gs_group_ioc_eventfd(g, &ua);
 	}
@@ -852,19 +869,13 @@ static long gs_group_ioctl(struct file *file, unsigned int cmd,
 
 static __poll_t gs_group_poll(struct file *file, poll_table *wait)
 {
-	struct gs_group *g = file->private_data;
+	struct gs_gfile *gf = file->private_data;
+	struct gs_group *g = gf->g;
 
 	poll_wait(file, &g->wq, wait);
-	if (READ_ONCE(g->last_done_id) > READ_ONCE(g->seen_done))
+	if (READ_ONCE(g->last_done_id) > READ_ONCE(gf->seen_done))
 		return EPOLLIN | EPOLLRDNORM;
 	return 0;
-}
-
-static void gs_group_free(struct gs_group *g)
-{
-	mutex_destroy(&g->lock);
-	gs_user_uncharge(g->uid, GS_UC_FDS);
-	kfree(g);
 }
 
 static void gs_group_unlist(struct gs_group *g)
@@ -876,12 +887,12 @@ static void gs_group_unlist(struct gs_group *g)
 }
 
 /*
- * The group fd's last close: ranks held for it are cancelled, ranks
- * unmapping finish on their own, every domain leaves the group.
+ * The last group fd is gone: ranks held for the group are cancelled,
+ * ranks unmapping finish on their own, every domain leaves the group.
  */
-static int gs_group_release(struct inode *inode, struct file *file)
+static void gs_group_destroy(struct kref *kref)
 {
-	struct gs_group *g = file->private_data;
+	struct gs_group *g = container_of(kref, struct gs_group, kref);
 	unsigned int i;
 
 	gs_group_unlist(g);
@@ -890,16 +901,13 @@ static int gs_group_release(struct inode *inode, struct file *file)
 	for (i = 0; i < g->nr; i++) {
 		struct gs_member *m = &g->m[i];
 		struct gs_domain *d = m->d;
-		struct gs_change c;
+		struct gs_change c = { .efd = 0 };
 
 		mutex_lock(&d->lock);
 		if (g->phase == GS_GP_DRAIN && m->st == GS_M_RUNNING)
 			gs_op_group_cancel(d, m->out.op_id);
 		d->group = NULL;
 		c.from = d->state;
-		c.op_id = 0;
-		c.res = NULL;
-		c.efd = 0;
 		gs_announce(d, &c);
 		mutex_unlock(&d->lock);
 	}
@@ -911,18 +919,78 @@ static int gs_group_release(struct inode *inode, struct file *file)
 		gs_domain_put(g->m[i].d);
 	if (g->efd)
 		eventfd_ctx_put(g->efd);
-	gs_group_free(g);
+	put_cred(g->cred);
+	mutex_destroy(&g->lock);
+	kfree(g);
+}
+
+static void gs_group_put(struct gs_group *g)
+{
+	kref_put(&g->kref, gs_group_destroy);
+}
+
+static int gs_group_file_release(struct inode *inode, struct file *file)
+{
+	struct gs_gfile *gf = file->private_data;
+
+	gs_user_uncharge(gf->uid, GS_UC_FDS);
+	gs_group_put(gf->g);
+	kfree(gf);
 	return 0;
 }
 
 static const struct file_operations gs_group_fops = {
 	.owner		= THIS_MODULE,
-	.release	= gs_group_release,
+	.release	= gs_group_file_release,
 	.poll		= gs_group_poll,
 	.unlocked_ioctl	= gs_group_ioctl,
 	.compat_ioctl	= compat_ptr_ioctl,
 	.llseek		= noop_llseek,
 };
+
+/*
+ * A new fd (O_CLOEXEC) for g, charged as one fd to the caller's euid. The
+ * caller's reference on g passes to it on success.
+ */
+static int gs_group_open_fd(struct gs_group *g)
+{
+	struct gs_gfile *gf;
+	struct file *file;
+	int fd, ret;
+
+	ret = gs_user_charge(current_euid(), GS_UC_FDS);
+	if (ret)
+		return ret;
+	gf = gs_kzalloc(sizeof(*gf), GFP_KERNEL_ACCOUNT);
+	if (!gf) {
+		ret = -ENOMEM;
+		goto err_uncharge;
+	}
+	gf->g = g;
+	gf->uid = current_euid();
+	fd = gs_fault() ? -EMFILE : get_unused_fd_flags(O_CLOEXEC);
+	if (fd < 0) {
+		ret = fd;
+		goto err_free;
+	}
+	file = gs_fault() ? ERR_PTR(-ENOMEM) :
+		anon_inode_getfile("[gpusleep-group]", &gs_group_fops, gf,
+				   O_RDWR);
+	if (IS_ERR(file)) {
+		ret = PTR_ERR(file);
+		goto err_put_fd;
+	}
+	fd_install(fd, file);
+	return fd;
+
+err_put_fd:
+	put_unused_fd(fd);
+err_free:
+	kfree(gf);
+err_uncharge:
+	gs_user_uncharge(current_euid(), GS_UC_FDS);
+	return ret;
+}
 
 /* List g under its name: 0, -EEXIST, -ENOMEM. */
 static int gs_group_list(struct gs_group *g)
@@ -947,69 +1015,140 @@ static int gs_group_list(struct gs_group *g)
 	return id < 0 ? id : 0;
 }
 
+/* The live group named name, referenced, or NULL. */
+static struct gs_group *gs_group_find(const char *name)
+{
+	struct gs_group *g, *found = NULL;
+
+	mutex_lock(&gs_groups_lock);
+	list_for_each_entry(g, &gs_groups, node) {
+		if (!strcmp(g->name, name)) {
+			/* One being destroyed is as good as gone. */
+			if (kref_get_unless_zero(&g->kref))
+				found = g;
+			break;
+		}
+	}
+	mutex_unlock(&gs_groups_lock);
+	return found;
+}
+
+/*
+ * May the caller open g? CAP_SYS_ADMIN may; anyone else must be able to
+ * control every rank (gs_may_control()) and, for an empty group, be its
+ * creator's euid in its user namespace.
+ */
+static bool gs_group_may_open(struct gs_group *g)
+{
+	const struct cred *cred = current_cred();
+	bool ok;
+	unsigned int i;
+
+	if (capable(CAP_SYS_ADMIN))
+		return true;
+	if (!uid_eq(cred->euid, g->cred->euid) ||
+	    cred->user_ns != g->cred->user_ns)
+		return false;
+	mutex_lock(&g->lock);
+	ok = true;
+	for (i = 0; i < g->nr && ok; i++)
+		ok = gs_may_control(g->m[i].d, cred);
+	mutex_unlock(&g->lock);
+	return ok;
+}
+
+static int gs_group_req(const struct gs_uarg *ua,
+			struct gpusleep_group_create *req)
+{
+	int ret;
+
+	ret = gs_uarg_in(ua, req, sizeof(*req));
+	if (ret)
+		return ret;
+	/* id is output only. */
+	if (req->flags || !gs_zero(req->reserved, sizeof(req->reserved)))
+		return -EINVAL;
+	return gs_check_label(req->name, sizeof(req->name), true);
+}
+
+/*
+ * Tell the caller g's id and return a new fd for g, which takes over the
+ * caller's reference; on failure that reference is put.
+ */
+static long gs_group_hand_out(const struct gs_uarg *ua,
+			      struct gpusleep_group_create *req,
+			      struct gs_group *g)
+{
+	int ret;
+
+	req->id = g->id;
+	if (gs_uarg_out(ua, req, sizeof(*req))) {
+		ret = -EFAULT;
+		goto err_put;
+	}
+	ret = gs_group_open_fd(g);
+	if (ret < 0)
+		goto err_put;
+	return ret;
+
+err_put:
+	gs_group_put(g);
+	return ret;
+}
+
+long gs_group_open(const struct gs_uarg *ua)
+{
+	struct gpusleep_group_create req;
+	struct gs_group *g;
+	int ret;
+
+	ret = gs_group_req(ua, &req);
+	if (ret)
+		return ret;
+	g = gs_group_find(req.name);
+	if (!g)
+		return -ENOENT;
+	if (!gs_group_may_open(g)) {
+		ret = -EPERM;
+		goto err_put;
+	}
+	return gs_group_hand_out(ua, &req, g);
+
+err_put:
+	gs_group_put(g);
+	return ret;
+}
+
 long gs_group_create(const struct gs_uarg *ua)
 {
 	struct gpusleep_group_create req;
 	struct gs_group *g;
-	struct file *file;
-	int fd, ret;
+	int ret;
 
-	ret = gs_uarg_in(ua, &req, sizeof(req));
-	if (ret)
-		return ret;
-	/* id is output only. */
-	if (req.flags || !gs_zero(req.reserved, sizeof(req.reserved)))
-		return -EINVAL;
-	ret = gs_check_label(req.name, sizeof(req.name), true);
-	if (ret)
-		return ret;
-
-	ret = gs_user_charge(current_euid(), GS_UC_FDS);
+	ret = gs_group_req(ua, &req);
 	if (ret)
 		return ret;
 	g = gs_kzalloc(sizeof(*g), GFP_KERNEL_ACCOUNT);
-	if (!g) {
-		gs_user_uncharge(current_euid(), GS_UC_FDS);
+	if (!g)
 		return -ENOMEM;
-	}
+	kref_init(&g->kref);
 	mutex_init(&g->lock);
 	memcpy(g->name, req.name, sizeof(g->name));
-	g->uid = current_euid();
+	g->cred = get_current_cred();
 	g->fail_rank = GPUSLEEP_GROUP_NO_RANK;
 	init_waitqueue_head(&g->wq);
 	INIT_WORK(&g->work, gs_group_work);
 	INIT_DELAYED_WORK(&g->deadline_work, gs_group_deadline_work);
 
 	ret = gs_group_list(g);
-	if (ret)
-		goto err_free;
-	req.id = g->id;
-	if (gs_uarg_out(ua, &req, sizeof(req))) {
-		ret = -EFAULT;
-		goto err_unlist;
+	if (ret) {
+		put_cred(g->cred);
+		mutex_destroy(&g->lock);
+		kfree(g);
+		return ret;
 	}
-	fd = gs_fault() ? -EMFILE : get_unused_fd_flags(O_CLOEXEC);
-	if (fd < 0) {
-		ret = fd;
-		goto err_unlist;
-	}
-	file = gs_fault() ? ERR_PTR(-ENOMEM) :
-		anon_inode_getfile("[gpusleep-group]", &gs_group_fops, g,
-				   O_RDWR);
-	if (IS_ERR(file)) {
-		ret = PTR_ERR(file);
-		goto err_put_fd;
-	}
-	fd_install(fd, file);
-	return fd;
-
-err_put_fd:
-	put_unused_fd(fd);
-err_unlist:
-	gs_group_unlist(g);
-err_free:
-	gs_group_free(g);
-	return ret;
+	/* The fd takes over the first reference. */
+	return gs_group_hand_out(ua, &req, g);
 }
 
 void gs_groups_exit(void)

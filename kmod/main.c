@@ -275,6 +275,10 @@ static long gpusleep_dev_ioctl(struct file *file, unsigned int cmd,
 		ret = gs_uarg_init(&ua, cmd, arg, GPUSLEEP_IOC_CREATE_GROUP,
 				   GPUSLEEP_GROUP_CREATE_SIZE_VER0);
 		return ret ? ret : gs_group_create(&ua);
+	case _IOC_NR(GPUSLEEP_IOC_OPEN_GROUP):
+		ret = gs_uarg_init(&ua, cmd, arg, GPUSLEEP_IOC_OPEN_GROUP,
+				   GPUSLEEP_GROUP_CREATE_SIZE_VER0);
+		return ret ? ret : gs_group_open(&ua);
 	default:
 		return -ENOTTY;
 	}

@@ -779,6 +779,55 @@ TEST_F(g, sysfs_poll_eventfd)
 	EXPECT_STREQ("\n", buf);
 }
 
+static int opengroup(int dev, const char *name)
+{
+	struct gpusleep_group_create c;
+
+	memset(&c, 0, sizeof(c));
+	snprintf(c.name, sizeof(c.name), "%s", name);
+	return gs_err(ioctl(dev, GPUSLEEP_IOC_OPEN_GROUP, &c));
+}
+
+/* A tool opens the engine's group by name; the group lives on with it. */
+TEST_F(g, open_by_name)
+{
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	struct pollfd p;
+	pid_t pid;
+	int st, g2;
+
+	EXPECT_EQ(-ENOENT, opengroup(self->dev, "no-such-group"));
+	/* Another euid may not control the ranks. */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(seteuid(65534) ? 2 :
+		      opengroup(self->dev, self->name) == -EPERM ? 0 : 1);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+
+	g2 = opengroup(self->dev, self->name);
+	ASSERT_LE(0, g2);
+	close(self->grp);
+	self->grp = g2;
+	ASSERT_EQ(0, gop(g2, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+	EXPECT_EQ(0, res.error);
+	p.fd = g2;
+	p.events = POLLIN;
+	EXPECT_EQ(0, poll(&p, 1, 0));	/* drive() fetched it */
+	ASSERT_EQ(0, gop(g2, GPUSLEEP_IOC_GROUP_RESUME, 0, NB, 0, &o));
+	pump(self, 100);
+	EXPECT_EQ(1, poll(&p, 1, 1000));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+	EXPECT_EQ(0, res.error);
+	/* The last fd closed: the name is free again. */
+	close(g2);
+	self->grp = -1;
+	EXPECT_EQ(-ENOENT, opengroup(self->dev, self->name));
+}
+
 /* Eight ranks, with kv_cache: the same one operation. */
 TEST_F(g, eight_ranks)
 {

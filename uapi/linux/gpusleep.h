@@ -500,8 +500,14 @@ struct gpusleep_complete {
 /*
  * GPUSLEEP_IOC_CREATE_GROUP (/dev/gpusleep): create a group named name
  * (the domain name rules); returns the group fd (O_CLOEXEC). The group
- * lives as long as that fd. Out: id. -EEXIST: a live group has that name;
+ * lives as long as a group fd (this one, its copies, or one opened by
+ * GPUSLEEP_IOC_OPEN_GROUP). Out: id. -EEXIST: a live group has that name;
  * -EDQUOT: the caller's max_fds_per_user.
+ *
+ * GPUSLEEP_IOC_OPEN_GROUP (/dev/gpusleep, same struct): another fd for the
+ * live group named name (a tool acting on an engine's group). -ENOENT: no
+ * such group; -EPERM: the caller lacks CAP_SYS_ADMIN and is not the
+ * creator's euid (and user namespace) or may not control every rank.
  */
 struct gpusleep_group_create {
 	char name[GPUSLEEP_NAME_LEN];
@@ -650,6 +656,8 @@ struct gpusleep_group_wait {
 #define GPUSLEEP_IOC_ATTACH		_IOW(GPUSLEEP_IOC_MAGIC, 0x02, struct gpusleep_attach)
 #define GPUSLEEP_IOC_CREATE_GROUP	\
 	_IOWR(GPUSLEEP_IOC_MAGIC, 0x03, struct gpusleep_group_create)
+#define GPUSLEEP_IOC_OPEN_GROUP		\
+	_IOWR(GPUSLEEP_IOC_MAGIC, 0x04, struct gpusleep_group_create)
 /* controller or engine fd */
 #define GPUSLEEP_IOC_RELEASE		_IOWR(GPUSLEEP_IOC_MAGIC, 0x10, struct gpusleep_op)
 #define GPUSLEEP_IOC_RESUME		_IOWR(GPUSLEEP_IOC_MAGIC, 0x11, struct gpusleep_op)
