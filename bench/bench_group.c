@@ -53,19 +53,8 @@ static int rank_main(int id_w, int quit_r)
 	bn_ck(gs_agent_start(a), "agent start");
 	if (write(id_w, &id, sizeof(id)) != sizeof(id))
 		return 1;
-	for (;;) {
-		struct pollfd p[2] = {
-			{ .fd = gs_engine_fd(e), .events = POLLIN },
-			{ .fd = quit_r, .events = POLLIN },
-		};
-
-		if (poll(p, 2, -1) < 0)
-			continue;
-		if (p[1].revents)
-			break;
-		if (gs_engine_dispatch(e) < 0)
-			return 1;
-	}
+	if (bn_engine_serve(e, quit_r))
+		return 1;
 	gs_agent_stop(a);
 	gs_agent_destroy(a);
 	gs_mm_destroy(mm);
