@@ -68,7 +68,7 @@ def resume():
 
 def deadline():
     late = S["eng"][1]
-    late.send("hold 1")
+    late.ask("hold 1", "holding ")	# applied before the release starts
     try:
         S["g"].release(timeout=0.5)
         check(False, "the group release should have failed")
@@ -77,7 +77,7 @@ def deadline():
         rks = e.result.ranks
         check(rks[0].cancelled and rks[2].cancelled, repr(rks))
         check(rks[1].failed, repr(rks))
-    late.send("hold 0")
+    late.ask("hold 0", "holding ")
     for i in range(N):
         st = gpusleep.state(S["ids"][i])
         check(st.state == "awake" and not st.released, repr(st))
