@@ -348,6 +348,28 @@ TEST_F(g, release_resume_one_op)
 	EXPECT_EQ(3, count_of(self, -1, GPUSLEEP_EV_REPAIR_KV));
 }
 
+/* The caller's flags and tags reach every rank's DRAIN unchanged. */
+TEST_F(g, abort_inflight_reaches_every_rank)
+{
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	int i, n = 0;
+
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, KV,
+			 NB | GPUSLEEP_OPF_ABORT_INFLIGHT, 0, &o));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+	EXPECT_EQ(0, res.error);
+	EXPECT_EQ(KV, res.tags);
+	for (i = 0; i < self->nlog; i++) {
+		if (self->log[i].type != GPUSLEEP_EV_DRAIN)
+			continue;
+		EXPECT_TRUE(self->log[i].flags & GPUSLEEP_EVF_ABORT_INFLIGHT);
+		n++;
+	}
+	EXPECT_EQ(3, n);
+	EXPECT_EQ(3, count_of(self, -1, GPUSLEEP_EV_PAUSE_TAG));
+}
+
 /* The drain gate: ranks that drained wait, unmapping nothing. */
 TEST_F(g, no_unmap_before_every_rank_drained)
 {
