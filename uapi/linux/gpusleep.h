@@ -598,8 +598,10 @@ struct gpusleep_group_result {
  * Fills result, and when ranks is not 0, up to nr_ranks entries of
  * rank_size bytes each (at least GPUSLEEP_GROUP_RANK_SIZE_VER0; fields
  * past the module's entry cleared) at user address ranks; out: nr_ranks =
- * entries written, rank_size = the module's entry size. -ENOENT: an id
- * never issued, or older than the newest finished one; -ETIMEDOUT.
+ * entries written, rank_size = the module's entry size. The results of
+ * the last 8 group operations are kept, the entries of the newest only
+ * (nr_ranks 0 for an older one). -ENOENT: an id never issued, or
+ * finished too long ago; -ETIMEDOUT.
  */
 struct gpusleep_group_wait {
 	__u64 op_id;
