@@ -12,12 +12,15 @@
 #define GPUSLEEP_BENCH_H
 
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "libgpusleep.h"
 
 static inline uint64_t bn_now(void)
 {
@@ -178,6 +181,27 @@ static inline unsigned int bn_reps(unsigned int n, unsigned int min)
 	unsigned int r = (unsigned int)(n * (f > 0 ? f : 1.0));
 
 	return r < min ? min : r;
+}
+
+/*
+ * An engine's loop: dispatch its records until quit_r is readable (or hung
+ * up). 0, or -1 when dispatching failed.
+ */
+static inline int bn_engine_serve(struct gs_engine *e, int quit_r)
+{
+	for (;;) {
+		struct pollfd p[2] = {
+			{ .fd = gs_engine_fd(e), .events = POLLIN },
+			{ .fd = quit_r, .events = POLLIN },
+		};
+
+		if (poll(p, 2, -1) < 0)
+			continue;
+		if (p[1].revents)
+			return 0;
+		if (gs_engine_dispatch(e) < 0)
+			return -1;
+	}
 }
 
 #endif /* GPUSLEEP_BENCH_H */

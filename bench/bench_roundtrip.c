@@ -67,19 +67,8 @@ static int engine_main(int id_w, int quit_r)
 	id = gs_engine_id(e);
 	if (write(id_w, &id, sizeof(id)) != sizeof(id))
 		return 1;
-	for (;;) {
-		struct pollfd p[2] = {
-			{ .fd = gs_engine_fd(e), .events = POLLIN },
-			{ .fd = quit_r, .events = POLLIN },
-		};
-
-		if (poll(p, 2, -1) < 0)
-			continue;
-		if (p[1].revents)
-			break;
-		if (gs_engine_dispatch(e) < 0)
-			return 1;
-	}
+	if (bn_engine_serve(e, quit_r))
+		return 1;
 	gs_engine_destroy(e);
 	return 0;
 }

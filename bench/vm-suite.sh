@@ -19,7 +19,8 @@ for p in max_domains_per_user max_fds_per_user max_eventfds_per_user; do
 done
 for rep in $(seq 1 "${BENCH_REPEAT:-1}"); do
 	# bench_host last: its 1 GiB touches evict what the others rely on.
-	for b in bench_state bench_roundtrip bench_fanout bench_scale bench_host; do
+	for b in bench_state bench_roundtrip bench_fanout bench_scale bench_group \
+		bench_host; do
 		echo "bench: $b (repetition $rep)"
 		start=$(date +%s)
 		if ! $B/$b > /tmp/bench.out 2>> "$GPUSLEEP_OUT/$b.err"; then

@@ -3,11 +3,11 @@
  * gpusleep: tell the observers of a domain what the state machine did.
  *
  * op.c decides and calls gs_announce() once per change; this file fans it
- * out: sysfs pollers, the netlink "events" group, registered eventfds, and
- * the blocking calls waiting for an operation's result. Nothing here calls
+ * out: sysfs pollers, the netlink "events" group, registered eventfds, the
+ * blocking calls waiting for an operation's result, and the domain's group. Nothing here calls
  * back into op.c. Runs with domain->lock held (every callee only queues or
  * wakes: kernfs_notify(), genlmsg_multicast() with GFP_KERNEL outside any
- * spinlock, eventfd_signal(), wake_up_all()).
+ * spinlock, eventfd_signal(), wake_up_all(), queue_work()).
  */
 #include <linux/list.h>
 #include <linux/lockdep.h>
@@ -39,6 +39,9 @@ void gs_announce(struct gs_domain *d, const struct gs_change *c)
 		gs_efd_signal(d, c->efd);
 	if (c->res)
 		gs_deliver(d, c->res);
+	/* The group looks at its ranks again, from its own work. */
+	if (d->group)
+		gs_group_kick(d->group);
 	if (c->res || d->state == GPUSLEEP_S_DEAD)
 		wake_up_all(&d->op_wq);
 	/* Readers of a dead domain see the hang-up (read() 0, EPOLLHUP). */

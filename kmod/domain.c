@@ -220,6 +220,30 @@ static bool gs_engine_here(const struct gs_domain *d)
 	return d->shared || task_tgid(current) == d->owner_pid;
 }
 
+struct gs_domain *gs_domain_from_fd(int fd)
+{
+	struct gs_file *gf;
+	struct gs_domain *d;
+	struct file *file;
+
+	file = fget(fd);
+	if (!file)
+		return ERR_PTR(-EBADF);
+	if (file->f_op != &gs_domain_fops) {
+		fput(file);
+		return ERR_PTR(-EINVAL);
+	}
+	gf = file->private_data;
+	if (gf->role == GPUSLEEP_ROLE_AGENT) {
+		fput(file);
+		return ERR_PTR(-EPERM);
+	}
+	d = gf->d;
+	kref_get(&d->kref);
+	fput(file);
+	return d;
+}
+
 static int gs_same_file(const void *p, struct file *file, unsigned int fd)
 {
 	return p == file;

@@ -220,6 +220,13 @@ static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
 			   GPUSLEEP_A_PAD) ||
 	     nla_put_u32(skb, GPUSLEEP_A_RESIDENT_SOURCE, st.resident_source)))
 		goto err_cancel;
+	if (d->group) {
+		char group[GPUSLEEP_NAME_LEN];
+
+		gs_group_name(d->group, group, sizeof(group));
+		if (nla_put_string(skb, GPUSLEEP_A_GROUP, group))
+			goto err_cancel;
+	}
 
 	if (x && x->op &&
 	    (gs_nl_put_u64(skb, GPUSLEEP_A_OP_ID, x->op->op_id,

@@ -17,11 +17,17 @@
  *   sysfs.c   /sys/class/gpusleep/ state for node tooling
  *   genl.c    the "gpusleep" generic netlink family
  *   fault.c   fault injection for the reliability tests
+ *   group.c   groups of domains: one release/resume over every rank
  *
  * Lock order (outer first):
  *   gs_domains_lock  (main.c: the id table, the domain count)
- *     domain->lock   (everything mutable in a domain)
+ *   gs_groups_lock   (group.c: names of live groups; nothing nests in it)
+ *   group->lock      (group.c: a group's ranks and its operation)
+ *     domain->lock   (everything mutable in a domain; at most ONE domain's
+ *                     lock is held at a time, so ranks need no order)
  *       gs_users_lock (user.c: per-user counts; a spinlock, a leaf)
+ * A domain tells its group of a change under domain->lock by queueing the
+ * group's work (gs_group_kick()), never by taking group->lock.
  * No copy_to_user()/copy_from_user() runs under domain->lock: records and
  * results are copied to the stack under the lock and to the user after it.
  *
@@ -29,6 +35,9 @@
  * its domain. The id table holds none: it is emptied of a domain when the
  * engine fd closes, and the engine fd's reference covers the time before.
  * The sysfs device of a domain lives from creation to the engine fd's close.
+ * A group (kref: one per group fd) holds one kref on each member domain; domain->group
+ * points back, set and cleared under domain->lock, and is cleared on every
+ * member before the group's work is cancelled and the group freed.
  */
 #ifndef _GPUSLEEP_INTERNAL_H
 #define _GPUSLEEP_INTERNAL_H
@@ -84,6 +93,8 @@ struct gs_op {
 	u32 done_tags;		/* tags the agent confirmed */
 	bool repair_sent;	/* resume: REPAIR_KV queued */
 	bool paused_sched;	/* release: this op's DRAIN paused scheduling */
+	bool hold;		/* release of a group's rank: stop drained */
+	bool held;		/* drained, waiting for the group's go */
 	u64 bytes[GPUSLEEP_MAX_TAGS];
 	u64 freed[GPUSLEEP_MAX_TAGS];	/* measured to come free, per tag */
 	u32 shortfall_tags;
@@ -148,6 +159,7 @@ struct gs_domain {
 	bool kv_needs_repair;	/* kv_cache remapped, REPAIR_KV not yet done */
 	bool dead;		/* engine fd closed */
 	void *agent;		/* the agent's struct gs_file, or NULL */
+	struct gs_group *group;	/* the group it is a rank of, or NULL */
 	bool op_active;
 	struct gs_op op;
 	struct gs_late late;
@@ -292,12 +304,17 @@ void gs_domain_kill(struct gs_domain *d);
 /* tags.c */
 /* The declaration of req (its default if none): 0 or -EINVAL. */
 int gs_tags_declare(struct gs_tagset *ts, const struct gpusleep_create *req);
+/* Do two declarations name the same tags, of the same kinds, in order? */
+bool gs_tags_same(const struct gs_tagset *a, const struct gs_tagset *b);
 /* GPUSLEEP_IOC_GET_TAGS's answer; domain->lock held (generations). */
 void gs_tags_fill(const struct gs_domain *d, struct gpusleep_tags *out);
 /* The names of mask's tags joined by ',', in order; the length written. */
 int gs_tags_format(const struct gs_domain *d, u32 mask, char *buf,
 		   size_t size);
 const char *gs_tag_kind_name(u32 kind);
+
+/* The domain of fd, an engine or controller fd, referenced; or ERR_PTR. */
+struct gs_domain *gs_domain_from_fd(int fd);
 
 /* The index of a one-bit tag in the per-tag arrays (its bit number). */
 static inline u32 gs_tag_index(u32 tag)
@@ -324,6 +341,9 @@ int gs_op_result(struct gs_domain *d, u64 id, struct gpusleep_result *res);
 void gs_op_agent_gone(struct gs_domain *d);
 void gs_op_engine_gone(struct gs_domain *d);
 void gs_op_timeout_work(struct work_struct *work);	/* takes the lock */
+void gs_op_hold(struct gs_domain *d);
+void gs_op_group_go(struct gs_domain *d, u64 op_id);
+bool gs_op_group_cancel(struct gs_domain *d, u64 op_id);
 void gs_fill_state(struct gs_domain *d, struct gpusleep_state *st);
 /* The errno a failed or refused RELEASE/RESUME returns for a reason. */
 int gs_reason_errno(u32 reason);
@@ -344,6 +364,19 @@ struct gs_change {
 };
 
 void gs_announce(struct gs_domain *d, const struct gs_change *c);
+
+/* group.c */
+struct gs_group;
+long gs_group_create(const struct gs_uarg *ua);
+long gs_group_open(const struct gs_uarg *ua);
+/* A member's state changed (domain->lock held): look again, later. */
+void gs_group_kick(struct gs_group *g);
+/* Copy the group's name (fixed for its life) into buf. */
+void gs_group_name(const struct gs_group *g, char *buf, size_t size);
+void gs_groups_exit(void);
+
+/* main.c: a name or GPU label: 0, -EINVAL, -ENAMETOOLONG */
+int gs_check_label(const char *s, size_t size, bool name);
 
 /* evq.c */
 void gs_evq_init(struct gs_evq *q);

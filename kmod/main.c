@@ -34,7 +34,8 @@ MODULE_PARM_DESC(step_timeout_ms, "Time an agent or engine step has, in ms (defa
 
 #define GS_FEATURES	(GPUSLEEP_FEAT_EVENTFD | GPUSLEEP_FEAT_TIMEOUTS | \
 			 GPUSLEEP_FEAT_WAIT_BY_ID | GPUSLEEP_FEAT_SYSFS | \
-			 GPUSLEEP_FEAT_NETLINK | GPUSLEEP_FEAT_DECLARED_TAGS)
+			 GPUSLEEP_FEAT_NETLINK | GPUSLEEP_FEAT_DECLARED_TAGS | \
+			 GPUSLEEP_FEAT_GROUPS)
 
 /* The id table. Lock order: gs_domains_lock before any domain->lock. */
 static DEFINE_MUTEX(gs_domains_lock);
@@ -146,7 +147,7 @@ static long gs_dev_api(const struct gs_uarg *ua)
  * A label: NUL-terminated inside its array, then only zeros. The name must
  * be 1.. chars of [A-Za-z0-9._:@-]; the GPU identity printable ASCII.
  */
-static int gs_check_label(const char *s, size_t size, bool name)
+int gs_check_label(const char *s, size_t size, bool name)
 {
 	size_t len = strnlen(s, size);
 	size_t i;
@@ -272,6 +273,14 @@ static long gpusleep_dev_ioctl(struct file *file, unsigned int cmd,
 		ret = gs_uarg_init(&ua, cmd, arg, GPUSLEEP_IOC_ATTACH,
 				   GPUSLEEP_ATTACH_SIZE_VER0);
 		return ret ? ret : gs_dev_attach(&ua);
+	case _IOC_NR(GPUSLEEP_IOC_CREATE_GROUP):
+		ret = gs_uarg_init(&ua, cmd, arg, GPUSLEEP_IOC_CREATE_GROUP,
+				   GPUSLEEP_GROUP_CREATE_SIZE_VER0);
+		return ret ? ret : gs_group_create(&ua);
+	case _IOC_NR(GPUSLEEP_IOC_OPEN_GROUP):
+		ret = gs_uarg_init(&ua, cmd, arg, GPUSLEEP_IOC_OPEN_GROUP,
+				   GPUSLEEP_GROUP_CREATE_SIZE_VER0);
+		return ret ? ret : gs_group_open(&ua);
 	default:
 		return -ENOTTY;
 	}
@@ -317,6 +326,12 @@ static int __init gpusleep_init(void)
 	BUILD_BUG_ON(sizeof(struct gpusleep_eventfd) % 8);
 	BUILD_BUG_ON(sizeof(struct gpusleep_event) % 8);
 	BUILD_BUG_ON(sizeof(struct gpusleep_complete) % 8);
+	BUILD_BUG_ON(sizeof(struct gpusleep_group_create) != GPUSLEEP_GROUP_CREATE_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_group_add) != GPUSLEEP_GROUP_ADD_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_group_op) != GPUSLEEP_GROUP_OP_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_group_rank) != GPUSLEEP_GROUP_RANK_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_group_result) != GPUSLEEP_GROUP_RESULT_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_group_wait) != GPUSLEEP_GROUP_WAIT_SIZE_VER0);
 	BUILD_BUG_ON(GPUSLEEP_NR_TAGS > GPUSLEEP_MAX_TAGS);
 
 	/*
@@ -354,6 +369,7 @@ static void __exit gpusleep_exit(void)
 	gs_genl_exit();
 	gs_sysfs_exit();
 	gs_fault_exit();
+	gs_groups_exit();
 	idr_destroy(&gs_domains);
 }
 

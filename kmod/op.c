@@ -474,6 +474,17 @@ static void gs_resume_next(struct gs_domain *d)
 	gs_op_finish(d, GPUSLEEP_R_NONE, 0);
 }
 
+/* The engine drained: on to the unmapping (state releasing). */
+static void gs_drained(struct gs_domain *d)
+{
+	if (d->op.tags & d->tags.kv) {
+		/* Stale prefix-cache entries go before KV does. */
+		gs_send_step(d, GPUSLEEP_EV_RESET_CACHES, d->tags.kv, 0);
+		return;
+	}
+	gs_release_next(d);
+}
+
 static void gs_op_begin(struct gs_domain *d, u32 kind, u32 tags,
 			const struct gpusleep_op *req)
 {
@@ -590,6 +601,44 @@ int gs_op_resume(struct gs_domain *d, struct gpusleep_op *req)
 	return 0;
 }
 
+/*
+ * Groups (group.c): the release just started by gs_op_release() stops
+ * after its drain, held, until gs_op_group_go() or gs_op_group_cancel().
+ */
+void gs_op_hold(struct gs_domain *d)
+{
+	lockdep_assert_held(&d->lock);
+	if (d->op_active && d->op.kind == GPUSLEEP_OP_RELEASE)
+		d->op.hold = true;
+}
+
+/* Every rank drained: let held release op_id unmap. */
+void gs_op_group_go(struct gs_domain *d, u64 op_id)
+{
+	lockdep_assert_held(&d->lock);
+	if (!d->op_active || d->op.id != op_id || !d->op.held)
+		return;
+	d->op.hold = false;
+	d->op.held = false;
+	gs_set_state(d, GPUSLEEP_S_RELEASING);
+	gs_drained(d);
+}
+
+/*
+ * Call off release op_id while nothing of it is unmapped (draining, or
+ * held): it fails "cancelled", the engine is told to stop draining and
+ * may schedule again. False if op_id is not such a release.
+ */
+bool gs_op_group_cancel(struct gs_domain *d, u64 op_id)
+{
+	lockdep_assert_held(&d->lock);
+	if (!d->op_active || d->op.id != op_id ||
+	    d->state != GPUSLEEP_S_DRAINING)
+		return false;
+	gs_op_finish(d, GPUSLEEP_R_CANCELLED, 0);
+	return true;
+}
+
 static u32 gs_step_fail_reason(u32 type)
 {
 	return gs_engine_step(type) ? GPUSLEEP_R_ENGINE_FAILED :
@@ -674,15 +723,15 @@ int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
 		};
 
 		op->await = GPUSLEEP_EV_NONE;
-		d->state = GPUSLEEP_S_RELEASING;
-		gs_announce(d, &chg);
-		if (op->tags & d->tags.kv) {
-			/* Stale prefix-cache entries go before KV does. */
-			gs_send_step(d, GPUSLEEP_EV_RESET_CACHES, d->tags.kv,
-				     0);
+		/* A group's rank waits, drained, for the group's go. */
+		if (op->hold) {
+			op->held = true;
+			gs_announce(d, &chg);
 			break;
 		}
-		gs_release_next(d);
+		d->state = GPUSLEEP_S_RELEASING;
+		gs_announce(d, &chg);
+		gs_drained(d);
 		break;
 	}
 	case GPUSLEEP_EV_RESET_CACHES:
@@ -835,6 +884,8 @@ void gs_fill_state(struct gs_domain *d, struct gpusleep_state *st)
 		st->flags |= GPUSLEEP_SF_KV_REPAIR_PENDING;
 	if (d->late.valid || d->unconfirmed)
 		st->flags |= GPUSLEEP_SF_AGENT_UNCONFIRMED;
+	if (d->op_active && d->op.held)
+		st->flags |= GPUSLEEP_SF_GROUP_HELD;
 	st->op_in_flight = d->op_active ? d->op.id : 0;
 	st->last_op_id = d->next_op_id - 1;
 	memcpy(st->bytes_released, d->bytes_released,

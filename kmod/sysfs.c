@@ -79,6 +79,21 @@ static ssize_t owner_uid_show(struct device *dev,
 }
 static DEVICE_ATTR_RO(owner_uid);
 
+/* The name of the group the domain is a rank of, or empty. */
+static ssize_t group_show(struct device *dev, struct device_attribute *attr,
+			  char *buf)
+{
+	struct gs_domain *d = gs_dev_domain(dev);
+	char name[GPUSLEEP_NAME_LEN] = "";
+
+	mutex_lock(&d->lock);
+	if (d->group)
+		gs_group_name(d->group, name, sizeof(name));
+	mutex_unlock(&d->lock);
+	return sysfs_emit(buf, "%s\n", name);
+}
+static DEVICE_ATTR_RO(group);
+
 static ssize_t owner_pid_show(struct device *dev,
 			      struct device_attribute *attr, char *buf)
 {
@@ -241,6 +256,7 @@ static struct attribute *gs_domain_attrs[] = {
 	&dev_attr_name.attr,
 	&dev_attr_gpu.attr,
 	&dev_attr_owner_uid.attr,
+	&dev_attr_group.attr,
 	&dev_attr_owner_pid.attr,
 	&dev_attr_state.attr,
 	&dev_attr_released_tags.attr,

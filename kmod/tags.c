@@ -96,6 +96,19 @@ int gs_tags_declare(struct gs_tagset *ts, const struct gpusleep_create *req)
 	return 0;
 }
 
+bool gs_tags_same(const struct gs_tagset *a, const struct gs_tagset *b)
+{
+	u32 i;
+
+	if (a->nr != b->nr)
+		return false;
+	for (i = 0; i < a->nr; i++)
+		if (a->tag[i].kind != b->tag[i].kind ||
+		    strcmp(a->tag[i].name, b->tag[i].name))
+			return false;
+	return true;
+}
+
 void gs_tags_fill(const struct gs_domain *d, struct gpusleep_tags *out)
 {
 	u32 i;

@@ -212,6 +212,129 @@ static int child_cycle(uint32_t *id)
 	return WEXITSTATUS(st);
 }
 
+/*
+ * The same walk over a group's cycle: two ranks created, a group made and
+ * opened again by name, both added, a group release and resume driven
+ * rank by rank, the result fetched with its breakdown. The group's own
+ * sites (its allocation, id, fds, copies, the breakdown's buffer) fail in
+ * turn as well as the ranks'.
+ */
+#define GRANKS	2
+
+static int group_drive(struct cycle *c, int grp, int release)
+{
+	struct gpusleep_group_rank rk[GRANKS];
+	struct gpusleep_group_result res;
+	struct gpusleep_group_wait w;
+	struct gpusleep_group_op op;
+	int i, r;
+
+	memset(&op, 0, sizeof(op));
+	op.flags = GPUSLEEP_OPF_NONBLOCK;
+	r = gs_err(ioctl(grp, release ? GPUSLEEP_IOC_GROUP_RELEASE :
+				       GPUSLEEP_IOC_GROUP_RESUME, &op));
+	note(c, release ? "group release" : "group resume", r);
+	if (r)
+		return r;
+	for (i = 0; release && i < GRANKS; i++)
+		if (answer(c, c[i].engine, GPUSLEEP_EV_DRAIN, 0))
+			return -1;
+	for (i = 0; i < GRANKS; i++) {
+		if (release &&
+		    (answer(c, c[i].engine, GPUSLEEP_EV_RESET_CACHES, 0) ||
+		     answer(c, c[i].agent, GPUSLEEP_EV_PAUSE_TAG, 1) ||
+		     answer(c, c[i].agent, GPUSLEEP_EV_PAUSE_TAG, 1)))
+			return -1;
+		if (!release &&
+		    (answer(c, c[i].agent, GPUSLEEP_EV_RESUME_TAG, 1) ||
+		     answer(c, c[i].agent, GPUSLEEP_EV_RESUME_TAG, 1) ||
+		     answer(c, c[i].engine, GPUSLEEP_EV_REPAIR_KV, 0)))
+			return -1;
+	}
+	memset(&w, 0, sizeof(w));
+	w.op_id = op.op_id;
+	w.timeout_ms = GS_WAIT_MS;
+	w.ranks = (uintptr_t)rk;
+	w.nr_ranks = GRANKS;
+	w.rank_size = sizeof(rk[0]);
+	r = gs_err(ioctl(grp, GPUSLEEP_IOC_GROUP_WAIT, &w));
+	note(c, "group wait", r);
+	res = w.result;
+	if (!r && (res.error || w.nr_ranks != GRANKS)) {
+		fprintf(stderr, "# group op failed: %d\n", res.error);
+		c->bad = 1;
+	}
+	return r;
+}
+
+static void run_group_cycle(struct cycle *c, const char *name)
+{
+	struct gpusleep_group_create gc;
+	struct gpusleep_group_add ga;
+	int i, r, grp = -1, grp2 = -1;
+
+	c->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	if (c->dev < 0)
+		return;
+	for (i = 0; i < GRANKS; i++) {
+		c[i].engine = gs_create(c->dev, "gfault",
+					GPUSLEEP_CAP_PREFIX_CACHING |
+					GPUSLEEP_CAP_PREFIX_CACHE_RESET,
+					&c[i].id);
+		note(c, "create", c[i].engine);
+		if (c[i].engine < 0)
+			return;
+		c[i].agent = gs_attach(c->dev, c[i].id, GPUSLEEP_ROLE_AGENT);
+		note(c, "attach agent", c[i].agent);
+		if (c[i].agent < 0)
+			return;
+	}
+	memset(&gc, 0, sizeof(gc));
+	snprintf(gc.name, sizeof(gc.name), "%s", name);
+	grp = gs_err(ioctl(c->dev, GPUSLEEP_IOC_CREATE_GROUP, &gc));
+	note(c, "create group", grp);
+	if (grp < 0)
+		return;
+	grp2 = gs_err(ioctl(c->dev, GPUSLEEP_IOC_OPEN_GROUP, &gc));
+	note(c, "open group", grp2);
+	if (grp2 < 0)
+		return;
+	close(grp);	/* the group lives on in grp2 */
+	for (i = 0; i < GRANKS; i++) {
+		memset(&ga, 0, sizeof(ga));
+		ga.fd = c[i].engine;
+		r = gs_err(ioctl(grp2, GPUSLEEP_IOC_GROUP_ADD, &ga));
+		note(c, "group add", r);
+		if (r)
+			return;
+	}
+	if (group_drive(c, grp2, 1))
+		return;
+	group_drive(c, grp2, 0);
+}
+
+static int child_group_cycle(const char *name)
+{
+	int st;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct cycle c[GRANKS];
+		int i;
+
+		memset(c, 0, sizeof(c));
+		for (i = 0; i < GRANKS; i++) {
+			c[i].dev = c[i].engine = c[i].agent = c[i].ctl = -1;
+			c[i].efd = c[i].report = -1;
+		}
+		run_group_cycle(c, name);
+		_exit(c[0].bad ? 1 : 0);	/* exit closes every fd */
+	}
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
 FIXTURE(fault) {
 	int dev;
 };
@@ -259,6 +382,34 @@ TEST_F_TIMEOUT(fault, walk_every_site_of_a_cycle, 600)
 	EXPECT_LT(20, fired);	/* the walk did reach the cycle's sites */
 	/* And a clean cycle still works afterwards. */
 	EXPECT_EQ(0, child_cycle(&id));
+}
+
+TEST_F_TIMEOUT(fault, walk_every_site_of_a_group_cycle, 600)
+{
+	struct gpusleep_group_create gc;
+	unsigned int n, fired = 0;
+	char name[32];
+
+	snprintf(name, sizeof(name), "gfault%d", getpid());
+	memset(&gc, 0, sizeof(gc));
+	snprintf(gc.name, sizeof(gc.name), "%s", name);
+	ASSERT_EQ(0, child_group_cycle(name));
+	for (n = 1; n < 2000; n++) {
+		ASSERT_EQ(0, gs_fault_arm(n));
+		EXPECT_EQ(0, child_group_cycle(name)) {
+			TH_LOG("fault at site %u was not handled cleanly", n);
+		}
+		if (gs_fault_fired() != 1)
+			break;
+		fired++;
+		/* The group went with the process's fds. */
+		EXPECT_EQ(-ENOENT, gs_err(ioctl(self->dev,
+						GPUSLEEP_IOC_OPEN_GROUP, &gc)));
+	}
+	ASSERT_EQ(0, gs_fault_off());
+	TH_LOG("injected %u faults", fired);
+	EXPECT_LT(40, fired);
+	EXPECT_EQ(0, child_group_cycle(name));
 }
 
 TEST_HARNESS_MAIN

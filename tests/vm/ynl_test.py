@@ -9,10 +9,12 @@ state flag, both tags, both operation kinds and the reasons an operation
 can get here. This script plays engine and agent by hand. Prints TAP;
 SKIPs when no kernel source with YNL is there."""
 
+import fcntl
 import glob
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -59,6 +61,27 @@ def do(op, attrs):
     if r.returncode or not out:
         raise RuntimeError(f"ynl --do {op}: {r.stdout}{r.stderr}")
     return out[0]
+
+
+def _ioc(d, nr, size):
+    return (d << 30) | (size << 16) | (0xBC << 8) | nr
+
+
+def group_release(dev, engine, other, name):
+    """A group (docs/groups.md) of the domains of engine and other, with a
+    release started on it and engine's drain answered (other's not): the
+    rank of engine is held. The group fd."""
+    buf = bytearray(struct.pack("<32sII2Q", name.encode(), 0, 0, 0, 0))
+    grp = fcntl.ioctl(dev, _ioc(3, 0x03, 56), buf, True)
+    for fd in (engine, other):
+        fcntl.ioctl(grp, _ioc(3, 0x30, 32),
+                    bytearray(struct.pack("<iIII2Q", fd, 0, 0, 0, 0, 0)),
+                    True)
+    fcntl.ioctl(grp, _ioc(3, 0x31, 56),
+                bytearray(struct.pack("<IIIIQIIII2Q", 1, 2, 0, 0, 0, 0, 0,
+                                      0, 0, 0, 0)), True)	# weights, NB
+    ct.answer(engine, ct.EV_DRAIN)
+    return grp
 
 
 def main():
@@ -185,6 +208,19 @@ def main():
     ct.next_event(engine)                       # the drain, held
     rep = do("resume", {"id": dom})             # cancels it
     note(rep)
+    # a rank of a group, drained and held for the group: group-held, and
+    # the group's name on the domain
+    engine2, dom2 = ct.create(dev, "ynl2-%d" % os.getpid(), caps=3)
+    agent2 = ct.attach(dev, dom2, ct.ROLE_AGENT)
+    grp = group_release(dev, engine, engine2, "ynlg-%d" % os.getpid())
+    g = do("get", {"id": dom})
+    note(g)
+    t.check("a group's rank: group named, group-held while the group waits",
+            g.get("group") == "ynlg-%d" % os.getpid() and
+            "group-held" in g.get("flags", []), g)
+    os.close(grp)                               # cancels the held rank
+    for fd in (agent2, engine2):
+        os.close(fd)
     rep = do("release", {"id": dom, "tags": 1})
     note(rep)
     note(do("get", {"id": dom}))
@@ -268,7 +304,7 @@ def main():
             f"missing {states - seen['state']}")
     flags = {"drain-pending", "op-in-flight", "agent-attached",
              "kv-release-allowed", "sched-paused", "dead",
-             "kv-repair-pending", "agent-unconfirmed"}
+             "kv-repair-pending", "agent-unconfirmed", "group-held"}
     t.check("every state flag decoded", flags <= seen["flags"],
             f"missing {flags - seen['flags']}")
     t.check("the declared tags decoded, by name and kind",

@@ -7,6 +7,7 @@
  *   domain.c    sysfs reading: the field table, ids, DOMAIN -> id (domain.h)
  *   show.c      list, status
  *   ops.c       release, resume, wait (/dev/gpusleep as a controller)
+ *   group.c     release/resume --group NAME (a group opened by name)
  *   nl.c        the generic netlink family: sockets, policies, dump
  *   monitor.c   monitor (netlink events)
  *   metrics.c   the Prometheus exposition (metrics)
@@ -45,6 +46,9 @@ int cmd_release(int argc, char **argv);
 int cmd_resume(int argc, char **argv);
 int cmd_wait(int argc, char **argv);
 int cmd_monitor(int argc, char **argv);
+/* One release or resume of every rank of group name; an exit status. */
+int group_op(const char *name, bool release, const char *tag_list,
+	     uint32_t flags, uint32_t timeout_ms, bool json);
 int cmd_metrics(int argc, char **argv);
 
 #endif

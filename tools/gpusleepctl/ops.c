@@ -118,18 +118,24 @@ static int print_result(const char *what, const struct gpusleep_tags *decl,
 }
 
 static const char release_usage[] =
-	"Usage: gpusleepctl release DOMAIN [--tags TAGS] [--abort-inflight]\n"
-	"                           [--timeout S] [--no-wait] [--json]\n"
+	"Usage: gpusleepctl release DOMAIN|--group NAME [--tags TAGS]\n"
+	"                           [--abort-inflight] [--timeout S] [--no-wait]\n"
+	"                           [--json]\n"
 	"Release DOMAIN's GPU memory: TAGS is a comma list of the tags DOMAIN\n"
-	"declared (gpusleepctl status shows them; default: all). --abort-inflight aborts running requests instead of\n"
+	"declared (gpusleepctl status shows them; default: all).\n"
+	"--abort-inflight aborts running requests instead of\n"
 	"draining them; --timeout S bounds every step (default: the module's);\n"
 	"--no-wait prints the operation id and returns once it started;\n"
-	"--json prints the result (or the start) as one JSON object.\n";
+	"--json prints the result (or the start) as one JSON object.\n"
+	"--group NAME releases every rank of group NAME as one operation, all\n"
+	"or nothing (--timeout S then also bounds the whole operation), and\n"
+	"prints one line per rank.\n";
 
 static const char resume_usage[] =
-	"Usage: gpusleepctl resume DOMAIN [--tags TAGS] [--timeout S] [--no-wait]\n"
-	"                          [--json]\n"
-	"Resume DOMAIN's released tags (default: every released tag).\n";
+	"Usage: gpusleepctl resume DOMAIN|--group NAME [--tags TAGS] [--timeout S]\n"
+	"                          [--no-wait] [--json]\n"
+	"Resume DOMAIN's released tags (default: every released tag), or every\n"
+	"rank of group NAME as one operation.\n";
 
 static int cmd_op(int argc, char **argv, bool release)
 {
@@ -139,10 +145,12 @@ static int cmd_op(int argc, char **argv, bool release)
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "no-wait", no_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "group", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *usage = release ? release_usage : resume_usage;
+	const char *group = NULL;
 	bool json = false;
 	struct out o;
 	struct gpusleep_result res;
@@ -156,8 +164,11 @@ static int cmd_op(int argc, char **argv, bool release)
 	int c, r, fd;
 
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "t:aT:njh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:aT:njg:h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'g':
+			group = optarg;
+			break;
 		case 't':
 			tag_list = optarg;	/* the domain's names */
 			break;
@@ -188,7 +199,10 @@ static int cmd_op(int argc, char **argv, bool release)
 			goto usage;
 		}
 	}
-	if (argc - optind != 1)
+	if (group && argc - optind == 0)
+		return group_op(group, release, tag_list, flags, timeout_ms,
+				json);
+	if (group || argc - optind != 1)
 		goto usage;
 	what = argv[optind];
 	r = resolve(what, &id);

@@ -20,6 +20,9 @@
  *                        finished since this fd last fetched a result
  *                        (WAIT, a blocking RELEASE/RESUME, GET_STATE's
  *                        last), EPOLLHUP once the domain is dead.
+ *   group fd             returned by GPUSLEEP_IOC_CREATE_GROUP: a named set
+ *                        of domains (ranks) released and resumed as one
+ *                        operation, all or nothing (docs/groups.md).
  */
 #ifndef _UAPI_LINUX_GPUSLEEP_H
 #define _UAPI_LINUX_GPUSLEEP_H
@@ -37,6 +40,7 @@
 #define GPUSLEEP_FEAT_SYSFS		(1ULL << 3)
 #define GPUSLEEP_FEAT_NETLINK		(1ULL << 4)
 #define GPUSLEEP_FEAT_DECLARED_TAGS	(1ULL << 5)	/* tags, GET_TAGS */
+#define GPUSLEEP_FEAT_GROUPS		(1ULL << 6)	/* docs/groups.md */
 
 /*
  * Tags: the parts of an engine's memory, released and resumed on their own.
@@ -299,6 +303,11 @@ struct gpusleep_wait {
  * paused until the agent answers or a resume maps the tags back.
  */
 #define GPUSLEEP_SF_AGENT_UNCONFIRMED	(1U << 7)
+/*
+ * A release of a group's rank: the engine drained, nothing is unmapped, the
+ * rank waits (state draining) until every rank of the group has drained.
+ */
+#define GPUSLEEP_SF_GROUP_HELD		(1U << 8)
 
 /*
  * GPUSLEEP_IOC_GET_STATE: the domain's state (is_sleeping = released != 0).
@@ -489,6 +498,141 @@ struct gpusleep_complete {
 #define GPUSLEEP_CF_SHORTFALL	(1U << 1)	/* less came free than bytes */
 #define GPUSLEEP_CF_MASK	(GPUSLEEP_CF_MEASURED | GPUSLEEP_CF_SHORTFALL)
 
+/* ------------------------------------------------------------------ */
+/* Groups: the ranks of one engine, released and resumed as one       */
+/* operation (docs/groups.md).                                        */
+
+#define GPUSLEEP_GROUP_MAX_RANKS	64
+#define GPUSLEEP_GROUP_NO_RANK		0xffffffffU	/* rank: none */
+
+/*
+ * GPUSLEEP_IOC_CREATE_GROUP (/dev/gpusleep): create a group named name
+ * (the domain name rules); returns the group fd (O_CLOEXEC). The group
+ * lives as long as a group fd (this one, its copies, or one opened by
+ * GPUSLEEP_IOC_OPEN_GROUP). Out: id. -EEXIST: a live group has that name;
+ * -EDQUOT: the caller's max_fds_per_user.
+ *
+ * GPUSLEEP_IOC_OPEN_GROUP (/dev/gpusleep, same struct): another fd for the
+ * live group named name (a tool acting on an engine's group). -ENOENT: no
+ * such group; -EPERM: the caller lacks CAP_SYS_ADMIN and is not the
+ * creator's euid (and user namespace) or may not control every rank.
+ */
+struct gpusleep_group_create {
+	char name[GPUSLEEP_NAME_LEN];
+	__u32 flags;		/* must be 0 */
+	__u32 id;		/* out: group id, >= 1 */
+	__u64 reserved[2];
+};
+
+/*
+ * GPUSLEEP_IOC_GROUP_ADD (group fd): add the domain of fd, an engine or
+ * controller fd (holding it proves the right to control the domain), as
+ * the next rank. Out: rank, domain (its id). -EBADF/-EINVAL: fd is not a
+ * domain fd; -EPERM: an agent fd; -ENOENT: the domain is dead; -EBUSY:
+ * the domain is in a group already (this one or another), or a group
+ * operation is in flight; -ENOSPC: GPUSLEEP_GROUP_MAX_RANKS reached;
+ * -EXDEV: the domain's tags differ from the group's ranks' (names, kinds
+ * or order: one tag mask must mean the same on every rank).
+ * GPUSLEEP_IOC_GET_TAGS on a group fd gives its ranks' declaration
+ * (without generations; nr_tags 0 before the first rank).
+ */
+struct gpusleep_group_add {
+	__s32 fd;
+	__u32 flags;		/* must be 0 */
+	__u32 rank;		/* out */
+	__u32 domain;		/* out */
+	__u64 reserved[2];
+};
+
+/*
+ * GPUSLEEP_IOC_GROUP_RELEASE / GPUSLEEP_IOC_GROUP_RESUME (group fd): one
+ * operation over every rank. In: tags (0: as for one domain), flags
+ * (GPUSLEEP_OPF_*), timeout_ms (per step of every rank, and the group
+ * release's deadline; 0: the module parameters). Out: op_id (0 when
+ * refused), and the first rank that refused or failed: reason, rank,
+ * domain, bad_tags (GPUSLEEP_GROUP_NO_RANK and 0 on success). A refusal
+ * returns that rank's errno with nothing changed on any rank; a started
+ * operation without GPUSLEEP_OPF_NONBLOCK is waited for and returns 0 or
+ * the failing rank's errno (its breakdown: GPUSLEEP_IOC_GROUP_WAIT). An
+ * interrupted wait returns -EINTR with op_id written; the operation goes
+ * on. -EBUSY: a group operation is in flight; -ENOENT: no ranks.
+ */
+struct gpusleep_group_op {
+	__u32 tags;
+	__u32 flags;
+	__u32 timeout_ms;
+	__u32 reason;		/* out: enum gpusleep_reason */
+	__u64 op_id;		/* out */
+	__u32 rank;		/* out */
+	__u32 domain;		/* out */
+	__u32 bad_tags;		/* out */
+	__u32 pad;
+	__u64 reserved[2];
+};
+
+/* Flags of struct gpusleep_group_rank.flags. */
+#define GPUSLEEP_GRF_DONE		(1U << 0) /* its operation succeeded */
+#define GPUSLEEP_GRF_FAILED		(1U << 1) /* it failed: the cause */
+#define GPUSLEEP_GRF_CANCELLED		(1U << 2) /* drain called off */
+#define GPUSLEEP_GRF_ROLLED_BACK	(1U << 3) /* released, resumed again */
+#define GPUSLEEP_GRF_STILL_RELEASED	(1U << 4) /* could not be resumed */
+
+/* One rank of a group operation's result. */
+struct gpusleep_group_rank {
+	__u32 domain;		/* domain id */
+	__u32 flags;		/* GPUSLEEP_GRF_* */
+	__u64 op_id;		/* the rank's own operation, or 0 */
+	__u64 rollback_op_id;	/* the rollback's resume, or 0 */
+	__s32 error;		/* the rank's operation's error */
+	__u32 reason;		/* its reason */
+	__u32 released;		/* tags released when the group finished */
+	__u32 pad;
+};
+
+/* The result of a finished group operation. */
+struct gpusleep_group_result {
+	__u64 op_id;
+	__u32 kind;		/* GPUSLEEP_OP_* */
+	__u32 tags;		/* as asked */
+	__s32 error;		/* 0 or the failing rank's errno */
+	__u32 reason;		/* the failing rank's reason */
+	__u32 rank;		/* the failing rank, or GPUSLEEP_GROUP_NO_RANK */
+	__u32 domain;		/* its domain id, or 0 */
+	__u32 nr_ranks;
+	__u32 pad;
+	__u64 duration_ns;
+	__u64 reserved[2];
+};
+
+/*
+ * GPUSLEEP_IOC_GROUP_WAIT (group fd): wait for group operation op_id
+ * (0: the newest) at most timeout_ms (0: forever), interruptibly (-EINTR).
+ * Fills result, and when ranks is not 0, up to nr_ranks entries of
+ * rank_size bytes each (at least GPUSLEEP_GROUP_RANK_SIZE_VER0; fields
+ * past the module's entry cleared) at user address ranks; out: nr_ranks =
+ * entries written, rank_size = the module's entry size. The results of
+ * the last 8 group operations are kept, the entries of the newest only
+ * (nr_ranks 0 for an older one). -ENOENT: an id never issued, or
+ * finished too long ago; -ETIMEDOUT.
+ */
+struct gpusleep_group_wait {
+	__u64 op_id;
+	__u32 timeout_ms;
+	__u32 nr_ranks;		/* in: entries at ranks; out: written */
+	__u64 ranks;		/* user address of the entries, or 0 */
+	__u32 rank_size;	/* in: size of one entry; out: the module's */
+	__u32 pad;
+	__u64 reserved[2];
+	struct gpusleep_group_result result;	/* out */
+};
+
+#define GPUSLEEP_GROUP_CREATE_SIZE_VER0	56
+#define GPUSLEEP_GROUP_ADD_SIZE_VER0	32
+#define GPUSLEEP_GROUP_OP_SIZE_VER0	56
+#define GPUSLEEP_GROUP_RANK_SIZE_VER0	40
+#define GPUSLEEP_GROUP_RESULT_SIZE_VER0	64
+#define GPUSLEEP_GROUP_WAIT_SIZE_VER0	112
+
 /*
  * 0xBC, numbers 0x00-0x3F: free in Documentation/userspace-api/ioctl/
  * ioctl-number.rst of 6.12 and 7.3 (0xB5 is rpmsg's). docs/uapi.md.
@@ -524,6 +668,10 @@ struct gpusleep_complete {
 #define GPUSLEEP_IOC_API		_IOWR(GPUSLEEP_IOC_MAGIC, 0x00, struct gpusleep_api)
 #define GPUSLEEP_IOC_CREATE_DOMAIN	_IOWR(GPUSLEEP_IOC_MAGIC, 0x01, struct gpusleep_create)
 #define GPUSLEEP_IOC_ATTACH		_IOW(GPUSLEEP_IOC_MAGIC, 0x02, struct gpusleep_attach)
+#define GPUSLEEP_IOC_CREATE_GROUP	\
+	_IOWR(GPUSLEEP_IOC_MAGIC, 0x03, struct gpusleep_group_create)
+#define GPUSLEEP_IOC_OPEN_GROUP		\
+	_IOWR(GPUSLEEP_IOC_MAGIC, 0x04, struct gpusleep_group_create)
 /* controller or engine fd */
 #define GPUSLEEP_IOC_RELEASE		_IOWR(GPUSLEEP_IOC_MAGIC, 0x10, struct gpusleep_op)
 #define GPUSLEEP_IOC_RESUME		_IOWR(GPUSLEEP_IOC_MAGIC, 0x11, struct gpusleep_op)
@@ -537,5 +685,11 @@ struct gpusleep_complete {
 #define GPUSLEEP_IOC_COMPLETE		_IOW(GPUSLEEP_IOC_MAGIC, 0x20, struct gpusleep_complete)
 /* engine fd */
 #define GPUSLEEP_IOC_GRANT		_IOW(GPUSLEEP_IOC_MAGIC, 0x21, struct gpusleep_grant)
+/* group fd */
+#define GPUSLEEP_IOC_GROUP_ADD		_IOWR(GPUSLEEP_IOC_MAGIC, 0x30, struct gpusleep_group_add)
+#define GPUSLEEP_IOC_GROUP_RELEASE	_IOWR(GPUSLEEP_IOC_MAGIC, 0x31, struct gpusleep_group_op)
+#define GPUSLEEP_IOC_GROUP_RESUME	_IOWR(GPUSLEEP_IOC_MAGIC, 0x32, struct gpusleep_group_op)
+#define GPUSLEEP_IOC_GROUP_WAIT		_IOWR(GPUSLEEP_IOC_MAGIC, 0x33, struct gpusleep_group_wait)
+#define GPUSLEEP_IOC_GROUP_EVENTFD	_IOW(GPUSLEEP_IOC_MAGIC, 0x34, struct gpusleep_eventfd)
 
 #endif /* _UAPI_LINUX_GPUSLEEP_H */

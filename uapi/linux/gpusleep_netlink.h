@@ -78,6 +78,7 @@ enum {
 	GPUSLEEP_A_TAG,			/* nest, multi: GPUSLEEP_A_TAG_*, in order */
 	GPUSLEEP_A_RESIDENT_BYTES,	/* u64, held after the newest release */
 	GPUSLEEP_A_RESIDENT_SOURCE,	/* u32, GPUSLEEP_RESIDENT_*, 0 unknown */
+	GPUSLEEP_A_GROUP,		/* string, the domain's group, if any */
 
 	__GPUSLEEP_A_MAX,
 	GPUSLEEP_A_MAX = (__GPUSLEEP_A_MAX - 1)

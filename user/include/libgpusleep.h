@@ -125,6 +125,37 @@ int gs_complete_ex(int fd, const struct gpusleep_event *ev,
 		   struct gpusleep_complete *c);
 
 /* ------------------------------------------------------------------ */
+/* Groups (docs/groups.md): the ranks of one engine as one operation   */
+
+/* Create a group named name; the group fd (O_CLOEXEC) or -errno. */
+int gs_group_create(int devfd, const char *name, uint32_t *id);
+/* Another fd for the live group named name (-ENOENT, -EPERM). */
+int gs_group_open(int devfd, const char *name, uint32_t *id);
+/* Add the domain of an engine or controller fd as the next rank. */
+int gs_group_add(int gfd, int domain_fd, uint32_t *rank);
+/*
+ * Release / resume every rank as one operation, all or nothing (as
+ * gs_release()). out (may be NULL) names the rank that refused or failed
+ * (out->rank, out->domain, out->reason). A blocking call interrupted by a
+ * signal returns -EINTR with out->op_id set: the operation goes on, and
+ * gs_group_wait() picks it up.
+ */
+int gs_group_release(int gfd, uint32_t tags, uint32_t flags,
+		     uint32_t timeout_ms, struct gpusleep_group_op *out);
+int gs_group_resume(int gfd, uint32_t tags, uint32_t flags,
+		    uint32_t timeout_ms, struct gpusleep_group_op *out);
+/*
+ * Wait for group operation op_id (0 = newest), timeout_ms 0 = forever;
+ * *res and, when ranks is given, up to *nr_ranks entries of the per-rank
+ * breakdown (*nr_ranks set to the number written).
+ */
+int gs_group_wait(int gfd, uint64_t op_id, uint32_t timeout_ms,
+		  struct gpusleep_group_result *res,
+		  struct gpusleep_group_rank *ranks, uint32_t *nr_ranks);
+/* Signal efd when a group operation finishes; efd -1 removes it. */
+int gs_group_eventfd(int gfd, int efd);
+
+/* ------------------------------------------------------------------ */
 /* Names and strings                                                   */
 
 /* "no agent attached (memory saver not enabled)"...; never NULL. */

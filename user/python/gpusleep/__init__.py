@@ -3,6 +3,8 @@
 
   gpusleep.trainer             release / resume / state / wait of a domain
                                (Controller; wait_async for asyncio)
+  gpusleep.group               Group: the ranks of one engine released and
+                               resumed as one operation, all or nothing
   gpusleep.engine              Engine: a domain and its callbacks
   gpusleep.agent               MemoryManager, Agent: tagged memory served
   gpusleep.torch_memory_saver  drop-in for torch_memory_saver's surface
@@ -21,6 +23,7 @@ from .errors import (GpuSleepError, NotEnabled, InvalidRequest,
                      EngineGone, NoMemory, QueueFull)
 from .trainer import (Controller, Result, State, release, resume,
                       is_sleeping, state, wait, resolve_domain)
+from .group import Group, GroupResult, RankResult
 from ._lib import TAG_NAMES as TAGS
 
 __version__ = "0.1"
@@ -39,4 +42,5 @@ __all__ = [
     "EngineFailed", "AgentFailed", "AgentGone", "EngineGone", "NoMemory",
     "QueueFull", "Controller", "Result", "State", "release", "resume",
     "is_sleeping", "state", "wait", "resolve_domain", "TAGS", "lib_path",
+    "Group", "GroupResult", "RankResult",
 ]

@@ -238,6 +238,52 @@ class gs_agent_result(ctypes.Structure):
                 ("generation", u64)]
 
 
+# Groups (docs/groups.md)
+GROUP_MAX_RANKS = 64
+GROUP_NO_RANK = 0xffffffff
+GRF_DONE = 1 << 0
+GRF_FAILED = 1 << 1
+GRF_CANCELLED = 1 << 2
+GRF_ROLLED_BACK = 1 << 3
+GRF_STILL_RELEASED = 1 << 4
+
+
+class gpusleep_group_create(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * NAME_LEN), ("flags", u32),
+                ("id", u32), ("reserved", u64 * 2)]
+
+
+class gpusleep_group_add(ctypes.Structure):
+    _fields_ = [("fd", ctypes.c_int32), ("flags", u32), ("rank", u32),
+                ("domain", u32), ("reserved", u64 * 2)]
+
+
+class gpusleep_group_op(ctypes.Structure):
+    _fields_ = [("tags", u32), ("flags", u32), ("timeout_ms", u32),
+                ("reason", u32), ("op_id", u64), ("rank", u32),
+                ("domain", u32), ("bad_tags", u32), ("pad", u32),
+                ("reserved", u64 * 2)]
+
+
+class gpusleep_group_rank(ctypes.Structure):
+    _fields_ = [("domain", u32), ("flags", u32), ("op_id", u64),
+                ("rollback_op_id", u64), ("error", ctypes.c_int32),
+                ("reason", u32), ("released", u32), ("pad", u32)]
+
+
+class gpusleep_group_result(ctypes.Structure):
+    _fields_ = [("op_id", u64), ("kind", u32), ("tags", u32),
+                ("error", ctypes.c_int32), ("reason", u32), ("rank", u32),
+                ("domain", u32), ("nr_ranks", u32), ("pad", u32),
+                ("duration_ns", u64), ("reserved", u64 * 2)]
+
+
+class gpusleep_group_wait(ctypes.Structure):
+    _fields_ = [("op_id", u64), ("timeout_ms", u32), ("nr_ranks", u32),
+                ("ranks", u64), ("rank_size", u32), ("pad", u32),
+                ("reserved", u64 * 2), ("result", gpusleep_group_result)]
+
+
 GS_MM_RES_MEASURED = 1 << 0
 GS_MM_RES_SHORTFALL = 1 << 1
 GS_MM_RES_PARTIAL = 1 << 2
@@ -265,6 +311,12 @@ STRUCTS = {
     "gs_agent_stats": gs_agent_stats,
     "gs_mm_result": gs_mm_result,
     "gs_agent_result": gs_agent_result,
+    "gpusleep_group_create": gpusleep_group_create,
+    "gpusleep_group_add": gpusleep_group_add,
+    "gpusleep_group_op": gpusleep_group_op,
+    "gpusleep_group_rank": gpusleep_group_rank,
+    "gpusleep_group_result": gpusleep_group_result,
+    "gpusleep_group_wait": gpusleep_group_wait,
 }
 
 P = ctypes.POINTER
@@ -299,6 +351,17 @@ PROTOTYPES = {
     "gs_tag_name": (c_char_p, [u32]),
     "gs_tags_parse": (c_int, [c_char_p, P(u32)]),
     "gs_tags_format": (c_int, [u32, c_char_p, ctypes.c_size_t]),
+    # groups
+    "gs_group_create": (c_int, [c_int, c_char_p, P(u32)]),
+    "gs_group_open": (c_int, [c_int, c_char_p, P(u32)]),
+    "gs_group_add": (c_int, [c_int, c_int, P(u32)]),
+    "gs_group_release": (c_int, [c_int, u32, u32, u32,
+                                 P(gpusleep_group_op)]),
+    "gs_group_resume": (c_int, [c_int, u32, u32, u32,
+                                P(gpusleep_group_op)]),
+    "gs_group_wait": (c_int, [c_int, u64, u32, P(gpusleep_group_result),
+                              P(gpusleep_group_rank), P(u32)]),
+    "gs_group_eventfd": (c_int, [c_int, c_int]),
     # engine
     "gs_engine_create": (c_int, [P(gs_engine_config), P(gs_engine_ops),
                                  c_void_p, P(c_void_p)]),

@@ -1,0 +1,1190 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * gpusleep: groups of domains, released and resumed as one operation.
+ *
+ * A group is an fd (anon inode) with up to GPUSLEEP_GROUP_MAX_RANKS member
+ * domains, its ranks. A group release asks every rank for a release that
+ * stops after its drain (held, op.c); when every rank is held, every rank
+ * goes on to unmap; when every rank has finished, the group's operation
+ * finishes. Any failure rolls the ranks back: drains are cancelled, ranks
+ * that released something are resumed, and only then does the group's
+ * operation finish, naming the first rank that failed. docs/groups.md has
+ * the sequences.
+ *
+ * Locking: group->lock, then one domain->lock at a time (gpusleep.h). The
+ * group decides in gs_group_step(), under group->lock, from the ioctls and
+ * from its work; a rank's change reaches it through gs_announce() ->
+ * gs_group_kick(), which only queues that work.
+ */
+#include <linux/anon_inodes.h>
+#include <linux/capability.h>
+#include <linux/cred.h>
+#include <linux/err.h>
+#include <linux/eventfd.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/idr.h>
+#include <linux/jiffies.h>
+#include <linux/list.h>
+#include <linux/lockdep.h>
+#include <linux/mutex.h>
+#include <linux/poll.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <linux/workqueue.h>
+
+#include "compat.h"
+#include "gpusleep.h"
+
+#define GS_GROUP_HIST	8	/* finished group results remembered */
+
+enum gs_gphase {
+	GS_GP_IDLE,
+	GS_GP_DRAIN,		/* release: waiting for every rank's drain */
+	GS_GP_UNMAP,		/* release: every rank unmapping */
+	GS_GP_RESUME,		/* resume: every rank remapping */
+	GS_GP_ROLLBACK,		/* release failed: undoing it */
+};
+
+enum gs_mstate {
+	GS_M_IDLE,		/* no part in the operation (not started) */
+	GS_M_RUNNING,		/* its operation out.op_id runs */
+	GS_M_FINISHED,		/* it finished (out.error, out.reason) */
+	GS_M_RB_RUNNING,	/* the rollback's resume runs */
+	GS_M_RB_FINISHED,	/* nothing more to undo */
+};
+
+struct gs_member {
+	struct gs_domain *d;	/* referenced */
+	u32 st;			/* enum gs_mstate */
+	u32 tags;		/* the tags its release resolved to */
+	bool held;		/* drained, waiting for the go */
+	bool no_agent;		/* held with no agent to unmap */
+	struct gpusleep_group_rank out;
+};
+
+/*
+ * A group lives as long as one of its fds (each holds a kref). Fixed for
+ * its life: id, name, cred.
+ */
+struct gs_group {
+	struct kref kref;
+	struct list_head node;	/* on gs_groups, under gs_groups_lock */
+	u32 id;
+	char name[GPUSLEEP_NAME_LEN];
+	const struct cred *cred;	/* the creator's */
+	struct mutex lock;	/* everything below */
+	bool dying;
+	unsigned int nr;
+	struct gs_member m[GPUSLEEP_GROUP_MAX_RANKS];
+
+	/* The operation in flight (phase != GS_GP_IDLE). */
+	u32 phase;
+	u64 op_id;
+	u64 last_id;		/* newest operation issued */
+	u32 kind;
+	u32 tags;
+	u32 timeout_ms;
+	ktime_t start;
+	ktime_t deadline;	/* 0: none */
+	u32 fail_rank;		/* GPUSLEEP_GROUP_NO_RANK while none failed */
+	u32 fail_reason;
+	s32 fail_error;
+
+	/* Finished operations. */
+	u64 last_done_id;	/* READ_ONCE outside the lock */
+	struct gpusleep_group_result hist[GS_GROUP_HIST];
+	struct gpusleep_group_rank ranks[GPUSLEEP_GROUP_MAX_RANKS]; /* newest */
+	struct eventfd_ctx *efd;
+
+	wait_queue_head_t wq;	/* an operation finished */
+	struct work_struct work;	/* a rank changed */
+	struct delayed_work deadline_work;
+};
+
+/* private_data of a group fd. */
+struct gs_gfile {
+	struct gs_group *g;
+	kuid_t uid;		/* charged one GS_UC_FDS */
+	u64 seen_done;		/* newest result this fd fetched (poll) */
+};
+
+/* Live groups, for unique names. Nothing is taken while it is held. */
+static DEFINE_MUTEX(gs_groups_lock);
+static LIST_HEAD(gs_groups);
+static DEFINE_IDA(gs_group_ids);
+
+static const struct file_operations gs_group_fops;
+
+void gs_group_kick(struct gs_group *g)
+{
+	queue_work(system_wq, &g->work);
+}
+
+void gs_group_name(const struct gs_group *g, char *buf, size_t size)
+{
+	strscpy(buf, g->name, size);
+}
+
+static bool gs_zero(const void *p, size_t n)
+{
+	return !memchr_inv(p, 0, n);
+}
+
+/* Record rank i as the cause of the failure, if it is the first. */
+static void gs_group_fail(struct gs_group *g, unsigned int i, u32 reason,
+			  s32 error)
+{
+	g->m[i].out.flags |= GPUSLEEP_GRF_FAILED;
+	if (g->fail_rank != GPUSLEEP_GROUP_NO_RANK)
+		return;
+	g->fail_rank = i;
+	g->fail_reason = reason;
+	g->fail_error = error ? error : gs_reason_errno(reason);
+}
+
+/* Follow rank m's operation (or its rollback) to its end. */
+static void gs_member_sync(struct gs_member *m)
+{
+	struct gs_domain *d = m->d;
+	struct gpusleep_result res;
+	bool rb = m->st == GS_M_RB_RUNNING;
+	u64 id;
+
+	if (m->st != GS_M_RUNNING && !rb)
+		return;
+	id = rb ? m->out.rollback_op_id : m->out.op_id;
+	mutex_lock(&d->lock);
+	if (d->op_active && d->op.id == id) {
+		m->held = d->op.held;
+		m->no_agent = m->held && !d->agent;
+		mutex_unlock(&d->lock);
+		return;
+	}
+	if (gs_op_result(d, id, &res)) {
+		/* Overtaken by too many others to be remembered. */
+		memset(&res, 0, sizeof(res));
+		res.reason = GPUSLEEP_R_BUSY;
+		res.error = gs_reason_errno(res.reason);
+	}
+	m->out.released = d->released;
+	mutex_unlock(&d->lock);
+
+	m->held = false;
+	m->no_agent = false;
+	if (rb) {
+		m->st = GS_M_RB_FINISHED;
+		if (!res.error)
+			m->out.flags |= GPUSLEEP_GRF_ROLLED_BACK;
+		return;
+	}
+	m->st = GS_M_FINISHED;
+	m->tags = res.tags;
+	m->out.error = res.error;
+	m->out.reason = res.reason;
+	if (!res.error)
+		m->out.flags |= GPUSLEEP_GRF_DONE;
+}
+
+/* Why rank m, still running at the deadline, is late. */
+static u32 gs_member_late_reason(struct gs_member *m)
+{
+	struct gs_domain *d = m->d;
+	u32 reason;
+
+	mutex_lock(&d->lock);
+	if (d->state == GPUSLEEP_S_DRAINING)
+		reason = GPUSLEEP_R_DRAIN_TIMEOUT;
+	else if (d->op_active && (d->op.await == GPUSLEEP_EV_RESET_CACHES ||
+				  d->op.await == GPUSLEEP_EV_REPAIR_KV))
+		reason = GPUSLEEP_R_ENGINE_TIMEOUT;
+	else
+		reason = GPUSLEEP_R_AGENT_TIMEOUT;
+	mutex_unlock(&d->lock);
+	return reason;
+}
+
+static void gs_group_finish(struct gs_group *g)
+{
+	struct gpusleep_group_result *res = &g->hist[g->op_id % GS_GROUP_HIST];
+	bool failed = g->fail_rank != GPUSLEEP_GROUP_NO_RANK;
+	unsigned int i;
+
+	lockdep_assert_held(&g->lock);
+	memset(res, 0, sizeof(*res));
+	res->op_id = g->op_id;
+	res->kind = g->kind;
+	res->tags = g->tags;
+	res->nr_ranks = g->nr;
+	res->rank = g->fail_rank;
+	res->duration_ns = ktime_to_ns(ktime_sub(ktime_get(), g->start));
+	if (failed) {
+		res->error = g->fail_error;
+		res->reason = g->fail_reason;
+		res->domain = g->m[g->fail_rank].d->id;
+	}
+	for (i = 0; i < g->nr; i++) {
+		struct gs_member *m = &g->m[i];
+		struct gs_domain *d = m->d;
+
+		mutex_lock(&d->lock);
+		m->out.released = d->released;
+		mutex_unlock(&d->lock);
+		/* A failed release that could not be undone on this rank. */
+		if (failed && g->kind == GPUSLEEP_OP_RELEASE &&
+		    (m->out.released & m->tags))
+			m->out.flags |= GPUSLEEP_GRF_STILL_RELEASED;
+		g->ranks[i] = m->out;
+		m->st = GS_M_IDLE;
+	}
+	g->phase = GS_GP_IDLE;
+	cancel_delayed_work(&g->deadline_work);
+	WRITE_ONCE(g->last_done_id, g->op_id);
+	if (g->efd)
+		eventfd_signal(g->efd);
+	wake_up_all(&g->wq);
+}
+
+/*
+ * Undo a failed group release, rank by rank: cancel what still drains,
+ * wait for what unmaps, resume what was released. Finishes the group's
+ * operation once nothing runs any more.
+ */
+static void gs_group_rollback(struct gs_group *g)
+{
+	struct gpusleep_op req;
+	bool waiting = false;
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < g->nr; i++) {
+		struct gs_member *m = &g->m[i];
+		struct gs_domain *d = m->d;
+
+		if (m->st == GS_M_RUNNING) {
+			mutex_lock(&d->lock);
+			if (gs_op_group_cancel(d, m->out.op_id))
+				m->out.flags |= GPUSLEEP_GRF_CANCELLED;
+			mutex_unlock(&d->lock);
+			gs_member_sync(m);
+		}
+		if (m->st == GS_M_FINISHED) {
+			memset(&req, 0, sizeof(req));
+			req.timeout_ms = g->timeout_ms;
+			mutex_lock(&d->lock);
+			req.tags = d->released & m->tags;
+			/* Nothing released: a repair may still be due. */
+			if (d->dead || (!req.tags &&
+					(d->released || !d->kv_needs_repair)))
+				ret = -ENOENT;
+			else
+				ret = gs_op_resume(d, &req);
+			mutex_unlock(&d->lock);
+			if (!ret) {
+				m->out.rollback_op_id = req.op_id;
+				m->st = GS_M_RB_RUNNING;
+				gs_member_sync(m);
+			} else {
+				m->st = GS_M_RB_FINISHED;
+			}
+		}
+		if (m->st == GS_M_RUNNING || m->st == GS_M_RB_RUNNING)
+			waiting = true;
+	}
+	if (!waiting)
+		gs_group_finish(g);
+}
+
+/* Look at every rank and move the group's operation on. */
+static void gs_group_step(struct gs_group *g)
+{
+	bool late, all_held = true, running = false;
+	unsigned int i;
+
+	lockdep_assert_held(&g->lock);
+	if (g->dying || g->phase == GS_GP_IDLE)
+		return;
+	for (i = 0; i < g->nr; i++)
+		gs_member_sync(&g->m[i]);
+	late = g->deadline && ktime_compare(ktime_get(), g->deadline) >= 0;
+
+	if (g->phase == GS_GP_ROLLBACK) {
+		gs_group_rollback(g);
+		return;
+	}
+	for (i = 0; i < g->nr; i++) {
+		struct gs_member *m = &g->m[i];
+
+		if (m->st == GS_M_FINISHED && m->out.error)
+			gs_group_fail(g, i, m->out.reason, m->out.error);
+		else if (m->st == GS_M_RUNNING && m->no_agent)
+			gs_group_fail(g, i, GPUSLEEP_R_AGENT_GONE, 0);
+		if (m->st == GS_M_RUNNING) {
+			running = true;
+			if (!m->held)
+				all_held = false;
+		}
+	}
+	/* Past the deadline: the first rank still at work is the late one. */
+	if (late && (g->phase != GS_GP_DRAIN || !all_held)) {
+		for (i = 0; i < g->nr; i++) {
+			struct gs_member *m = &g->m[i];
+
+			if (m->st == GS_M_RUNNING && !m->held) {
+				gs_group_fail(g, i, gs_member_late_reason(m),
+					      0);
+				break;
+			}
+		}
+	}
+
+	switch (g->phase) {
+	case GS_GP_DRAIN:
+	case GS_GP_UNMAP:
+		if (g->fail_rank != GPUSLEEP_GROUP_NO_RANK) {
+			g->phase = GS_GP_ROLLBACK;
+			gs_group_rollback(g);
+			return;
+		}
+		if (g->phase == GS_GP_DRAIN && all_held && running) {
+			/* Every rank drained: every rank unmaps now. */
+			g->phase = GS_GP_UNMAP;
+			for (i = 0; i < g->nr; i++) {
+				struct gs_domain *d = g->m[i].d;
+
+				g->m[i].held = false;
+				mutex_lock(&d->lock);
+				gs_op_group_go(d, g->m[i].out.op_id);
+				mutex_unlock(&d->lock);
+			}
+			return;	/* each rank's change kicks the work */
+		}
+		if (!running)
+			gs_group_finish(g);
+		return;
+	case GS_GP_RESUME:
+		/* A resume is not undone: every rank finishes on its own. */
+		if (!running)
+			gs_group_finish(g);
+		return;
+	default:
+		return;
+	}
+}
+
+static void gs_group_work(struct work_struct *work)
+{
+	struct gs_group *g = container_of(work, struct gs_group, work);
+
+	mutex_lock(&g->lock);
+	gs_group_step(g);
+	mutex_unlock(&g->lock);
+}
+
+static void gs_group_deadline_work(struct work_struct *work)
+{
+	struct gs_group *g = container_of(to_delayed_work(work),
+					  struct gs_group, deadline_work);
+
+	mutex_lock(&g->lock);
+	gs_group_step(g);
+	mutex_unlock(&g->lock);
+}
+
+/* A rank refused: name it in req. */
+static int gs_group_refused(struct gs_group *g, unsigned int i,
+			    struct gpusleep_group_op *req,
+			    const struct gpusleep_op *op, u32 reason)
+{
+	req->reason = reason;
+	req->rank = i;
+	req->domain = g->m[i].d->id;
+	req->bad_tags = op ? op->bad_tags : 0;
+	return gs_reason_errno(reason);
+}
+
+static void gs_group_reset_members(struct gs_group *g)
+{
+	unsigned int i;
+
+	for (i = 0; i < g->nr; i++) {
+		struct gs_member *m = &g->m[i];
+
+		memset(&m->out, 0, sizeof(m->out));
+		m->out.domain = m->d->id;
+		m->st = GS_M_IDLE;
+		m->tags = 0;
+		m->held = false;
+		m->no_agent = false;
+	}
+}
+
+/*
+ * Start a held release on every rank; a refusal cancels the ranks
+ * started before it and is returned, naming the rank.
+ */
+static int gs_group_start_release(struct gs_group *g,
+				  struct gpusleep_group_op *req)
+{
+	struct gpusleep_op op;
+	unsigned int i, j;
+	u32 reason;
+	int ret;
+
+	for (i = 0; i < g->nr; i++) {
+		struct gs_member *m = &g->m[i];
+		struct gs_domain *d = m->d;
+
+		memset(&op, 0, sizeof(op));
+		op.tags = req->tags;
+		op.flags = req->flags & GPUSLEEP_OPF_ABORT_INFLIGHT;
+		op.timeout_ms = req->timeout_ms;
+		mutex_lock(&d->lock);
+		if (d->dead) {
+			reason = GPUSLEEP_R_ENGINE_GONE;
+			ret = gs_reason_errno(reason);
+		} else {
+			ret = gs_op_release(d, &op);
+			reason = op.reason;
+			if (!ret)
+				gs_op_hold(d);
+		}
+		mutex_unlock(&d->lock);
+		if (ret)
+			goto err_undo;
+		m->out.op_id = op.op_id;
+		m->st = GS_M_RUNNING;
+	}
+	return 0;
+
+err_undo:
+	gs_group_refused(g, i, req, &op, reason);
+	for (j = 0; j < i; j++) {
+		struct gs_domain *d = g->m[j].d;
+
+		mutex_lock(&d->lock);
+		gs_op_group_cancel(d, g->m[j].out.op_id);
+		mutex_unlock(&d->lock);
+	}
+	gs_group_reset_members(g);
+	return ret;
+}
+
+/* May rank d resume tags now? GPUSLEEP_R_NONE or why not. */
+static u32 gs_resume_check(struct gs_domain *d, u32 tags, u32 *bad)
+{
+	u32 want;
+
+	lockdep_assert_held(&d->lock);
+	*bad = 0;
+	if (d->dead)
+		return GPUSLEEP_R_ENGINE_GONE;
+	if (d->op_active && d->state != GPUSLEEP_S_DRAINING)
+		return GPUSLEEP_R_BUSY;
+	*bad = tags & ~d->released;
+	if (*bad)
+		return GPUSLEEP_R_NOT_RELEASED;
+	want = tags ? tags : d->released;
+	if (want && !d->agent)
+		return GPUSLEEP_R_NOT_ENABLED;
+	return GPUSLEEP_R_NONE;
+}
+
+/*
+ * Check every rank, then resume every rank. A rank that refuses despite
+ * the check (it changed meanwhile) fails the operation, the others go on.
+ */
+static int gs_group_start_resume(struct gs_group *g,
+				 struct gpusleep_group_op *req)
+{
+	struct gpusleep_op op = { .bad_tags = 0 };
+	unsigned int i;
+	u32 reason;
+	int ret;
+
+	for (i = 0; i < g->nr; i++) {
+		struct gs_domain *d = g->m[i].d;
+
+		mutex_lock(&d->lock);
+		reason = gs_resume_check(d, req->tags, &op.bad_tags);
+		mutex_unlock(&d->lock);
+		if (reason) {
+			gs_group_refused(g, i, req, &op, reason);
+			return gs_reason_errno(reason);
+		}
+	}
+	for (i = 0; i < g->nr; i++) {
+		struct gs_member *m = &g->m[i];
+		struct gs_domain *d = m->d;
+
+		memset(&op, 0, sizeof(op));
+		op.tags = req->tags;
+		op.timeout_ms = req->timeout_ms;
+		mutex_lock(&d->lock);
+		if (d->dead) {
+			op.reason = GPUSLEEP_R_ENGINE_GONE;
+			ret = gs_reason_errno(op.reason);
+		} else {
+			ret = gs_op_resume(d, &op);
+		}
+		mutex_unlock(&d->lock);
+		if (ret) {
+			m->st = GS_M_FINISHED;
+			m->out.error = ret;
+			m->out.reason = op.reason;
+			continue;
+		}
+		m->out.op_id = op.op_id;
+		m->st = GS_M_RUNNING;
+	}
+	return 0;
+}
+
+/* A group result by id, if remembered. */
+static const struct gpusleep_group_result *
+gs_group_result(struct gs_group *g, u64 id)
+{
+	const struct gpusleep_group_result *r = &g->hist[id % GS_GROUP_HIST];
+
+	lockdep_assert_held(&g->lock);
+	if (!id || id > g->last_done_id || r->op_id != id)
+		return NULL;
+	return r;
+}
+
+static void gs_group_seen(struct gs_gfile *gf, u64 id)
+{
+	lockdep_assert_held(&gf->g->lock);
+	if (id > gf->seen_done)
+		WRITE_ONCE(gf->seen_done, id);
+}
+
+static bool gs_group_done(struct gs_group *g, u64 id)
+{
+	return READ_ONCE(g->last_done_id) >= id;
+}
+
+static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
+			    const struct gs_uarg *ua)
+{
+	struct gs_group *g = gf->g;
+	const struct gpusleep_group_result *res;
+	struct gpusleep_group_op req;
+	u32 kind = cmd == GPUSLEEP_IOC_GROUP_RELEASE ? GPUSLEEP_OP_RELEASE :
+						       GPUSLEEP_OP_RESUME;
+	u32 mask = kind == GPUSLEEP_OP_RELEASE ? GPUSLEEP_OPF_RELEASE_MASK :
+						 GPUSLEEP_OPF_RESUME_MASK;
+	long ret;
+	u64 id;
+
+	ret = gs_uarg_in(ua, &req, sizeof(req));
+	if (ret)
+		return ret;
+	/* Output fields are ignored on input. */
+	if ((req.flags & ~mask) || req.pad ||
+	    !gs_zero(req.reserved, sizeof(req.reserved)))
+		return -EINVAL;
+	req.op_id = 0;
+	req.reason = GPUSLEEP_R_NONE;
+	req.rank = GPUSLEEP_GROUP_NO_RANK;
+	req.domain = 0;
+	req.bad_tags = 0;
+
+	mutex_lock(&g->lock);
+	if (!g->nr) {
+		ret = -ENOENT;
+	} else if (g->phase != GS_GP_IDLE) {
+		ret = -EBUSY;
+	} else {
+		gs_group_reset_members(g);
+		g->fail_rank = GPUSLEEP_GROUP_NO_RANK;
+		g->fail_reason = GPUSLEEP_R_NONE;
+		g->fail_error = 0;
+		if (kind == GPUSLEEP_OP_RELEASE)
+			ret = gs_group_start_release(g, &req);
+		else
+			ret = gs_group_start_resume(g, &req);
+	}
+	if (!ret) {
+		g->op_id = ++g->last_id;
+		g->kind = kind;
+		g->tags = req.tags;
+		g->timeout_ms = req.timeout_ms;
+		g->start = ktime_get();
+		g->deadline = 0;
+		g->phase = kind == GPUSLEEP_OP_RELEASE ? GS_GP_DRAIN :
+							 GS_GP_RESUME;
+		if (req.timeout_ms) {
+			g->deadline = ktime_add_ms(g->start, req.timeout_ms);
+			mod_delayed_work(system_wq, &g->deadline_work,
+					 msecs_to_jiffies(req.timeout_ms) + 1);
+		}
+		req.op_id = g->op_id;
+		gs_group_step(g);
+	}
+	id = req.op_id;
+	mutex_unlock(&g->lock);
+
+	/* Tell the caller the id (or who refused) before waiting. */
+	if (gs_uarg_out(ua, &req, sizeof(req)))
+		return -EFAULT;
+	if (ret || (req.flags & GPUSLEEP_OPF_NONBLOCK))
+		return ret;
+
+	if (wait_event_interruptible(g->wq, gs_group_done(g, id)))
+		return -EINTR;
+	mutex_lock(&g->lock);
+	res = gs_group_result(g, id);
+	if (res) {
+		req.reason = res->reason;
+		req.rank = res->rank;
+		req.domain = res->domain;
+		ret = res->reason ? gs_reason_errno(res->reason) : 0;
+		gs_group_seen(gf, id);
+	} else {
+		ret = -ENOENT;
+	}
+	mutex_unlock(&g->lock);
+	if (gs_uarg_out(ua, &req, sizeof(req)))
+		return -EFAULT;
+	return ret;
+}
+
+/* Copy n rank entries out, each cut or cleared to the caller's size. */
+static int gs_group_ranks_out(u64 uaddr, u32 size,
+			      const struct gpusleep_group_rank *r,
+			      unsigned int n)
+{
+	void __user *p = u64_to_user_ptr(uaddr);
+	size_t k = min_t(size_t, size, sizeof(*r));
+	unsigned int i;
+
+	for (i = 0; i < n; i++, p += size) {
+		if (gs_copy_to_user(p, &r[i], k))
+			return -EFAULT;
+		if (size > k && clear_user(p + k, size - k))
+			return -EFAULT;
+	}
+	return 0;
+}
+
+static long gs_group_ioc_wait(struct gs_gfile *gf, const struct gs_uarg *ua)
+{
+	struct gs_group *g = gf->g;
+	const struct gpusleep_group_result *res;
+	struct gpusleep_group_rank *ranks = NULL;
+	struct gpusleep_group_wait wt;
+	unsigned int n = 0;
+	unsigned long j;
+	long ret, left;
+	u64 id;
+
+	ret = gs_uarg_in(ua, &wt, sizeof(wt));
+	if (ret)
+		return ret;
+	if (wt.pad || !gs_zero(wt.reserved, sizeof(wt.reserved)) ||
+	    (wt.ranks && wt.nr_ranks &&
+	     wt.rank_size < GPUSLEEP_GROUP_RANK_SIZE_VER0))
+		return -EINVAL;
+
+	mutex_lock(&g->lock);
+	id = wt.op_id ? wt.op_id : g->last_id;
+	ret = (!id || id > g->last_id) ? -ENOENT : 0;
+	mutex_unlock(&g->lock);
+	if (ret)
+		return ret;
+
+	if (wt.timeout_ms) {
+		j = msecs_to_jiffies(wt.timeout_ms);
+		left = wait_event_interruptible_timeout(g->wq,
+							gs_group_done(g, id), j);
+		if (!left)
+			return -ETIMEDOUT;
+	} else {
+		left = wait_event_interruptible(g->wq, gs_group_done(g, id));
+	}
+	if (left < 0)
+		return -EINTR;
+
+	if (wt.ranks && wt.nr_ranks) {
+		ranks = gs_kzalloc(sizeof(*ranks) * GPUSLEEP_GROUP_MAX_RANKS,
+				   GFP_KERNEL);
+		if (!ranks)
+			return -ENOMEM;
+	}
+	mutex_lock(&g->lock);
+	res = gs_group_result(g, id);
+	if (res) {
+		wt.op_id = id;
+		wt.result = *res;
+		/* The breakdown is kept for the newest operation only. */
+		if (ranks && id == g->last_done_id) {
+			n = min_t(unsigned int, wt.nr_ranks, res->nr_ranks);
+			memcpy(ranks, g->ranks, sizeof(*ranks) * n);
+		}
+		gs_group_seen(gf, id);
+	} else {
+		ret = -ENOENT;
+	}
+	mutex_unlock(&g->lock);
+	if (!ret && n)
+		ret = gs_group_ranks_out(wt.ranks, wt.rank_size, ranks, n);
+	kfree(ranks);
+	if (ret)
+		return ret;
+	wt.nr_ranks = n;
+	wt.rank_size = sizeof(struct gpusleep_group_rank);
+	if (gs_uarg_out(ua, &wt, sizeof(wt)))
+		return -EFAULT;
+	return 0;
+}
+
+static long gs_group_ioc_add(struct gs_group *g, const struct gs_uarg *ua)
+{
+	struct gpusleep_group_add a;
+	struct gs_domain *d;
+	long ret;
+
+	ret = gs_uarg_in(ua, &a, sizeof(a));
+	if (ret)
+		return ret;
+	/* rank and domain are output only. */
+	if (a.flags || !gs_zero(a.reserved, sizeof(a.reserved)))
+		return -EINVAL;
+	d = gs_domain_from_fd(a.fd);
+	if (IS_ERR(d))
+		return PTR_ERR(d);
+
+	mutex_lock(&g->lock);
+	if (g->phase != GS_GP_IDLE) {
+		ret = -EBUSY;
+	} else if (g->nr >= GPUSLEEP_GROUP_MAX_RANKS) {
+		ret = -ENOSPC;
+	} else if (g->nr && !gs_tags_same(&g->m[0].d->tags, &d->tags)) {
+		/* One tag mask means the same on every rank. */
+		ret = -EXDEV;
+	} else {
+		mutex_lock(&d->lock);
+		if (d->dead) {
+			ret = -ENOENT;
+		} else if (d->group) {
+			ret = -EBUSY;	/* one group per domain */
+		} else {
+			struct gs_change c = { .from = d->state };
+
+			d->group = g;
+			gs_announce(d, &c);
+		}
+		mutex_unlock(&d->lock);
+	}
+	if (!ret) {
+		a.rank = g->nr;
+		a.domain = d->id;
+		memset(&g->m[g->nr], 0, sizeof(g->m[g->nr]));
+		g->m[g->nr].d = d;
+		g->m[g->nr].out.domain = d->id;
+		g->nr++;
+	}
+	mutex_unlock(&g->lock);
+	if (ret) {
+		gs_domain_put(d);
+		return ret;
+	}
+	/* The rank counts from here; a caller that cannot read it has it. */
+	if (gs_uarg_out(ua, &a, sizeof(a)))
+		return -EFAULT;
+	return 0;
+}
+
+static long gs_group_ioc_eventfd(struct gs_group *g, const struct gs_uarg *ua)
+{
+	struct eventfd_ctx *ctx = NULL, *old;
+	struct gpusleep_eventfd e;
+	long ret;
+
+	ret = gs_uarg_in(ua, &e, sizeof(e));
+	if (ret)
+		return ret;
+	if (e.reserved)
+		return -EINVAL;
+	/* fd >= 0 with OP_DONE registers it; -1 with 0 removes it. */
+	if (e.fd == -1 && !e.events) {
+		ctx = NULL;
+	} else if (e.fd >= 0 && e.events == GPUSLEEP_EFD_OP_DONE) {
+		ctx = gs_fault() ? ERR_PTR(-EBADF) : eventfd_ctx_fdget(e.fd);
+		if (IS_ERR(ctx))
+			return PTR_ERR(ctx);
+	} else {
+		return -EINVAL;
+	}
+	mutex_lock(&g->lock);
+	old = g->efd;
+	g->efd = ctx;
+	mutex_unlock(&g->lock);
+	if (old)
+		eventfd_ctx_put(old);
+	return 0;
+}
+
+/*
+ * GET_TAGS on a group fd: its ranks' declaration (they all have the same),
+ * without generations (each rank has its own); nothing before a rank.
+ */
+static noinline_for_stack long gs_group_ioc_get_tags(struct gs_group *g,
+						     const struct gs_uarg *ua)
+{
+	struct gpusleep_tags t;
+	u32 i;
+
+	memset(&t, 0, sizeof(t));
+	mutex_lock(&g->lock);
+	if (g->nr) {
+		struct gs_domain *d = g->m[0].d;
+
+		mutex_lock(&d->lock);
+		gs_tags_fill(d, &t);
+		mutex_unlock(&d->lock);
+	}
+	mutex_unlock(&g->lock);
+	for (i = 0; i < GPUSLEEP_MAX_TAGS; i++)
+		t.tags[i].generation = 0;
+	return gs_uarg_out(ua, &t, sizeof(t)) ? -EFAULT : 0;
+}
+
+static const struct {
+	unsigned int cmd;
+	size_t ver0;
+} gs_group_cmds[] = {
+	{ GPUSLEEP_IOC_GROUP_ADD,	GPUSLEEP_GROUP_ADD_SIZE_VER0 },
+	{ GPUSLEEP_IOC_GROUP_RELEASE,	GPUSLEEP_GROUP_OP_SIZE_VER0 },
+	{ GPUSLEEP_IOC_GROUP_RESUME,	GPUSLEEP_GROUP_OP_SIZE_VER0 },
+	{ GPUSLEEP_IOC_GROUP_WAIT,	GPUSLEEP_GROUP_WAIT_SIZE_VER0 },
+	{ GPUSLEEP_IOC_GROUP_EVENTFD,	GPUSLEEP_EVENTFD_SIZE_VER0 },
+	{ GPUSLEEP_IOC_GET_TAGS,	GPUSLEEP_TAGS_SIZE_VER0 },
+};
+
+static long gs_group_ioctl(struct file *file, unsigned int cmd,
+			   unsigned long arg)
+{
+	struct gs_gfile *gf = file->private_data;
+	struct gs_group *g = gf->g;
+	struct gs_uarg ua;
+	unsigned int i;
+	int ret = -ENOTTY;
+
+	for (i = 0; i < ARRAY_SIZE(gs_group_cmds); i++) {
+		if (_IOC_TYPE(cmd) == _IOC_TYPE(gs_group_cmds[i].cmd) &&
+		    _IOC_NR(cmd) == _IOC_NR(gs_group_cmds[i].cmd)) {
+			ret = gs_uarg_init(&ua, cmd, arg, gs_group_cmds[i].cmd,
+					   gs_group_cmds[i].ver0);
+			break;
+		}
+	}
+	if (ret)
+		return ret;
+	switch (gs_group_cmds[i].cmd) {
+	case GPUSLEEP_IOC_GROUP_ADD:
+		return gs_group_ioc_add(g, &ua);
+	case GPUSLEEP_IOC_GROUP_RELEASE:
+	case GPUSLEEP_IOC_GROUP_RESUME:
+		return gs_group_ioc_op(gf, gs_group_cmds[i].cmd, &ua);
+	case GPUSLEEP_IOC_GROUP_WAIT:
+		return gs_group_ioc_wait(gf, &ua);
+	case GPUSLEEP_IOC_GET_TAGS:
+		return gs_group_ioc_get_tags(g, &ua);
+	default:
+		return gs_group_ioc_eventfd(g, &ua);
+	}
+}
+
+static __poll_t gs_group_poll(struct file *file, poll_table *wait)
+{
+	struct gs_gfile *gf = file->private_data;
+	struct gs_group *g = gf->g;
+
+	poll_wait(file, &g->wq, wait);
+	if (READ_ONCE(g->last_done_id) > READ_ONCE(gf->seen_done))
+		return EPOLLIN | EPOLLRDNORM;
+	return 0;
+}
+
+static void gs_group_unlist(struct gs_group *g)
+{
+	mutex_lock(&gs_groups_lock);
+	list_del(&g->node);
+	mutex_unlock(&gs_groups_lock);
+	ida_free(&gs_group_ids, g->id);
+}
+
+/*
+ * The last group fd is gone: ranks held for the group are cancelled,
+ * ranks unmapping finish on their own, every domain leaves the group.
+ */
+static void gs_group_destroy(struct kref *kref)
+{
+	struct gs_group *g = container_of(kref, struct gs_group, kref);
+	unsigned int i;
+
+	gs_group_unlist(g);
+	mutex_lock(&g->lock);
+	g->dying = true;
+	for (i = 0; i < g->nr; i++) {
+		struct gs_member *m = &g->m[i];
+		struct gs_domain *d = m->d;
+		struct gs_change c = { .efd = 0 };
+
+		mutex_lock(&d->lock);
+		if (g->phase == GS_GP_DRAIN && m->st == GS_M_RUNNING)
+			gs_op_group_cancel(d, m->out.op_id);
+		d->group = NULL;
+		c.from = d->state;
+		gs_announce(d, &c);
+		mutex_unlock(&d->lock);
+	}
+	mutex_unlock(&g->lock);
+	/* No rank points here any more: nothing queues the work again. */
+	cancel_work_sync(&g->work);
+	cancel_delayed_work_sync(&g->deadline_work);
+	for (i = 0; i < g->nr; i++)
+		gs_domain_put(g->m[i].d);
+	if (g->efd)
+		eventfd_ctx_put(g->efd);
+	put_cred(g->cred);
+	mutex_destroy(&g->lock);
+	kfree(g);
+}
+
+static void gs_group_put(struct gs_group *g)
+{
+	kref_put(&g->kref, gs_group_destroy);
+}
+
+static int gs_group_file_release(struct inode *inode, struct file *file)
+{
+	struct gs_gfile *gf = file->private_data;
+
+	gs_user_uncharge(gf->uid, GS_UC_FDS);
+	gs_group_put(gf->g);
+	kfree(gf);
+	return 0;
+}
+
+static const struct file_operations gs_group_fops = {
+	.owner		= THIS_MODULE,
+	.release	= gs_group_file_release,
+	.poll		= gs_group_poll,
+	.unlocked_ioctl	= gs_group_ioctl,
+	.compat_ioctl	= compat_ptr_ioctl,
+	.llseek		= noop_llseek,
+};
+
+/*
+ * A new fd (O_CLOEXEC) for g, charged as one fd to the caller's euid. The
+ * caller's reference on g passes to it on success.
+ */
+static int gs_group_open_fd(struct gs_group *g)
+{
+	struct gs_gfile *gf;
+	struct file *file;
+	int fd, ret;
+
+	ret = gs_user_charge(current_euid(), GS_UC_FDS);
+	if (ret)
+		return ret;
+	gf = gs_kzalloc(sizeof(*gf), GFP_KERNEL_ACCOUNT);
+	if (!gf) {
+		ret = -ENOMEM;
+		goto err_uncharge;
+	}
+	gf->g = g;
+	gf->uid = current_euid();
+	fd = gs_fault() ? -EMFILE : get_unused_fd_flags(O_CLOEXEC);
+	if (fd < 0) {
+		ret = fd;
+		goto err_free;
+	}
+	file = gs_fault() ? ERR_PTR(-ENOMEM) :
+		anon_inode_getfile("[gpusleep-group]", &gs_group_fops, gf,
+				   O_RDWR);
+	if (IS_ERR(file)) {
+		ret = PTR_ERR(file);
+		goto err_put_fd;
+	}
+	fd_install(fd, file);
+	return fd;
+
+err_put_fd:
+	put_unused_fd(fd);
+err_free:
+	kfree(gf);
+err_uncharge:
+	gs_user_uncharge(current_euid(), GS_UC_FDS);
+	return ret;
+}
+
+/* List g under its name: 0, -EEXIST, -ENOMEM. */
+static int gs_group_list(struct gs_group *g)
+{
+	struct gs_group *o;
+	int id;
+
+	mutex_lock(&gs_groups_lock);
+	list_for_each_entry(o, &gs_groups, node) {
+		if (!strcmp(o->name, g->name)) {
+			mutex_unlock(&gs_groups_lock);
+			return -EEXIST;
+		}
+	}
+	id = gs_fault() ? -ENOMEM :
+		ida_alloc_min(&gs_group_ids, 1, GFP_KERNEL);
+	if (id >= 0) {
+		g->id = id;
+		list_add_tail(&g->node, &gs_groups);
+	}
+	mutex_unlock(&gs_groups_lock);
+	return id < 0 ? id : 0;
+}
+
+/* The live group named name, referenced, or NULL. */
+static struct gs_group *gs_group_find(const char *name)
+{
+	struct gs_group *g, *found = NULL;
+
+	mutex_lock(&gs_groups_lock);
+	list_for_each_entry(g, &gs_groups, node) {
+		if (!strcmp(g->name, name)) {
+			/* One being destroyed is as good as gone. */
+			if (kref_get_unless_zero(&g->kref))
+				found = g;
+			break;
+		}
+	}
+	mutex_unlock(&gs_groups_lock);
+	return found;
+}
+
+/*
+ * May the caller open g? CAP_SYS_ADMIN may; anyone else must be able to
+ * control every rank (gs_may_control()) and, for an empty group, be its
+ * creator's euid in its user namespace.
+ */
+static bool gs_group_may_open(struct gs_group *g)
+{
+	const struct cred *cred = current_cred();
+	bool ok;
+	unsigned int i;
+
+	if (capable(CAP_SYS_ADMIN))
+		return true;
+	if (!uid_eq(cred->euid, g->cred->euid) ||
+	    cred->user_ns != g->cred->user_ns)
+		return false;
+	mutex_lock(&g->lock);
+	ok = true;
+	for (i = 0; i < g->nr && ok; i++)
+		ok = gs_may_control(g->m[i].d, cred);
+	mutex_unlock(&g->lock);
+	return ok;
+}
+
+static int gs_group_req(const struct gs_uarg *ua,
+			struct gpusleep_group_create *req)
+{
+	int ret;
+
+	ret = gs_uarg_in(ua, req, sizeof(*req));
+	if (ret)
+		return ret;
+	/* id is output only. */
+	if (req->flags || !gs_zero(req->reserved, sizeof(req->reserved)))
+		return -EINVAL;
+	return gs_check_label(req->name, sizeof(req->name), true);
+}
+
+/*
+ * Tell the caller g's id and return a new fd for g, which takes over the
+ * caller's reference; on failure that reference is put.
+ */
+static long gs_group_hand_out(const struct gs_uarg *ua,
+			      struct gpusleep_group_create *req,
+			      struct gs_group *g)
+{
+	int ret;
+
+	req->id = g->id;
+	if (gs_uarg_out(ua, req, sizeof(*req))) {
+		ret = -EFAULT;
+		goto err_put;
+	}
+	ret = gs_group_open_fd(g);
+	if (ret < 0)
+		goto err_put;
+	return ret;
+
+err_put:
+	gs_group_put(g);
+	return ret;
+}
+
+long gs_group_open(const struct gs_uarg *ua)
+{
+	struct gpusleep_group_create req;
+	struct gs_group *g;
+	int ret;
+
+	ret = gs_group_req(ua, &req);
+	if (ret)
+		return ret;
+	g = gs_group_find(req.name);
+	if (!g)
+		return -ENOENT;
+	if (!gs_group_may_open(g)) {
+		ret = -EPERM;
+		goto err_put;
+	}
+	return gs_group_hand_out(ua, &req, g);
+
+err_put:
+	gs_group_put(g);
+	return ret;
+}
+
+long gs_group_create(const struct gs_uarg *ua)
+{
+	struct gpusleep_group_create req;
+	struct gs_group *g;
+	int ret;
+
+	ret = gs_group_req(ua, &req);
+	if (ret)
+		return ret;
+	g = gs_kzalloc(sizeof(*g), GFP_KERNEL_ACCOUNT);
+	if (!g)
+		return -ENOMEM;
+	kref_init(&g->kref);
+	mutex_init(&g->lock);
+	memcpy(g->name, req.name, sizeof(g->name));
+	g->cred = get_current_cred();
+	g->fail_rank = GPUSLEEP_GROUP_NO_RANK;
+	init_waitqueue_head(&g->wq);
+	INIT_WORK(&g->work, gs_group_work);
+	INIT_DELAYED_WORK(&g->deadline_work, gs_group_deadline_work);
+
+	ret = gs_group_list(g);
+	if (ret) {
+		put_cred(g->cred);
+		mutex_destroy(&g->lock);
+		kfree(g);
+		return ret;
+	}
+	/* The fd takes over the first reference. */
+	return gs_group_hand_out(ua, &req, g);
+}
+
+void gs_groups_exit(void)
+{
+	/* Every group fd held the module: none is left. */
+	WARN_ON(!list_empty(&gs_groups));
+	ida_destroy(&gs_group_ids);
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""Groups from Python and gpusleepctl (docs/groups.md): three ranks, each an
+engine process and an agent process of its own (gsproc.py, host backend),
+released and resumed as one operation by gpusleep.Group and by
+`gpusleepctl release --group NAME`; a rank whose engine holds its drain
+past the deadline fails the whole group, which rolls back, naming it.
+SKIPs without /dev/gpusleep."""
+
+import json
+import os
+import subprocess
+
+from gstest import REPO, Tap, Proc, check, check_layouts, need_device
+import gpusleep
+
+N = 3
+MIB = 4
+GROUP = f"pygrp{os.getpid()}"
+CTL = os.path.join(REPO, "build", "bin", "gpusleepctl")
+TESTS = ["ctypes layouts match the C header", "ranks start",
+         "Group release: one op, every rank released",
+         "Group resume: every rank awake, weights kept",
+         "a rank past the deadline: group fails, others rolled back",
+         "gpusleepctl release/resume --group NAME",
+         "Group.open by name; closing the group frees the name"]
+
+S = {"eng": [], "agent": [], "ids": []}
+
+
+def start():
+    for i in range(N):
+        eng = Proc("engine", f"{GROUP}-r{i}", "--prefix-caching")
+        S["eng"].append(eng)
+        did = int(eng.expect("ready ")[0])
+        S["ids"].append(did)
+        ag = Proc("agent", did, MIB)
+        S["agent"].append(ag)
+        check(ag.expect("ready ") == ["host"], "agent backend")
+    # by id, by name: the group attaches as a controller and keeps them
+    S["g"] = gpusleep.Group(GROUP, [S["ids"][0], f"{GROUP}-r1",
+                                    S["ids"][2]])
+
+
+def release():
+    r = S["g"].release()
+    check(r.ok and r.kind == "release" and r.rank is None, repr(r))
+    check(len(r.ranks) == N, repr(r))
+    for i, rk in enumerate(r.ranks):
+        check(rk.done and rk.domain == S["ids"][i], repr(rk))
+        check(rk.released == ["weights", "kv_cache"], repr(rk))
+        st = gpusleep.state(S["ids"][i])
+        check(st.state == "released", repr(st))
+        S["eng"][i].expect("ev drain ")
+        S["eng"][i].expect("ev reset")
+
+
+def resume():
+    r = S["g"].resume()
+    check(r.ok and all(rk.done for rk in r.ranks), repr(r))
+    for i in range(N):
+        S["eng"][i].expect("ev repair")
+        S["eng"][i].expect("ev resume_sched")
+        check(gpusleep.state(S["ids"][i]).state == "awake", "awake")
+        check(S["agent"][i].ask("check", "check ")[0] == "weights=same",
+              "weights kept")
+
+
+def deadline():
+    late = S["eng"][1]
+    late.ask("hold 1", "holding ")	# applied before the release starts
+    try:
+        S["g"].release(timeout=0.5)
+        check(False, "the group release should have failed")
+    except gpusleep.DrainTimeout as e:
+        check(e.rank == 1 and e.domain == S["ids"][1], str(e))
+        rks = e.result.ranks
+        check(rks[0].cancelled and rks[2].cancelled, repr(rks))
+        check(rks[1].failed, repr(rks))
+    late.ask("hold 0", "holding ")
+    for i in range(N):
+        st = gpusleep.state(S["ids"][i])
+        check(st.state == "awake" and not st.released, repr(st))
+    for i in (0, 2):
+        S["eng"][i].expect("ev cancelled")
+        S["eng"][i].expect("ev resume_sched")
+
+
+def ctl():
+    p = subprocess.run([CTL, "release", "--group", GROUP, "--json"],
+                       capture_output=True, text=True)
+    check(p.returncode == 0, p.stderr)
+    o = json.loads(p.stdout)
+    check(o["error"] == 0 and len(o["ranks"]) == N, p.stdout)
+    check(all(r["outcome"] == "done" for r in o["ranks"]), p.stdout)
+    check(all(gpusleep.is_sleeping(i) for i in S["ids"]), "released")
+    # refused by a rank: named, nothing changed
+    p = subprocess.run([CTL, "release", "--group", GROUP],
+                       capture_output=True, text=True)
+    check(p.returncode == 1 and "rank 0" in p.stderr, p.stderr)
+    p = subprocess.run([CTL, "resume", "--group", GROUP],
+                       capture_output=True, text=True)
+    check(p.returncode == 0 and p.stdout.count("done") == N, p.stdout)
+    check(not any(gpusleep.is_sleeping(i) for i in S["ids"]), "awake")
+    p = subprocess.run([CTL, "release", "--group", "no-such-group"],
+                       capture_output=True, text=True)
+    check(p.returncode == 3, p.stderr)
+
+
+def reopen():
+    g2 = gpusleep.Group.open(GROUP)
+    check(g2.id == S["g"].id, "same group")
+    S["g"].close()
+    r = g2.release(tags=["weights"])
+    check(r.ok, repr(r))
+    r = g2.resume()
+    check(r.ok, repr(r))
+    g2.close()
+    try:
+        gpusleep.Group.open(GROUP)
+        check(False, "the group should be gone")
+    except FileNotFoundError:
+        pass
+
+
+def main():
+    tap = Tap(TESTS)
+    tap.run(TESTS[0], check_layouts)
+    need_device(tap, TESTS)
+    steps = [start, release, resume, deadline, ctl, reopen]
+    try:
+        for name, fn in zip(TESTS[1:], steps):
+            before = tap.failed
+            tap.run(name, fn)
+            if tap.failed != before and fn is start:
+                tap.skip_rest(TESTS, "helpers did not start")
+                break
+    finally:
+        if "g" in S:
+            S["g"].close()
+        for p in S["eng"] + S["agent"]:
+            p.close()
+    tap.done()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,961 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Groups of domains (docs/groups.md): one release/resume over every rank,
+ * all or nothing. The test plays every rank's engine and agent itself
+ * (pump()), so it sees every record in the order the ranks read them, and
+ * can hold an answer back, fail it, or kill a rank's engine or agent in
+ * the middle. One test per failure: a rank refusing, timing out, its
+ * engine or its agent killed, a rank in two groups, a rank destroyed.
+ */
+#include <pthread.h>
+#include <sys/eventfd.h>
+
+#include "kselftest_harness.h"
+#include "gs_test.h"
+
+#define W	GPUSLEEP_TAG_WEIGHTS
+#define KV	GPUSLEEP_TAG_KV_CACHE
+#define ALL	GPUSLEEP_TAG_ALL
+#define NB	GPUSLEEP_OPF_NONBLOCK
+#define GO	GPUSLEEP_EVF_MAY_SCHEDULE
+#define MAXR	8
+#define NOR	GPUSLEEP_GROUP_NO_RANK
+#define CAPS	(GPUSLEEP_CAP_PREFIX_CACHING | GPUSLEEP_CAP_PREFIX_CACHE_RESET)
+#define LOGN	1024
+
+/* What a rank does with a record: answer (default), hold it, fail it. */
+struct script {
+	uint32_t hold;
+	uint32_t fail;
+	int status;
+};
+
+struct logent {
+	int rank;
+	uint32_t type;
+	uint32_t flags;
+};
+
+FIXTURE(g) {
+	int dev, n, grp;
+	int eng[MAXR], agent[MAXR];
+	uint32_t id[MAXR];
+	struct script sc[MAXR];
+	struct gpusleep_event held[MAXR];	/* the record held back */
+	int has_held[MAXR];
+	struct logent log[LOGN];
+	int nlog;
+	char name[32];
+};
+
+static int mkgroup(int dev, const char *name)
+{
+	struct gpusleep_group_create c;
+
+	memset(&c, 0, sizeof(c));
+	snprintf(c.name, sizeof(c.name), "%s", name);
+	return gs_err(ioctl(dev, GPUSLEEP_IOC_CREATE_GROUP, &c));
+}
+
+static int addrank(int grp, int fd, uint32_t *rank)
+{
+	struct gpusleep_group_add a;
+	int r;
+
+	memset(&a, 0, sizeof(a));
+	a.fd = fd;
+	r = gs_err(ioctl(grp, GPUSLEEP_IOC_GROUP_ADD, &a));
+	if (rank)
+		*rank = a.rank;
+	return r;
+}
+
+static int gop(int grp, unsigned long cmd, uint32_t tags, uint32_t flags,
+	       uint32_t ms, struct gpusleep_group_op *out)
+{
+	struct gpusleep_group_op o;
+	int r;
+
+	memset(&o, 0, sizeof(o));
+	o.tags = tags;
+	o.flags = flags;
+	o.timeout_ms = ms;
+	r = gs_err(ioctl(grp, cmd, &o));
+	if (out)
+		*out = o;
+	return r;
+}
+
+static int gwait(int grp, uint64_t id, uint32_t ms,
+		 struct gpusleep_group_result *res,
+		 struct gpusleep_group_rank *ranks, uint32_t n)
+{
+	struct gpusleep_group_wait w;
+	int r;
+
+	memset(&w, 0, sizeof(w));
+	w.op_id = id;
+	w.timeout_ms = ms;
+	w.ranks = (uintptr_t)ranks;
+	w.nr_ranks = ranks ? n : 0;
+	w.rank_size = sizeof(*ranks);
+	r = gs_err(ioctl(grp, GPUSLEEP_IOC_GROUP_WAIT, &w));
+	if (res)
+		*res = w.result;
+	return r;
+}
+
+static void setup_ranks(struct __test_metadata *_metadata,
+			FIXTURE_DATA(g) *self, int n)
+{
+	char nm[32];
+	int i;
+
+	self->n = n;
+	for (i = 0; i < n; i++) {
+		snprintf(nm, sizeof(nm), "grank%d", i);
+		self->eng[i] = gs_create(self->dev, nm, CAPS, &self->id[i]);
+		ASSERT_LE(0, self->eng[i]);
+		self->agent[i] = gs_attach(self->dev, self->id[i],
+					   GPUSLEEP_ROLE_AGENT);
+		ASSERT_LE(0, self->agent[i]);
+		ASSERT_EQ(0, addrank(self->grp, self->eng[i], NULL));
+	}
+}
+
+FIXTURE_SETUP(g)
+{
+	memset(self->eng, 0xff, sizeof(self->eng));
+	memset(self->agent, 0xff, sizeof(self->agent));
+	self->grp = -1;
+	self->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	if (self->dev < 0)
+		GS_SETUP_SKIP("%s: %s (module not loaded)", GS_DEV, strerror(errno));
+	snprintf(self->name, sizeof(self->name), "tp%d", getpid());
+	self->grp = mkgroup(self->dev, self->name);
+	ASSERT_LE(0, self->grp);
+	setup_ranks(_metadata, self, 3);
+}
+
+FIXTURE_TEARDOWN(g)
+{
+	int i;
+
+	if (self->dev < 0)
+		return;
+	if (self->grp >= 0)
+		close(self->grp);
+	for (i = 0; i < MAXR; i++) {
+		if (self->agent[i] >= 0)
+			close(self->agent[i]);
+		if (self->eng[i] >= 0)
+			close(self->eng[i]);
+	}
+	close(self->dev);
+}
+
+static void logit(FIXTURE_DATA(g) *self, int rank,
+		  const struct gpusleep_event *ev)
+{
+	if (self->nlog < LOGN) {
+		self->log[self->nlog].rank = rank;
+		self->log[self->nlog].type = ev->type;
+		self->log[self->nlog].flags = ev->flags;
+		self->nlog++;
+	}
+}
+
+/* Read and handle what one fd has; 1 if it had a record. */
+static int pump_fd(FIXTURE_DATA(g) *self, int rank, int fd)
+{
+	struct script *sc = &self->sc[rank];
+	struct gpusleep_event ev;
+
+	if (fd < 0 || gs_next(fd, &ev, 0))
+		return 0;
+	logit(self, rank, &ev);
+	if (!gs_needs_answer(ev.type))
+		return 1;
+	if (sc->hold && ev.type == sc->hold) {
+		self->held[rank] = ev;
+		self->has_held[rank] = 1;
+		return 1;
+	}
+	if (sc->fail && ev.type == sc->fail)
+		gs_answer(fd, &ev, sc->status, 0);
+	else
+		gs_answer(fd, &ev, 0, GS_TAG_BYTES(ev.tags));
+	return 1;
+}
+
+/* Play every engine and agent until nothing comes for quiet_ms. */
+static void pump(FIXTURE_DATA(g) *self, int quiet_ms)
+{
+	struct pollfd p[2 * MAXR];
+	int i, n, r;
+
+	for (;;) {
+		n = 0;
+		for (i = 0; i < self->n; i++) {
+			p[n].fd = self->eng[i];
+			p[n++].events = POLLIN;
+			p[n].fd = self->agent[i];
+			p[n++].events = POLLIN;
+		}
+		r = poll(p, n, quiet_ms);
+		if (r <= 0)
+			return;
+		r = 0;
+		for (i = 0; i < self->n; i++) {
+			r += pump_fd(self, i, self->eng[i]);
+			r += pump_fd(self, i, self->agent[i]);
+		}
+		if (!r)	/* only hang-ups left */
+			return;
+	}
+}
+
+static int engine_type(uint32_t type)
+{
+	return type == GPUSLEEP_EV_DRAIN || type == GPUSLEEP_EV_RESET_CACHES ||
+	       type == GPUSLEEP_EV_REPAIR_KV;
+}
+
+/* Answer the record rank holds back (success). */
+static int release_held(FIXTURE_DATA(g) *self, int rank)
+{
+	struct gpusleep_event *ev = &self->held[rank];
+	int fd = engine_type(ev->type) ? self->eng[rank] :
+					       self->agent[rank];
+
+	self->has_held[rank] = 0;
+	self->sc[rank].hold = 0;
+	return gs_answer(fd, ev, 0, GS_TAG_BYTES(ev->tags));
+}
+
+/* Position of the first record of type in the log (any rank), or -1. */
+static int first_of(FIXTURE_DATA(g) *self, uint32_t type)
+{
+	int i;
+
+	for (i = 0; i < self->nlog; i++)
+		if (self->log[i].type == type)
+			return i;
+	return -1;
+}
+
+static int last_of(FIXTURE_DATA(g) *self, uint32_t type)
+{
+	int i;
+
+	for (i = self->nlog - 1; i >= 0; i--)
+		if (self->log[i].type == type)
+			return i;
+	return -1;
+}
+
+static int count_of(FIXTURE_DATA(g) *self, int rank, uint32_t type)
+{
+	int i, c = 0;
+
+	for (i = 0; i < self->nlog; i++)
+		if (self->log[i].type == type &&
+		    (rank < 0 || self->log[i].rank == rank))
+			c++;
+	return c;
+}
+
+/* The newest record rank's engine read lets it schedule. */
+static int may_schedule(FIXTURE_DATA(g) *self, int rank)
+{
+	int i;
+
+	for (i = self->nlog - 1; i >= 0; i--)
+		if (self->log[i].rank == rank &&
+		    (self->log[i].type <= GPUSLEEP_EV_RESUME_SCHED))
+			return !!(self->log[i].flags & GO);
+	return 1;
+}
+
+static void expect_awake(struct __test_metadata *_metadata,
+			 FIXTURE_DATA(g) *self, int rank)
+{
+	struct gpusleep_state st;
+
+	ASSERT_EQ(0, gs_state(self->eng[rank], &st));
+	EXPECT_EQ(GPUSLEEP_S_AWAKE, st.state);
+	EXPECT_EQ(0, st.released);
+	EXPECT_EQ(0, st.flags & (GPUSLEEP_SF_SCHED_PAUSED |
+				 GPUSLEEP_SF_OP_IN_FLIGHT |
+				 GPUSLEEP_SF_GROUP_HELD));
+	EXPECT_TRUE(may_schedule(self, rank));
+}
+
+/* Run a started group op to its end, playing every rank. */
+static int drive(FIXTURE_DATA(g) *self, uint64_t id,
+		 struct gpusleep_group_result *res,
+		 struct gpusleep_group_rank *ranks)
+{
+	int i, r;
+
+	for (i = 0; i < 400; i++) {
+		pump(self, 20);
+		r = gwait(self->grp, id, 10, res, ranks, MAXR);
+		if (r != -ETIMEDOUT)
+			return r;
+	}
+	return -ETIMEDOUT;
+}
+
+TEST_F(g, release_resume_one_op)
+{
+	struct gpusleep_group_rank rk[MAXR];
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	struct gpusleep_state st;
+	int i;
+
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, 0, NB, 0, &o));
+	ASSERT_NE(0, o.op_id);
+	EXPECT_EQ(NOR, o.rank);
+	ASSERT_EQ(0, drive(self, o.op_id, &res, rk));
+	EXPECT_EQ(0, res.error);
+	EXPECT_EQ(NOR, res.rank);
+	EXPECT_EQ(3, res.nr_ranks);
+	/* No rank unmapped anything before every rank had drained. */
+	EXPECT_EQ(3, count_of(self, -1, GPUSLEEP_EV_DRAIN));
+	EXPECT_LT(last_of(self, GPUSLEEP_EV_DRAIN),
+		  first_of(self, GPUSLEEP_EV_RESET_CACHES));
+	EXPECT_LT(last_of(self, GPUSLEEP_EV_DRAIN),
+		  first_of(self, GPUSLEEP_EV_PAUSE_TAG));
+	for (i = 0; i < 3; i++) {
+		EXPECT_EQ(self->id[i], rk[i].domain);
+		EXPECT_EQ(GPUSLEEP_GRF_DONE, rk[i].flags);
+		EXPECT_EQ(ALL, rk[i].released);
+		EXPECT_NE(0, rk[i].op_id);
+		ASSERT_EQ(0, gs_state(self->eng[i], &st));
+		EXPECT_EQ(GPUSLEEP_S_RELEASED, st.state);
+		EXPECT_EQ(ALL, st.released);
+	}
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RESUME, 0, NB, 0, &o));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, rk));
+	EXPECT_EQ(0, res.error);
+	for (i = 0; i < 3; i++) {
+		EXPECT_EQ(GPUSLEEP_GRF_DONE, rk[i].flags);
+		EXPECT_EQ(0, rk[i].released);
+		expect_awake(_metadata, self, i);
+	}
+	EXPECT_EQ(3, count_of(self, -1, GPUSLEEP_EV_REPAIR_KV));
+}
+
+/* The caller's flags and tags reach every rank's DRAIN unchanged. */
+TEST_F(g, abort_inflight_reaches_every_rank)
+{
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	int i, n = 0;
+
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, KV,
+			 NB | GPUSLEEP_OPF_ABORT_INFLIGHT, 0, &o));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+	EXPECT_EQ(0, res.error);
+	EXPECT_EQ(KV, res.tags);
+	for (i = 0; i < self->nlog; i++) {
+		if (self->log[i].type != GPUSLEEP_EV_DRAIN)
+			continue;
+		EXPECT_TRUE(self->log[i].flags & GPUSLEEP_EVF_ABORT_INFLIGHT);
+		n++;
+	}
+	EXPECT_EQ(3, n);
+	EXPECT_EQ(3, count_of(self, -1, GPUSLEEP_EV_PAUSE_TAG));
+}
+
+/* The drain gate: ranks that drained wait, unmapping nothing. */
+TEST_F(g, no_unmap_before_every_rank_drained)
+{
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	struct gpusleep_state st;
+	int i;
+
+	self->sc[2].hold = GPUSLEEP_EV_DRAIN;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	pump(self, 200);
+	EXPECT_EQ(-1, first_of(self, GPUSLEEP_EV_PAUSE_TAG));
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, gs_state(self->eng[i], &st));
+		EXPECT_EQ(GPUSLEEP_S_DRAINING, st.state);
+		EXPECT_TRUE(st.flags & GPUSLEEP_SF_GROUP_HELD);
+		EXPECT_EQ(0, st.released);
+	}
+	EXPECT_EQ(-ETIMEDOUT, gwait(self->grp, o.op_id, 50, &res, NULL, 0));
+	ASSERT_TRUE(self->has_held[2]);
+	ASSERT_EQ(0, release_held(self, 2));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+	EXPECT_EQ(0, res.error);
+	EXPECT_EQ(3, count_of(self, -1, GPUSLEEP_EV_PAUSE_TAG));
+	for (i = 0; i < 3; i++) {
+		ASSERT_EQ(0, gs_state(self->eng[i], &st));
+		EXPECT_EQ(W, st.released);
+	}
+}
+
+/* A rank refusing: nothing changes on any rank, the rank is named. */
+TEST_F(g, refused_already_released)
+{
+	struct gpusleep_group_op o;
+	struct gpusleep_op op;
+
+	ASSERT_EQ(0, gs_release(self->eng[1], W, NB, &op));
+	pump(self, 50);
+	ASSERT_EQ(-EALREADY, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, 0, 0,
+				 0, &o));
+	EXPECT_EQ(GPUSLEEP_R_ALREADY_RELEASED, o.reason);
+	EXPECT_EQ(1, o.rank);
+	EXPECT_EQ(self->id[1], o.domain);
+	EXPECT_EQ(W, o.bad_tags);
+	EXPECT_EQ(0, o.op_id);
+	pump(self, 50);
+	expect_awake(_metadata, self, 0);
+	expect_awake(_metadata, self, 2);
+	/* The DRAIN of rank 0 was taken back unread. */
+	EXPECT_EQ(0, count_of(self, 0, GPUSLEEP_EV_DRAIN));
+}
+
+TEST_F(g, refused_kv_not_allowed)
+{
+	struct gpusleep_group_op o;
+	uint32_t id;
+	int e;
+
+	e = gs_create(self->dev, "grank-nokv", GPUSLEEP_CAP_PREFIX_CACHING,
+		      &id);
+	ASSERT_LE(0, e);
+	self->eng[3] = e;
+	self->agent[3] = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
+	ASSERT_LE(0, self->agent[3]);
+	ASSERT_EQ(0, addrank(self->grp, e, NULL));
+	self->n = 4;
+	ASSERT_EQ(-EPERM, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, 0, 0, 0,
+			      &o));
+	EXPECT_EQ(GPUSLEEP_R_KV_NOT_ALLOWED, o.reason);
+	EXPECT_EQ(3, o.rank);
+	EXPECT_EQ(id, o.domain);
+	pump(self, 50);
+	expect_awake(_metadata, self, 0);
+	/* Weights alone are fine for every rank. */
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	ASSERT_EQ(0, drive(self, o.op_id, NULL, NULL));
+}
+
+TEST_F(g, refused_no_agent)
+{
+	struct gpusleep_group_op o;
+
+	close(self->agent[2]);
+	self->agent[2] = -1;
+	ASSERT_EQ(-ENOTCONN, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, 0, 0,
+				 0, &o));
+	EXPECT_EQ(GPUSLEEP_R_NOT_ENABLED, o.reason);
+	EXPECT_EQ(2, o.rank);
+	pump(self, 50);
+	expect_awake(_metadata, self, 0);
+	expect_awake(_metadata, self, 1);
+}
+
+/* A rank's agent fails its unmap: every other rank is resumed. */
+TEST_F(g, rank_fails_all_rolled_back)
+{
+	struct gpusleep_group_rank rk[MAXR];
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	int i;
+
+	self->sc[1].fail = GPUSLEEP_EV_PAUSE_TAG;
+	self->sc[1].status = -EIO;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, rk));
+	EXPECT_EQ(-EIO, res.error);
+	EXPECT_EQ(GPUSLEEP_R_AGENT_FAILED, res.reason);
+	EXPECT_EQ(1, res.rank);
+	EXPECT_EQ(self->id[1], res.domain);
+	EXPECT_TRUE(rk[1].flags & GPUSLEEP_GRF_FAILED);
+	for (i = 0; i < 3; i += 2) {
+		EXPECT_EQ(GPUSLEEP_GRF_DONE | GPUSLEEP_GRF_ROLLED_BACK,
+			  rk[i].flags);
+		EXPECT_NE(0, rk[i].rollback_op_id);
+	}
+	pump(self, 50);
+	for (i = 0; i < 3; i++) {
+		EXPECT_EQ(0, rk[i].released);
+		expect_awake(_metadata, self, i);
+	}
+	EXPECT_EQ(2, count_of(self, -1, GPUSLEEP_EV_RESUME_TAG));
+}
+
+/* The blocking ioctl waits for every rank and returns the rank's errno. */
+static void *pump_thread(void *arg)
+{
+	FIXTURE_DATA(g) *self = arg;
+
+	pump(self, 500);
+	return NULL;
+}
+
+TEST_F(g, blocking_release_and_failure)
+{
+	struct gpusleep_group_op o;
+	pthread_t t;
+
+	ASSERT_EQ(0, pthread_create(&t, NULL, pump_thread, self));
+	EXPECT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, 0, 0, &o));
+	EXPECT_EQ(NOR, o.rank);
+	pthread_join(t, NULL);
+	self->sc[0].fail = GPUSLEEP_EV_RESUME_TAG;
+	self->sc[0].status = -ENOMEM;
+	ASSERT_EQ(0, pthread_create(&t, NULL, pump_thread, self));
+	EXPECT_EQ(-EREMOTEIO, gop(self->grp, GPUSLEEP_IOC_GROUP_RESUME, 0, 0,
+				  0, &o));
+	EXPECT_EQ(0, o.rank);
+	EXPECT_EQ(GPUSLEEP_R_AGENT_FAILED, o.reason);
+	pthread_join(t, NULL);
+	/* A failed resume leaves the rank truthfully released: retry. */
+	self->sc[0].fail = 0;
+	ASSERT_EQ(0, pthread_create(&t, NULL, pump_thread, self));
+	EXPECT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RESUME, 0, 0, 0, &o));
+	pthread_join(t, NULL);
+	expect_awake(_metadata, self, 0);
+	expect_awake(_metadata, self, 1);
+}
+
+/* One rank never drains: the group's deadline fails and cancels all. */
+TEST_F(g, rank_times_out)
+{
+	struct gpusleep_group_rank rk[MAXR];
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	int i;
+
+	self->sc[2].hold = GPUSLEEP_EV_DRAIN;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, 0, NB, 300,
+			 &o));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, rk));
+	EXPECT_EQ(-ETIMEDOUT, res.error);
+	EXPECT_EQ(GPUSLEEP_R_DRAIN_TIMEOUT, res.reason);
+	EXPECT_EQ(2, res.rank);
+	EXPECT_GE(res.duration_ns, 300000000ULL);
+	EXPECT_EQ(-1, first_of(self, GPUSLEEP_EV_PAUSE_TAG));
+	EXPECT_EQ(-1, first_of(self, GPUSLEEP_EV_RESET_CACHES));
+	for (i = 0; i < 2; i++)
+		EXPECT_TRUE(rk[i].flags & GPUSLEEP_GRF_CANCELLED);
+	pump(self, 50);
+	for (i = 0; i < 3; i++)
+		expect_awake(_metadata, self, i);
+	EXPECT_EQ(2, count_of(self, -1, GPUSLEEP_EV_DRAIN_CANCELLED) -
+		  count_of(self, 2, GPUSLEEP_EV_DRAIN_CANCELLED));
+}
+
+/* A rank's engine dies while the others are held: all cancelled. */
+TEST_F(g, engine_killed_while_draining)
+{
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+
+	self->sc[1].hold = GPUSLEEP_EV_DRAIN;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, 0, NB, 0, &o));
+	pump(self, 100);
+	close(self->eng[1]);
+	self->eng[1] = -1;
+	ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+	EXPECT_EQ(-EOWNERDEAD, res.error);
+	EXPECT_EQ(GPUSLEEP_R_ENGINE_GONE, res.reason);
+	EXPECT_EQ(1, res.rank);
+	pump(self, 50);
+	expect_awake(_metadata, self, 0);
+	expect_awake(_metadata, self, 2);
+	/* The dead rank stays in the group: later operations name it. */
+	ASSERT_EQ(-EOWNERDEAD, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, 0,
+				   0, 0, &o));
+	EXPECT_EQ(1, o.rank);
+}
+
+/* A rank's engine dies while the others have unmapped: they are resumed. */
+TEST_F(g, engine_killed_while_unmapping)
+{
+	struct gpusleep_group_rank rk[MAXR];
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+
+	self->sc[1].hold = GPUSLEEP_EV_PAUSE_TAG;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	pump(self, 100);
+	ASSERT_TRUE(self->has_held[1]);
+	close(self->eng[1]);
+	self->eng[1] = -1;
+	ASSERT_EQ(0, drive(self, o.op_id, &res, rk));
+	EXPECT_EQ(GPUSLEEP_R_ENGINE_GONE, res.reason);
+	EXPECT_EQ(1, res.rank);
+	EXPECT_TRUE(rk[0].flags & GPUSLEEP_GRF_ROLLED_BACK);
+	EXPECT_TRUE(rk[2].flags & GPUSLEEP_GRF_ROLLED_BACK);
+	pump(self, 50);
+	expect_awake(_metadata, self, 0);
+	expect_awake(_metadata, self, 2);
+}
+
+/* A rank's agent dies mid-unmap: the others resumed, it stays released. */
+TEST_F(g, agent_killed_while_unmapping)
+{
+	struct gpusleep_group_rank rk[MAXR];
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	struct gpusleep_state st;
+
+	self->sc[1].hold = GPUSLEEP_EV_PAUSE_TAG;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	pump(self, 100);
+	ASSERT_TRUE(self->has_held[1]);
+	close(self->agent[1]);
+	self->agent[1] = -1;
+	ASSERT_EQ(0, drive(self, o.op_id, &res, rk));
+	EXPECT_EQ(-EPIPE, res.error);
+	EXPECT_EQ(GPUSLEEP_R_AGENT_GONE, res.reason);
+	EXPECT_EQ(1, res.rank);
+	EXPECT_TRUE(rk[1].flags & GPUSLEEP_GRF_STILL_RELEASED);
+	EXPECT_EQ(W, rk[1].released);
+	pump(self, 50);
+	expect_awake(_metadata, self, 0);
+	expect_awake(_metadata, self, 2);
+	/* Maybe released is released: rank 1 says so, scheduler paused. */
+	ASSERT_EQ(0, gs_state(self->eng[1], &st));
+	EXPECT_EQ(W, st.released);
+	EXPECT_TRUE(st.flags & GPUSLEEP_SF_SCHED_PAUSED);
+	/* A new agent maps it back through a group resume. */
+	self->agent[1] = gs_attach(self->dev, self->id[1], GPUSLEEP_ROLE_AGENT);
+	ASSERT_LE(0, self->agent[1]);
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RESUME, 0, NB, 0, &o));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+	EXPECT_EQ(0, res.error);
+	expect_awake(_metadata, self, 1);
+}
+
+/* A held rank's agent goes away: the group fails before anyone unmaps. */
+TEST_F(g, agent_killed_while_held)
+{
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	int i;
+
+	self->sc[2].hold = GPUSLEEP_EV_DRAIN;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	pump(self, 100);
+	close(self->agent[0]);
+	self->agent[0] = -1;
+	ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+	EXPECT_EQ(GPUSLEEP_R_AGENT_GONE, res.reason);
+	EXPECT_EQ(0, res.rank);
+	EXPECT_EQ(-1, first_of(self, GPUSLEEP_EV_PAUSE_TAG));
+	pump(self, 50);
+	for (i = 0; i < 3; i++)
+		expect_awake(_metadata, self, i);
+}
+
+/* An individual resume of a held rank cancels it, and so the group. */
+TEST_F(g, single_resume_cancels_group)
+{
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	struct gpusleep_op op;
+	int i;
+
+	self->sc[2].hold = GPUSLEEP_EV_DRAIN;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	pump(self, 100);
+	ASSERT_EQ(0, gs_resume(self->eng[0], 0, NB, &op));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+	EXPECT_EQ(-ECANCELED, res.error);
+	EXPECT_EQ(0, res.rank);
+	pump(self, 50);
+	for (i = 0; i < 3; i++)
+		expect_awake(_metadata, self, i);
+}
+
+/* A domain is in one group at most; only engine/controller fds join. */
+TEST_F(g, membership_rules)
+{
+	char nm[40];
+	int g2, ctl, efd;
+
+	snprintf(nm, sizeof(nm), "%s-b", self->name);
+	EXPECT_EQ(-EEXIST, mkgroup(self->dev, self->name));
+	g2 = mkgroup(self->dev, nm);
+	ASSERT_LE(0, g2);
+	EXPECT_EQ(-EBUSY, addrank(g2, self->eng[0], NULL));
+	EXPECT_EQ(-EBUSY, addrank(self->grp, self->eng[0], NULL));
+	ctl = gs_attach(self->dev, self->id[0], GPUSLEEP_ROLE_CONTROLLER);
+	ASSERT_LE(0, ctl);
+	EXPECT_EQ(-EBUSY, addrank(g2, ctl, NULL));
+	EXPECT_EQ(-EPERM, addrank(g2, self->agent[1], NULL));
+	efd = eventfd(0, 0);
+	EXPECT_EQ(-EINVAL, addrank(g2, efd, NULL));
+	EXPECT_EQ(-EBADF, addrank(g2, 999, NULL));
+	/* An empty group has nothing to release. */
+	EXPECT_EQ(-ENOENT, gop(g2, GPUSLEEP_IOC_GROUP_RELEASE, 0, 0, 0, NULL));
+	/* Once the first group is gone, the domain may join another. */
+	close(self->grp);
+	self->grp = -1;
+	EXPECT_EQ(0, addrank(g2, ctl, NULL));
+	close(efd);
+	close(ctl);
+	close(g2);
+}
+
+/*
+ * Every rank declares the same tags: a domain with another declaration is
+ * refused (EXDEV), and GET_TAGS on the group fd gives the ranks' one.
+ */
+TEST_F(g, ranks_share_one_tag_declaration)
+{
+	struct gpusleep_create c;
+	struct gpusleep_tags t;
+	char nm[40];
+	int g2, e;
+
+	memset(&t, 0xcc, sizeof(t));
+	ASSERT_EQ(0, gs_err(ioctl(self->grp, GPUSLEEP_IOC_GET_TAGS, &t)));
+	EXPECT_EQ(2, t.nr_tags);
+	EXPECT_STREQ("weights", t.tags[0].name);
+	EXPECT_STREQ("kv_cache", t.tags[1].name);
+	EXPECT_EQ(GPUSLEEP_TAG_KIND_KV_CACHE, t.tags[1].kind);
+	EXPECT_EQ(0, t.tags[0].generation);
+
+	/* kv_cache declared as plain memory: not the same declaration */
+	memset(&c, 0, sizeof(c));
+	snprintf(c.name, sizeof(c.name), "tagx-%d", getpid());
+	c.nr_tags = 2;
+	snprintf(c.tags[0].name, sizeof(c.tags[0].name), "weights");
+	snprintf(c.tags[1].name, sizeof(c.tags[1].name), "kv_cache");
+	e = gs_err(ioctl(self->dev, GPUSLEEP_IOC_CREATE_DOMAIN, &c));
+	ASSERT_LE(0, e);
+	snprintf(nm, sizeof(nm), "tagg-%d", getpid());
+	g2 = mkgroup(self->dev, nm);
+	ASSERT_LE(0, g2);
+	memset(&t, 0xcc, sizeof(t));
+	ASSERT_EQ(0, gs_err(ioctl(g2, GPUSLEEP_IOC_GET_TAGS, &t)));
+	EXPECT_EQ(0, t.nr_tags);	/* no rank yet */
+	EXPECT_EQ(-EXDEV, addrank(self->grp, e, NULL));
+	EXPECT_EQ(0, addrank(g2, e, NULL));	/* a group of its own */
+	ASSERT_EQ(0, gs_err(ioctl(g2, GPUSLEEP_IOC_GET_TAGS, &t)));
+	EXPECT_EQ(GPUSLEEP_TAG_KIND_MEMORY, t.tags[1].kind);
+	close(g2);
+	close(e);
+}
+
+/* A rank destroyed while in a group: refused by name, group still ends. */
+TEST_F(g, rank_destroyed_in_group)
+{
+	struct gpusleep_group_op o;
+
+	close(self->agent[1]);
+	close(self->eng[1]);
+	self->agent[1] = self->eng[1] = -1;
+	ASSERT_EQ(-EOWNERDEAD, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, 0,
+				   0, 0, &o));
+	EXPECT_EQ(GPUSLEEP_R_ENGINE_GONE, o.reason);
+	EXPECT_EQ(1, o.rank);
+	EXPECT_EQ(self->id[1], o.domain);
+	ASSERT_EQ(-EOWNERDEAD, gop(self->grp, GPUSLEEP_IOC_GROUP_RESUME, 0,
+				   0, 0, &o));
+	EXPECT_EQ(1, o.rank);
+	pump(self, 50);
+	expect_awake(_metadata, self, 0);
+	expect_awake(_metadata, self, 2);
+}
+
+/* Closing the group while ranks are held cancels them. */
+TEST_F(g, group_closed_while_held)
+{
+	struct gpusleep_group_op o;
+	int i;
+
+	self->sc[2].hold = GPUSLEEP_EV_DRAIN;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	pump(self, 100);
+	close(self->grp);
+	self->grp = -1;
+	pump(self, 50);
+	/* Rank 2 read its DRAIN and never answered: called off too. */
+	for (i = 0; i < 3; i++)
+		expect_awake(_metadata, self, i);
+	EXPECT_EQ(0, count_of(self, -1, GPUSLEEP_EV_PAUSE_TAG));
+}
+
+static int read_sysfs(uint32_t id, const char *attr, char *buf, size_t len)
+{
+	char path[128];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/sys/class/gpusleep/domain%u/%s", id,
+		 attr);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	return 0;
+}
+
+TEST_F(g, sysfs_poll_eventfd)
+{
+	struct gpusleep_eventfd e = { .fd = -1 };
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	char buf[64], want[64];
+	struct pollfd p;
+	uint64_t v = 0;
+
+	ASSERT_EQ(0, read_sysfs(self->id[1], "group", buf, sizeof(buf)));
+	snprintf(want, sizeof(want), "%s\n", self->name);
+	EXPECT_STREQ(want, buf);
+	e.fd = eventfd(0, EFD_NONBLOCK);
+	ASSERT_LE(0, e.fd);
+	e.events = GPUSLEEP_EFD_OP_DONE;
+	ASSERT_EQ(0, gs_err(ioctl(self->grp, GPUSLEEP_IOC_GROUP_EVENTFD, &e)));
+	p.fd = self->grp;
+	p.events = POLLIN;
+	EXPECT_EQ(0, poll(&p, 1, 0));
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	pump(self, 100);
+	EXPECT_EQ(1, poll(&p, 1, 1000));
+	EXPECT_EQ(sizeof(v), read(e.fd, &v, sizeof(v)));
+	EXPECT_EQ(1, v);
+	ASSERT_EQ(0, gwait(self->grp, 0, 1000, &res, NULL, 0));
+	EXPECT_EQ(o.op_id, res.op_id);
+	EXPECT_EQ(0, poll(&p, 1, 0));
+	close(e.fd);
+	close(self->grp);
+	self->grp = -1;
+	ASSERT_EQ(0, read_sysfs(self->id[1], "group", buf, sizeof(buf)));
+	EXPECT_STREQ("\n", buf);
+}
+
+static int opengroup(int dev, const char *name)
+{
+	struct gpusleep_group_create c;
+
+	memset(&c, 0, sizeof(c));
+	snprintf(c.name, sizeof(c.name), "%s", name);
+	return gs_err(ioctl(dev, GPUSLEEP_IOC_OPEN_GROUP, &c));
+}
+
+/* A tool opens the engine's group by name; the group lives on with it. */
+TEST_F(g, open_by_name)
+{
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	struct pollfd p;
+	pid_t pid;
+	int st, g2;
+
+	EXPECT_EQ(-ENOENT, opengroup(self->dev, "no-such-group"));
+	/* Another euid may not control the ranks. */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(seteuid(65534) ? 2 :
+		      opengroup(self->dev, self->name) == -EPERM ? 0 : 1);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+
+	g2 = opengroup(self->dev, self->name);
+	ASSERT_LE(0, g2);
+	close(self->grp);
+	self->grp = g2;
+	ASSERT_EQ(0, gop(g2, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+	EXPECT_EQ(0, res.error);
+	p.fd = g2;
+	p.events = POLLIN;
+	EXPECT_EQ(0, poll(&p, 1, 0));	/* drive() fetched it */
+	ASSERT_EQ(0, gop(g2, GPUSLEEP_IOC_GROUP_RESUME, 0, NB, 0, &o));
+	pump(self, 100);
+	EXPECT_EQ(1, poll(&p, 1, 1000));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+	EXPECT_EQ(0, res.error);
+	/* The last fd closed: the name is free again. */
+	close(g2);
+	self->grp = -1;
+	EXPECT_EQ(-ENOENT, opengroup(self->dev, self->name));
+}
+
+/* Eight ranks, with kv_cache: the same one operation. */
+TEST_F(g, eight_ranks)
+{
+	struct gpusleep_group_rank rk[MAXR];
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	char nm[32];
+	int i;
+
+	for (i = 3; i < MAXR; i++) {
+		snprintf(nm, sizeof(nm), "grank%d", i);
+		self->eng[i] = gs_create(self->dev, nm, CAPS, &self->id[i]);
+		ASSERT_LE(0, self->eng[i]);
+		self->agent[i] = gs_attach(self->dev, self->id[i],
+					   GPUSLEEP_ROLE_AGENT);
+		ASSERT_LE(0, self->agent[i]);
+		ASSERT_EQ(0, addrank(self->grp, self->eng[i], NULL));
+	}
+	self->n = MAXR;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, 0, NB, 0, &o));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, rk));
+	EXPECT_EQ(0, res.error);
+	EXPECT_EQ(MAXR, res.nr_ranks);
+	EXPECT_LT(last_of(self, GPUSLEEP_EV_DRAIN),
+		  first_of(self, GPUSLEEP_EV_RESET_CACHES));
+	for (i = 0; i < MAXR; i++)
+		EXPECT_EQ(ALL, rk[i].released);
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RESUME, 0, NB, 0, &o));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, rk));
+	EXPECT_EQ(0, res.error);
+	for (i = 0; i < MAXR; i++)
+		expect_awake(_metadata, self, i);
+}
+
+/* Bad arguments change nothing. */
+TEST_F(g, invalid)
+{
+	struct gpusleep_group_create c;
+	struct gpusleep_group_op o;
+	struct gpusleep_group_wait w;
+
+	memset(&c, 0, sizeof(c));
+	EXPECT_EQ(-EINVAL, gs_err(ioctl(self->dev, GPUSLEEP_IOC_CREATE_GROUP,
+					&c)));	/* empty name */
+	snprintf(c.name, sizeof(c.name), "x");
+	c.flags = 1;
+	EXPECT_EQ(-EINVAL, gs_err(ioctl(self->dev, GPUSLEEP_IOC_CREATE_GROUP,
+					&c)));
+	memset(&o, 0, sizeof(o));
+	o.flags = 0x80;
+	EXPECT_EQ(-EINVAL, gs_err(ioctl(self->grp, GPUSLEEP_IOC_GROUP_RELEASE,
+					&o)));
+	o.flags = GPUSLEEP_OPF_ABORT_INFLIGHT;
+	EXPECT_EQ(-EINVAL, gs_err(ioctl(self->grp, GPUSLEEP_IOC_GROUP_RESUME,
+					&o)));
+	o.flags = 0;
+	o.reserved[1] = 1;
+	EXPECT_EQ(-EINVAL, gs_err(ioctl(self->grp, GPUSLEEP_IOC_GROUP_RELEASE,
+					&o)));
+	memset(&w, 0, sizeof(w));
+	EXPECT_EQ(-ENOENT, gs_err(ioctl(self->grp, GPUSLEEP_IOC_GROUP_WAIT,
+					&w)));
+	EXPECT_EQ(-ENOTTY, gs_err(ioctl(self->grp, GPUSLEEP_IOC_RELEASE, &o)));
+	pump(self, 20);
+	expect_awake(_metadata, self, 0);
+}
+
+TEST_HARNESS_MAIN
