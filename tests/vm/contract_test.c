@@ -52,33 +52,11 @@ FIXTURE_TEARDOWN(c)
 	close(self->dev);
 }
 
-/* Start an operation without waiting, with a per-step timeout. */
-static int start(int fd, unsigned long cmd, uint32_t tags, uint32_t ms,
-		 struct gpusleep_op *op)
-{
-	memset(op, 0, sizeof(*op));
-	op->tags = tags;
-	op->flags = NB;
-	op->timeout_ms = ms;
-	return gs_err(ioctl(fd, cmd, op));
-}
-
-/* Wait for an operation; its result's error (0 or -errno). */
-static int finish(int ctl, uint64_t id, struct gpusleep_result *res)
-{
-	struct gpusleep_result r;
-	int ret = gs_wait(ctl, id, GS_WAIT_MS, &r);
-
-	if (res)
-		*res = r;
-	return ret ? ret : r.error;
-}
-
 /* Drive a release of tags to success (this process plays every role). */
 static int release_ok(int ctl, int engine, int agent, uint32_t tags)
 {
 	struct gpusleep_op op;
-	int r = start(ctl, GPUSLEEP_IOC_RELEASE, tags, 0, &op);
+	int r = gs_start(ctl, GPUSLEEP_IOC_RELEASE, tags, 0, &op);
 
 	if (!r)
 		r = gs_answer_next(engine, GPUSLEEP_EV_DRAIN, tags, 0, 0);
@@ -88,7 +66,7 @@ static int release_ok(int ctl, int engine, int agent, uint32_t tags)
 		r = gs_answer_next(agent, GPUSLEEP_EV_PAUSE_TAG, W, 0, 100);
 	if (!r && (tags & KV))
 		r = gs_answer_next(agent, GPUSLEEP_EV_PAUSE_TAG, KV, 0, 200);
-	return r ? r : finish(ctl, op.op_id, NULL);
+	return r ? r : gs_finish(ctl, op.op_id, NULL);
 }
 
 static int no_record(int fd)
@@ -119,17 +97,17 @@ TEST_F(c, records_carry_the_scheduling_level)
 	struct gpusleep_event ev;
 	struct gpusleep_op op;
 
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_DRAIN, W, &ev));
 	EXPECT_EQ(0, ev.flags & GO);
 	ASSERT_EQ(0, gs_answer(self->engine, &ev, 0, 0));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, 0, 1));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id, NULL));
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0, 1));
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
 	EXPECT_EQ(GO, ev.flags & GO);
-	ASSERT_EQ(0, finish(self->ctl, op.op_id, NULL));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 }
 
 /*
@@ -143,9 +121,9 @@ TEST_F(c, failed_drain_with_weights_released_is_not_go)
 	struct gpusleep_op op;
 
 	ASSERT_EQ(0, release_ok(self->ctl, self->engine, self->agent, W));
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, KV, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, KV, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, KV, -EIO, 0));
-	ASSERT_EQ(-EIO, finish(self->ctl, op.op_id, NULL));
+	ASSERT_EQ(-EIO, gs_finish(self->ctl, op.op_id, NULL));
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_DRAIN_CANCELLED, 0, &ev));
 	EXPECT_EQ(0, ev.flags & GO);
 	EXPECT_TRUE(no_record(self->engine));
@@ -162,10 +140,10 @@ TEST_F(c, cancelled_drain_during_resume_is_not_go)
 	struct gpusleep_result r;
 
 	ASSERT_EQ(0, release_ok(self->ctl, self->engine, self->agent, W));
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, KV, 0, &rel));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, KV, 0, &rel));
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_DRAIN, KV, &ev));
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &res));
-	ASSERT_EQ(-ECANCELED, finish(self->ctl, rel.op_id, &r));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &res));
+	ASSERT_EQ(-ECANCELED, gs_finish(self->ctl, rel.op_id, &r));
 	EXPECT_EQ(GPUSLEEP_R_CANCELLED, r.reason);
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_DRAIN_CANCELLED, 0, &ev));
 	EXPECT_EQ(0, ev.flags & GO);
@@ -175,7 +153,7 @@ TEST_F(c, cancelled_drain_during_resume_is_not_go)
 	ASSERT_EQ(0, gs_answer(self->agent, &rt, 0, 100));
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
 	EXPECT_EQ(GO, ev.flags & GO);
-	ASSERT_EQ(0, finish(self->ctl, res.op_id, NULL));
+	ASSERT_EQ(0, gs_finish(self->ctl, res.op_id, NULL));
 }
 
 /* ------------------------------------------ 2. maybe-released is released */
@@ -188,10 +166,10 @@ TEST_F(c, unanswered_pause_counts_as_released)
 	struct gpusleep_result r;
 	struct gpusleep_op op;
 
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
 	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, &pause));
-	ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id, &r));
+	ASSERT_EQ(-ETIMEDOUT, gs_finish(self->ctl, op.op_id, &r));
 	EXPECT_EQ(GPUSLEEP_R_AGENT_TIMEOUT, r.reason);
 	ASSERT_EQ(0, gs_state(self->ctl, &st));
 	EXPECT_EQ(W, st.released);
@@ -212,12 +190,12 @@ TEST_F(c, unanswered_pause_then_agent_dies_then_resume_remaps)
 	int explicit;
 
 	for (explicit = 0; explicit < 2; explicit++) {
-		ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
+		ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
 		ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W,
 					    0, 0));
 		ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W,
 				       &pause));
-		ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id, NULL));
+		ASSERT_EQ(-ETIMEDOUT, gs_finish(self->ctl, op.op_id, NULL));
 		close(self->agent);
 		ASSERT_EQ(0, gs_state(self->ctl, &st));
 		EXPECT_EQ(W, st.released);
@@ -225,7 +203,7 @@ TEST_F(c, unanswered_pause_then_agent_dies_then_resume_remaps)
 		self->agent = gs_attach(self->dev, self->id,
 					GPUSLEEP_ROLE_AGENT);
 		ASSERT_LE(0, self->agent);
-		ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME,
+		ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME,
 				   explicit ? W : 0, 0, &op));
 		/* Still mapped after all: the agent says so, with its bytes. */
 		ASSERT_EQ(0, gs_answer_next(self->agent,
@@ -233,7 +211,7 @@ TEST_F(c, unanswered_pause_then_agent_dies_then_resume_remaps)
 		ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED,
 				       0, &ev));
 		EXPECT_EQ(GO, ev.flags & GO);
-		ASSERT_EQ(0, finish(self->ctl, op.op_id, NULL));
+		ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 		ASSERT_EQ(0, gs_state(self->ctl, &st));
 		EXPECT_EQ(GPUSLEEP_S_AWAKE, st.state);
 		EXPECT_EQ(0, st.released);
@@ -249,9 +227,9 @@ TEST_F(c, unread_pause_is_taken_back)
 	struct gpusleep_state st;
 	struct gpusleep_op op;
 
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
-	ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id, NULL));
+	ASSERT_EQ(-ETIMEDOUT, gs_finish(self->ctl, op.op_id, NULL));
 	EXPECT_TRUE(no_record(self->agent));
 	ASSERT_EQ(0, gs_state(self->ctl, &st));
 	EXPECT_EQ(0, st.released);
@@ -266,11 +244,11 @@ TEST_F(c, failed_pause_with_bytes_left_unmapped_stays_released)
 	struct gpusleep_result r;
 	struct gpusleep_op op;
 
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W,
 				    -ENOMEM, 4096));
-	ASSERT_EQ(-ENOMEM, finish(self->ctl, op.op_id, &r));
+	ASSERT_EQ(-ENOMEM, gs_finish(self->ctl, op.op_id, &r));
 	EXPECT_EQ(GPUSLEEP_R_AGENT_FAILED, r.reason);
 	ASSERT_EQ(0, gs_state(self->ctl, &st));
 	EXPECT_EQ(W, st.released);
@@ -287,13 +265,13 @@ TEST_F(c, resume_while_agent_is_late)
 	struct gpusleep_state st;
 	struct gpusleep_op op;
 
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
 	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, &pause));
-	ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id, NULL));
+	ASSERT_EQ(-ETIMEDOUT, gs_finish(self->ctl, op.op_id, NULL));
 	/* A release must still wait for the agent's word. */
-	EXPECT_EQ(-EBUSY, start(self->ctl, GPUSLEEP_IOC_RELEASE, KV, 0, &op));
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	EXPECT_EQ(-EBUSY, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, KV, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
 	/* The agent finishes the pause late, then remaps. */
 	ASSERT_EQ(0, gs_answer(self->agent, &pause, 0, 100));
 	ASSERT_EQ(0, gs_state(self->ctl, &st));
@@ -303,7 +281,7 @@ TEST_F(c, resume_while_agent_is_late)
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0,
 				    100));
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id, NULL));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 	ASSERT_EQ(0, gs_state(self->ctl, &st));
 	EXPECT_EQ(GPUSLEEP_S_AWAKE, st.state);
 }
@@ -325,14 +303,14 @@ TEST_F(c, unread_engine_steps_never_fill_the_queue)
 
 	ASSERT_EQ(0, release_ok(self->ctl, self->engine, self->agent, KV));
 	/* kv_cache comes back; the engine never reads the repair. */
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 5, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 5, &op));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, KV, 0,
 				    200));
-	ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id, &r));
+	ASSERT_EQ(-ETIMEDOUT, gs_finish(self->ctl, op.op_id, &r));
 	EXPECT_EQ(GPUSLEEP_R_ENGINE_TIMEOUT, r.reason);
 	for (i = 0; i < 80; i++) {
-		ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 5, &op));
-		ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id, &r));
+		ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 5, &op));
+		ASSERT_EQ(-ETIMEDOUT, gs_finish(self->ctl, op.op_id, &r));
 		ASSERT_EQ(GPUSLEEP_R_ENGINE_TIMEOUT, r.reason);
 	}
 	n = drain_records(self->engine, &last);
@@ -343,16 +321,16 @@ TEST_F(c, unread_engine_steps_never_fill_the_queue)
 	if (n)
 		EXPECT_EQ(0, last.flags & GO);
 	/* A release now is not refused for a full queue. */
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, 0, 1));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id, NULL));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 	/* And the repair still comes before scheduling does. */
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0, 1));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_REPAIR_KV, 0, 0, 0));
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &last));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id, NULL));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 }
 
 /* ---------------------------------- 4. return values are the uAPI's own */
@@ -511,7 +489,7 @@ TEST_F_TIMEOUT(c, wait_timeout_is_a_deadline_across_restarts, 60)
 	int st = 0, i, exited = 0;
 	pid_t c;
 
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 60000, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 60000, &op));
 	c = fork();
 	ASSERT_LE(0, c);
 	if (c == 0) {
@@ -638,7 +616,7 @@ TEST_F(c, freed_bytes_and_shortfall_are_shown)
 	struct gpusleep_result r;
 	struct gpusleep_op op;
 
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, ALL, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, ALL, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, ALL, 0, 0));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_RESET_CACHES, 0,
 				    0, 0));
@@ -650,7 +628,7 @@ TEST_F(c, freed_bytes_and_shortfall_are_shown)
 	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, KV, &ev));
 	ASSERT_EQ(0, answer_tag(self->agent, &ev, 0, 200 << 20, 50 << 20, 0,
 				GPUSLEEP_CF_MEASURED | GPUSLEEP_CF_SHORTFALL));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id, &r));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, &r));
 	EXPECT_EQ(100 << 20, r.freed_bytes[0]);
 	EXPECT_EQ(50 << 20, r.freed_bytes[1]);
 	EXPECT_EQ(KV, r.shortfall_tags);
@@ -659,11 +637,11 @@ TEST_F(c, freed_bytes_and_shortfall_are_shown)
 	EXPECT_EQ(KV, st.shortfall);
 	EXPECT_EQ(50 << 20, st.freed_bytes[1]);
 	/* Mapped again: nothing is short any more. */
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0, 1));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, KV, 0, 1));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_REPAIR_KV, 0, 0, 0));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id, NULL));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 	ASSERT_EQ(0, gs_state(self->ctl, &st));
 	EXPECT_EQ(0, st.shortfall);
 	EXPECT_EQ(0, st.freed_bytes[1]);
@@ -677,14 +655,14 @@ TEST_F(c, lost_kv_contents_are_repaired_before_scheduling)
 	struct gpusleep_result r;
 	struct gpusleep_op op;
 
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, KV, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, KV, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, KV, 0, 0));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_RESET_CACHES, 0,
 				    0, 0));
 	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, KV, &ev));
 	/* It failed, mapped everything back, but the contents are zeros. */
 	ASSERT_EQ(0, answer_tag(self->agent, &ev, -ENOMEM, 0, 0, 4096, 0));
-	ASSERT_EQ(-ENOMEM, finish(self->ctl, op.op_id, &r));
+	ASSERT_EQ(-ENOMEM, gs_finish(self->ctl, op.op_id, &r));
 	EXPECT_EQ(KV, r.lost_tags);
 	ASSERT_EQ(0, gs_state(self->ctl, &st));
 	EXPECT_EQ(0, st.released);
@@ -692,10 +670,10 @@ TEST_F(c, lost_kv_contents_are_repaired_before_scheduling)
 	EXPECT_TRUE(st.flags & GPUSLEEP_SF_SCHED_PAUSED);
 	EXPECT_TRUE(no_record(self->engine));	/* no go */
 	/* A resume repairs it, then says go. */
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_REPAIR_KV, 0, 0, 0));
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id, NULL));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 }
 
 /* ----------------------------------------------- randomised contract */
@@ -847,11 +825,11 @@ TEST_F_TIMEOUT(c, randomised_contract, 240)
 	for (i = 0; i < steps; i++) {
 		switch (rnd(&m, 8)) {
 		case 0: case 1:
-			start(self->ctl, GPUSLEEP_IOC_RELEASE, rnd(&m, 4),
+			gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, rnd(&m, 4),
 			      rnd(&m, 2) ? 20 : 0, &op);
 			break;
 		case 2: case 3:
-			start(self->ctl, GPUSLEEP_IOC_RESUME,
+			gs_start(self->ctl, GPUSLEEP_IOC_RESUME,
 			      rnd(&m, 3) ? 0 : 1 + rnd(&m, 3),
 			      rnd(&m, 2) ? 20 : 0, &op);
 			break;
@@ -896,7 +874,7 @@ TEST_F_TIMEOUT(c, randomised_contract, 240)
 		if (st.state == GPUSLEEP_S_AWAKE &&
 		    !(st.flags & GPUSLEEP_SF_SCHED_PAUSED) && m.go)
 			break;
-		if (start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 2000, &op) == -EBUSY)
+		if (gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 2000, &op) == -EBUSY)
 			usleep(10000);
 	}
 	engine_step(&m, self->engine, 1);

@@ -52,24 +52,6 @@ FIXTURE_TEARDOWN(g)
 	close(self->dev);
 }
 
-static int start(int fd, unsigned long cmd, uint32_t tags, uint32_t ms,
-		 struct gpusleep_op *op)
-{
-	memset(op, 0, sizeof(*op));
-	op->tags = tags;
-	op->flags = NB;
-	op->timeout_ms = ms;
-	return gs_err(ioctl(fd, cmd, op));
-}
-
-static int finish(int ctl, uint64_t id)
-{
-	struct gpusleep_result r;
-	int ret = gs_wait(ctl, id, GS_WAIT_MS, &r);
-
-	return ret ? ret : r.error;
-}
-
 /* An agent's answer with everything it may say. */
 static int answer_full(int fd, const struct gpusleep_event *ev, int status,
 		       uint64_t bytes, uint64_t lost, uint64_t resident,
@@ -90,7 +72,7 @@ static int release_res(struct _test_data_g *s, uint32_t tags,
 {
 	struct gpusleep_event ev;
 	struct gpusleep_op op;
-	int r = start(s->ctl, GPUSLEEP_IOC_RELEASE, tags, 0, &op);
+	int r = gs_start(s->ctl, GPUSLEEP_IOC_RELEASE, tags, 0, &op);
 	uint32_t t;
 
 	if (!r)
@@ -105,7 +87,7 @@ static int release_res(struct _test_data_g *s, uint32_t tags,
 			r = answer_full(s->agent, &ev, 0, 4096, 0, resident,
 					source);
 	}
-	return r ? r : finish(s->ctl, op.op_id);
+	return r ? r : gs_finish(s->ctl, op.op_id, NULL);
 }
 
 static int release(struct _test_data_g *s, uint32_t tags)
@@ -134,10 +116,10 @@ TEST_F(g, each_confirmed_resume_counts)
 	for (i = 1; i <= 3; i++) {
 		ASSERT_EQ(0, release(self, W));
 		EXPECT_EQ(i - 1, gen(self->ctl, GW));
-		ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+		ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
 		ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG,
 					    W, 0, 4096));
-		ASSERT_EQ(0, finish(self->ctl, op.op_id));
+		ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 		EXPECT_EQ(i, gen(self->ctl, GW));
 		EXPECT_EQ(0, gen(self->ctl, GKV));
 		ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED,
@@ -154,7 +136,7 @@ TEST_F(g, resume_and_repair_records_carry_the_generation)
 
 	for (i = 1; i <= 2; i++) {
 		ASSERT_EQ(0, release(self, ALL));
-		ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+		ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
 		ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_RESUME_TAG, W,
 				       &ev));
 		EXPECT_EQ(i, ev.generation);
@@ -167,7 +149,7 @@ TEST_F(g, resume_and_repair_records_carry_the_generation)
 				       &ev));
 		EXPECT_EQ(i, ev.generation);
 		ASSERT_EQ(0, gs_answer(self->engine, &ev, 0, 0));
-		ASSERT_EQ(0, finish(self->ctl, op.op_id));
+		ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 		ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED,
 				       0, &ev));
 	}
@@ -180,12 +162,12 @@ TEST_F(g, other_records_carry_no_generation)
 	struct gpusleep_op op;
 
 	ASSERT_EQ(0, release(self, W));
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0,
 				    4096));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 	ASSERT_EQ(1, gen(self->ctl, GW));
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
 	EXPECT_EQ(0, ev.generation);
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_DRAIN, W, &ev));
@@ -194,7 +176,7 @@ TEST_F(g, other_records_carry_no_generation)
 	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, &ev));
 	EXPECT_EQ(0, ev.generation);
 	ASSERT_EQ(0, gs_answer(self->agent, &ev, 0, 4096));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 }
 
 /* A failed remap replaced nothing the engine may use. */
@@ -203,10 +185,10 @@ TEST_F(g, failed_resume_does_not_count)
 	struct gpusleep_op op;
 
 	ASSERT_EQ(0, release(self, W));
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W,
 				    -ENOMEM, 0));
-	ASSERT_EQ(-ENOMEM, finish(self->ctl, op.op_id));
+	ASSERT_EQ(-ENOMEM, gs_finish(self->ctl, op.op_id, NULL));
 	EXPECT_EQ(0, gen(self->ctl, GW));
 }
 
@@ -217,10 +199,10 @@ TEST_F(g, timed_out_resume_counts_when_confirmed_late)
 	struct gpusleep_op op;
 
 	ASSERT_EQ(0, release(self, W));
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 100, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 100, &op));
 	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_RESUME_TAG, W, &ev));
 	EXPECT_EQ(1, ev.generation);
-	ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id));
+	ASSERT_EQ(-ETIMEDOUT, gs_finish(self->ctl, op.op_id, NULL));
 	EXPECT_EQ(0, gen(self->ctl, GW));
 	ASSERT_EQ(0, gs_answer(self->agent, &ev, 0, 4096));
 	EXPECT_EQ(1, gen(self->ctl, GW));
@@ -237,8 +219,8 @@ TEST_F(g, unread_resume_does_not_count)
 	struct gpusleep_op op;
 
 	ASSERT_EQ(0, release(self, W));
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 100, &op));
-	ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 100, &op));
+	ASSERT_EQ(-ETIMEDOUT, gs_finish(self->ctl, op.op_id, NULL));
 	EXPECT_EQ(-ETIMEDOUT, gs_next(self->agent, &ev, 0));
 	EXPECT_EQ(0, gen(self->ctl, GW));
 }
@@ -254,15 +236,15 @@ TEST_F(g, late_remap_then_resume_counts_once)
 	struct gpusleep_op op;
 
 	ASSERT_EQ(0, release(self, W));
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 100, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 100, &op));
 	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_RESUME_TAG, W, &late));
-	ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id));
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, W, 0, &op));
+	ASSERT_EQ(-ETIMEDOUT, gs_finish(self->ctl, op.op_id, NULL));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, W, 0, &op));
 	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_RESUME_TAG, W, &ev));
 	EXPECT_EQ(1, ev.generation);
 	ASSERT_EQ(0, gs_answer(self->agent, &late, 0, 4096));
 	ASSERT_EQ(0, gs_answer(self->agent, &ev, 0, 4096));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 	EXPECT_EQ(1, gen(self->ctl, GW));
 }
 
@@ -276,18 +258,18 @@ TEST_F(g, remap_of_an_unconfirmed_unmap_counts)
 	struct gpusleep_event ev;
 	struct gpusleep_op op;
 
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
 	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, &ev));
-	ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id));
+	ASSERT_EQ(-ETIMEDOUT, gs_finish(self->ctl, op.op_id, NULL));
 	close(self->agent);
 	self->agent = gs_attach(self->dev, self->id, GPUSLEEP_ROLE_AGENT);
 	ASSERT_LE(0, self->agent);
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
 	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_RESUME_TAG, W, &ev));
 	EXPECT_EQ(1, ev.generation);
 	ASSERT_EQ(0, gs_answer(self->agent, &ev, 0, 4096));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 	EXPECT_EQ(1, gen(self->ctl, GW));
 }
 
@@ -297,11 +279,11 @@ TEST_F(g, rollback_that_lost_contents_counts)
 	struct gpusleep_event ev;
 	struct gpusleep_op op;
 
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
 	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, &ev));
 	ASSERT_EQ(0, answer_full(self->agent, &ev, -ENOMEM, 0, 4096, 0, 0));
-	ASSERT_EQ(-ENOMEM, finish(self->ctl, op.op_id));
+	ASSERT_EQ(-ENOMEM, gs_finish(self->ctl, op.op_id, NULL));
 	EXPECT_EQ(1, gen(self->ctl, GW));
 	/* Nothing is released: the go comes at once, naming the tag. */
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
@@ -314,11 +296,11 @@ TEST_F(g, rollback_without_loss_does_not_count)
 	struct gpusleep_event ev;
 	struct gpusleep_op op;
 
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W,
 				    -ENOMEM, 0));
-	ASSERT_EQ(-ENOMEM, finish(self->ctl, op.op_id));
+	ASSERT_EQ(-ENOMEM, gs_finish(self->ctl, op.op_id, NULL));
 	EXPECT_EQ(0, gen(self->ctl, GW));
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
 	EXPECT_EQ(0, ev.tags);
@@ -332,29 +314,29 @@ TEST_F(g, resume_sched_names_the_replaced_tags)
 
 	ASSERT_EQ(0, release(self, ALL));
 	/* weights first: KV still released, no go yet */
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, W, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, W, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0,
 				    4096));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 	EXPECT_EQ(-ETIMEDOUT, gs_next(self->engine, &ev, 0));
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, KV, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, KV, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, KV, 0,
 				    4096));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_REPAIR_KV, 0, 0,
 				    0));
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
 	EXPECT_EQ(ALL, ev.tags);
-	ASSERT_EQ(0, finish(self->ctl, op.op_id));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 	/* The next cycle names only what it replaced. */
 	ASSERT_EQ(0, release(self, KV));
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, KV, 0,
 				    4096));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_REPAIR_KV, 0, 0,
 				    0));
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
 	EXPECT_EQ(KV, ev.tags);
-	ASSERT_EQ(0, finish(self->ctl, op.op_id));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 }
 
 /*
@@ -386,37 +368,37 @@ TEST(declared_tags_count_by_their_own_bits)
 	agent = gs_attach(dev, c.id, GPUSLEEP_ROLE_AGENT);
 	ASSERT_LE(0, agent);
 
-	ASSERT_EQ(0, start(engine, GPUSLEEP_IOC_RELEASE, 0, 0, &op));
+	ASSERT_EQ(0, gs_start(engine, GPUSLEEP_IOC_RELEASE, 0, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(engine, GPUSLEEP_EV_DRAIN, 3, 0, 0));
 	ASSERT_EQ(0, gs_answer_next(engine, GPUSLEEP_EV_RESET_CACHES, 0, 0, 0));
 	ASSERT_EQ(0, gs_answer_next(agent, GPUSLEEP_EV_PAUSE_TAG, 1, 0, 4096));
 	ASSERT_EQ(0, gs_answer_next(agent, GPUSLEEP_EV_PAUSE_TAG, 2, 0, 4096));
-	ASSERT_EQ(0, finish(engine, op.op_id));
+	ASSERT_EQ(0, gs_finish(engine, op.op_id, NULL));
 	/* the memory tag only: KV (bit 0) keeps generation 0 */
-	ASSERT_EQ(0, start(engine, GPUSLEEP_IOC_RESUME, 2, 0, &op));
+	ASSERT_EQ(0, gs_start(engine, GPUSLEEP_IOC_RESUME, 2, 0, &op));
 	ASSERT_EQ(0, gs_expect(agent, GPUSLEEP_EV_RESUME_TAG, 2, &ev));
 	EXPECT_EQ(1, ev.generation);
 	ASSERT_EQ(0, gs_answer(agent, &ev, 0, 4096));
-	ASSERT_EQ(0, finish(engine, op.op_id));
+	ASSERT_EQ(0, gs_finish(engine, op.op_id, NULL));
 	/* then KV: its repair carries its own generation */
-	ASSERT_EQ(0, start(engine, GPUSLEEP_IOC_RESUME, 1, 0, &op));
+	ASSERT_EQ(0, gs_start(engine, GPUSLEEP_IOC_RESUME, 1, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(agent, GPUSLEEP_EV_RESUME_TAG, 1, 0, 4096));
 	ASSERT_EQ(0, gs_expect(engine, GPUSLEEP_EV_REPAIR_KV, 1, &ev));
 	EXPECT_EQ(1, ev.generation);
 	ASSERT_EQ(0, gs_answer(engine, &ev, 0, 0));
-	ASSERT_EQ(0, finish(engine, op.op_id));
+	ASSERT_EQ(0, gs_finish(engine, op.op_id, NULL));
 	ASSERT_EQ(0, gs_state(engine, &st));
 	EXPECT_EQ(1, st.generation[0]);
 	EXPECT_EQ(1, st.generation[1]);
-	ASSERT_EQ(0, start(engine, GPUSLEEP_IOC_RELEASE, 2, 0, &op));
+	ASSERT_EQ(0, gs_start(engine, GPUSLEEP_IOC_RELEASE, 2, 0, &op));
 	ASSERT_EQ(0, gs_expect(engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
 	EXPECT_EQ(3, ev.tags);
 	ASSERT_EQ(0, gs_answer_next(engine, GPUSLEEP_EV_DRAIN, 2, 0, 0));
 	ASSERT_EQ(0, gs_answer_next(agent, GPUSLEEP_EV_PAUSE_TAG, 2, 0, 4096));
-	ASSERT_EQ(0, finish(engine, op.op_id));
-	ASSERT_EQ(0, start(engine, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_finish(engine, op.op_id, NULL));
+	ASSERT_EQ(0, gs_start(engine, GPUSLEEP_IOC_RESUME, 0, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(agent, GPUSLEEP_EV_RESUME_TAG, 2, 0, 4096));
-	ASSERT_EQ(0, finish(engine, op.op_id));
+	ASSERT_EQ(0, gs_finish(engine, op.op_id, NULL));
 	memset(&t, 0, sizeof(t));
 	ASSERT_EQ(0, gs_err(ioctl(engine, GPUSLEEP_IOC_GET_TAGS, &t)));
 	EXPECT_EQ(1, t.tags[0].generation);
@@ -443,10 +425,10 @@ TEST_F(g, resident_follows_the_newest_pause_answer)
 	EXPECT_EQ(3 << 20, st.resident_bytes);
 	EXPECT_EQ(GPUSLEEP_RESIDENT_DEVICE, st.resident_source);
 	/* weights back, KV still released: the figure stays */
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, W, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, W, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0,
 				    4096));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 	ASSERT_EQ(0, gs_state(self->ctl, &st));
 	EXPECT_EQ(3 << 20, st.resident_bytes);
 	EXPECT_EQ(GPUSLEEP_RESIDENT_DEVICE, st.resident_source);
@@ -459,10 +441,10 @@ TEST_F(g, resident_is_cleared_when_awake)
 	struct gpusleep_op op;
 
 	ASSERT_EQ(0, release_res(self, W, 7 << 20, GPUSLEEP_RESIDENT_PROCESS));
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0,
 				    4096));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 	ASSERT_EQ(0, gs_state(self->ctl, &st));
 	EXPECT_EQ(0, st.resident_bytes);
 	EXPECT_EQ(0, st.resident_source);
@@ -487,10 +469,10 @@ TEST_F(g, late_pause_answer_reports_resident)
 	struct gpusleep_state st;
 	struct gpusleep_op op;
 
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 100, &op));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
 	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, &ev));
-	ASSERT_EQ(-ETIMEDOUT, finish(self->ctl, op.op_id));
+	ASSERT_EQ(-ETIMEDOUT, gs_finish(self->ctl, op.op_id, NULL));
 	ASSERT_EQ(0, answer_full(self->agent, &ev, 0, 4096, 0, 5 << 20,
 				 GPUSLEEP_RESIDENT_PROCESS));
 	ASSERT_EQ(0, gs_state(self->ctl, &st));
@@ -511,7 +493,7 @@ static void refused_then_ok(struct __test_metadata *_metadata,
 	struct gpusleep_state st;
 	struct gpusleep_op op;
 
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
 	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, &ev));
 	gs_complete_of(&c, &ev, 0, 4096);
@@ -526,7 +508,7 @@ static void refused_then_ok(struct __test_metadata *_metadata,
 	EXPECT_EQ(0, st.resident_source);
 	EXPECT_EQ(op.op_id, st.op_in_flight);
 	ASSERT_EQ(0, gs_answer(self->agent, &ev, 0, 4096));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 }
 
 TEST_F(g, resident_with_unknown_source_is_refused)
@@ -553,7 +535,7 @@ TEST_F(g, resident_in_a_resume_answer_is_refused)
 	struct gpusleep_op op;
 
 	ASSERT_EQ(0, release(self, W));
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
 	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_RESUME_TAG, W, &ev));
 	EXPECT_EQ(-EINVAL, answer_full(self->agent, &ev, 0, 4096, 0, 1 << 20,
 				       GPUSLEEP_RESIDENT_PROCESS));
@@ -562,7 +544,7 @@ TEST_F(g, resident_in_a_resume_answer_is_refused)
 	EXPECT_EQ(0, st.generation[GW]);
 	EXPECT_EQ(op.op_id, st.op_in_flight);
 	ASSERT_EQ(0, gs_answer(self->agent, &ev, 0, 4096));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 }
 
 /* ... nor the engine's, whatever step it answers. */
@@ -572,7 +554,7 @@ TEST_F(g, resident_from_the_engine_is_refused)
 	struct gpusleep_state st;
 	struct gpusleep_op op;
 
-	ASSERT_EQ(0, start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_DRAIN, W, &ev));
 	EXPECT_EQ(-EINVAL, answer_full(self->engine, &ev, 0, 0, 0, 1 << 20,
 				       GPUSLEEP_RESIDENT_PROCESS));
@@ -581,7 +563,7 @@ TEST_F(g, resident_from_the_engine_is_refused)
 	ASSERT_EQ(0, gs_answer(self->engine, &ev, 0, 0));
 	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, 0,
 				    4096));
-	ASSERT_EQ(0, finish(self->ctl, op.op_id));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 }
 
 TEST_HARNESS_MAIN

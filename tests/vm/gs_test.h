@@ -128,6 +128,28 @@ static inline int gs_wait(int fd, uint64_t op_id, uint32_t timeout_ms,
 	return r;
 }
 
+/* Start an operation without waiting, with a per-step timeout. */
+static inline int gs_start(int fd, unsigned long cmd, uint32_t tags,
+			   uint32_t ms, struct gpusleep_op *op)
+{
+	memset(op, 0, sizeof(*op));
+	op->tags = tags;
+	op->flags = GPUSLEEP_OPF_NONBLOCK;
+	op->timeout_ms = ms;
+	return gs_err(ioctl(fd, cmd, op));
+}
+
+/* Wait for an operation; its result's error (0 or -errno); res may be NULL. */
+static inline int gs_finish(int ctl, uint64_t id, struct gpusleep_result *res)
+{
+	struct gpusleep_result r;
+	int ret = gs_wait(ctl, id, GS_WAIT_MS, &r);
+
+	if (res)
+		*res = r;
+	return ret ? ret : r.error;
+}
+
 static inline int gs_eventfd(int fd, int efd, uint32_t events)
 {
 	struct gpusleep_eventfd e = { .fd = efd, .events = events };
