@@ -126,6 +126,9 @@ install: all
 	install -m 644 packaging/prometheus/gpusleep-rules.yml \
 		packaging/prometheus/gpusleep-rules.test.yml \
 		$(DESTDIR)$(PREFIX)/share/doc/gpusleep/prometheus/
+	install -d $(DESTDIR)$(PREFIX)/share/doc/gpusleep/grafana
+	install -m 644 packaging/grafana/gpusleep.json \
+		$(DESTDIR)$(PREFIX)/share/doc/gpusleep/grafana/
 	install -d $(DESTDIR)$(SYSTEMDUNITDIR)
 	sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@TEXTFILEDIR@|$(TEXTFILEDIR)|g' \
 		packaging/gpusleep-exporter.service.in > $(BUILD)/gpusleep-exporter.service
