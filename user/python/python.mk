@@ -15,6 +15,10 @@
 #                                Debian's setuptools and wheel (pip
 #                                --no-build-isolation); part of all when
 #                                they are installed
+#   $(PY_VENV)                   a new venv (not seeing the system's
+#                                packages) with the three wheels installed
+#                                by pip, offline: tests/vm-py/test_py_dist.py
+#                                runs the package from it in the VM
 #   HOST_TESTS += tests/host/test_python.py
 #   VM_TESTS   += tests/vm-py/test_*.py (TAP; SKIP without /dev/gpusleep)
 # PY_SITEDIR: /usr/lib/python3/dist-packages for PREFIX=/usr (Debian's own
@@ -34,6 +38,7 @@ PY_LAYOUT	:= $(BUILD)/python/uapi_layout
 PY_DIST		:= $(BUILD)/python/dist
 PY_STAGE	:= $(BUILD)/python/stage
 PY_DISTS	:= dist-tms dist-vllm
+PY_VENV		:= $(BUILD)/python/venv
 PY_DIST_SRCS	:= user/python/pyproject.toml user/python/setup.py \
 		   user/python/README.md user/python/gpusleep/py.typed \
 		   $(PY_PKG_SRCS) $(foreach d,$(PY_DISTS),$(shell find \
@@ -47,7 +52,7 @@ $(PY_LAYOUT): tests/vm-py/uapi_layout.c uapi/linux/gpusleep.h user/include/libgp
 
 ALL_TARGETS	+= $(PY_LAYOUT)
 ifeq ($(PY_HAVE_WHEEL),1)
-ALL_TARGETS	+= $(PY_DIST)/.stamp
+ALL_TARGETS	+= $(PY_DIST)/.stamp $(PY_VENV)/.stamp
 endif
 
 # Each distribution is copied to $(PY_STAGE) and built there (setuptools
@@ -68,8 +73,16 @@ $(PY_DIST)/.stamp: $(PY_DIST_SRCS) $(GS_REAL)
 			-w $(PY_DIST) $(PY_STAGE)/$$d; done
 	touch $@
 
+# --without-pip: the system's pip installs into it (pip --python)
+$(PY_VENV)/.stamp: $(PY_DIST)/.stamp
+	rm -rf $(PY_VENV)
+	$(PYTHON) -m venv --without-pip $(PY_VENV)
+	PIP_NO_INDEX=1 $(PYTHON) -m pip --python $(PY_VENV)/bin/python install -q \
+		--no-deps $(PY_DIST)/*.whl
+	touch $@
+
 .PHONY: wheel
-wheel: $(PY_DIST)/.stamp
+wheel: $(PY_DIST)/.stamp $(PY_VENV)/.stamp
 HOST_TESTS	+= $(wildcard tests/host/test_python.py)
 VM_TESTS	+= $(sort $(wildcard tests/vm-py/test_*.py))
 

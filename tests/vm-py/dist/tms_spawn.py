@@ -29,7 +29,15 @@ def child(venv, q):
         assert torch_memory_saver.__file__.startswith(venv), \
             torch_memory_saver.__file__
         saver = torch_memory_saver.torch_memory_saver
+        # TMS's public surface, on the module and on its object
+        for n in ("region", "cuda_graph", "pause", "resume", "enabled",
+                  "hook_mode", "disable"):
+            assert hasattr(torch_memory_saver, n), n
+            assert hasattr(saver, n), n
+        assert callable(torch_memory_saver.configure_subprocess)
+        assert torch_memory_saver.TorchMemorySaver() is saver
         saver.hook_mode = "torch"		# what SGLang sets
+        assert torch_memory_saver.hook_mode == "torch"
         assert saver.enabled, "not enabled"
         with saver.region(tag="weights", enable_cpu_backup=True):
             w = ptr(torch.empty(SIZE))
