@@ -112,6 +112,8 @@ install: all
 		install -d $(DESTDIR)$(PREFIX)/lib; \
 		if [ -L $$f ]; then cp -P $$f $(DESTDIR)$(PREFIX)/lib/; \
 		else install -m 644 $$f $(DESTDIR)$(PREFIX)/lib/; fi; done
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(BUILD)/lib/libgpusleep.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	set -e; for f in $(BUILD)/bin/*; do \
 		[ -f $$f ] && [ -x $$f ] || continue; \
 		install -d $(DESTDIR)$(PREFIX)/bin; \
@@ -124,6 +126,9 @@ install: all
 	install -m 644 packaging/prometheus/gpusleep-rules.yml \
 		packaging/prometheus/gpusleep-rules.test.yml \
 		$(DESTDIR)$(PREFIX)/share/doc/gpusleep/prometheus/
+	install -d $(DESTDIR)$(PREFIX)/share/doc/gpusleep/grafana
+	install -m 644 packaging/grafana/gpusleep.json \
+		$(DESTDIR)$(PREFIX)/share/doc/gpusleep/grafana/
 	install -d $(DESTDIR)$(SYSTEMDUNITDIR)
 	sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@TEXTFILEDIR@|$(TEXTFILEDIR)|g' \
 		packaging/gpusleep-exporter.service.in > $(BUILD)/gpusleep-exporter.service
@@ -139,7 +144,8 @@ uninstall:
 		$(DESTDIR)$(PREFIX)/include/linux/gpusleep_netlink.h \
 		$(DESTDIR)$(PREFIX)/include/libgpusleep.h \
 		$(DESTDIR)$(PREFIX)/share/man/man8/gpusleepctl.8
-	rm -f $(DESTDIR)$(PREFIX)/lib/libgpusleep.so* $(DESTDIR)$(PREFIX)/lib/libgpusleep.a
+	rm -f $(DESTDIR)$(PREFIX)/lib/libgpusleep.so* $(DESTDIR)$(PREFIX)/lib/libgpusleep.a \
+		$(DESTDIR)$(PREFIX)/lib/pkgconfig/libgpusleep.pc
 	for f in $(BUILD)/bin/*; do \
 		[ -f $$f ] && rm -f $(DESTDIR)$(PREFIX)/bin/$${f##*/}; done; true
 	rm -f $(DESTDIR)$(UDEVRULESDIR)/60-gpusleep.rules

@@ -21,6 +21,8 @@ busybox-static kmod cpio xz-utils \
 libnl-3-dev libnl-genl-3-dev liburing-dev sparse python3-yaml python3-jsonschema \
 flex bison bc libelf-dev libssl-dev dwarves rsync dkms \
 prometheus prometheus-node-exporter"
+# the Python distributions: make wheel, and the venv the tests install into
+PKGS="$PKGS python3-pip python3-setuptools python3-wheel python3-venv"
 
 missing=""
 for p in $PKGS; do

@@ -26,7 +26,8 @@ $(GS_CTL): $(GS_CTL_OBJS) $(BUILD)/lib/libgpusleep.a
 		$(LDFLAGS) $(GS_NL_LIBS) -lpthread -luring -ldl
 
 ALL_TARGETS	+= $(GS_CTL)
-HOST_TESTS	+= tests/host/test_ctl_exporter.py tests/host/test_packaging.sh
+HOST_TESTS	+= tests/host/test_ctl_exporter.py tests/host/test_packaging.sh \
+		   tests/host/test_dashboard.py
 # Scripts run in the VM as they are; they find gpusleepctl in $(BUILD)/bin.
 VM_TESTS	+= tests/vm/ctl_test.py tests/vm/exporter_test.py
 

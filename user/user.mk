@@ -3,10 +3,13 @@
 # libgpusleep and its tests; included by the top Makefile, which provides
 # BUILD, CC, CFLAGS (and may provide LDFLAGS, KSFT_INC, KSFT_CFLAGS,
 # KSFT_STAMP). Builds:
-#   $(BUILD)/lib/libgpusleep.so, .so.0 (soname link), libgpusleep.a
+#   $(BUILD)/lib/libgpusleep.so.0.$(VERSION) (the library), .so.0 (the
+#   soname link, what programs load), .so (the link -lgpusleep finds),
+#   libgpusleep.a, libgpusleep.pc (pkg-config; installed by make install)
 #   $(BUILD)/tests/host/NAME       tests/host/NAME.c (HOST_TESTS)
 #   $(BUILD)/tests/host-asan/NAME  the same with ASan+UBSan (HOST_TESTS)
 #   $(BUILD)/tests/vm-user/NAME    tests/vm-user/NAME.c (VM_TESTS)
+#   tests/host/test_libdist.sh: the links, SONAME and .pc (HOST_TESTS)
 # tests/host/*cuda* and the stand-ins (fake_*) belong to user/cuda.mk.
 #
 # user/backend_cuda.c is compiled in, with HAVE_CUDA=1, only when it exists
@@ -34,7 +37,9 @@ endif
 
 GS_OBJS		:= $(GS_SRCS:user/%.c=$(GS_OBJDIR)/pic/%.o)
 GS_ASAN_OBJS	:= $(GS_SRCS:user/%.c=$(GS_OBJDIR)/asan/%.o)
+GS_REAL		:= $(GS_LIBDIR)/$(GS_SONAME).$(VERSION)
 GS_SO		:= $(GS_LIBDIR)/libgpusleep.so
+GS_PC		:= $(GS_LIBDIR)/libgpusleep.pc
 GS_A		:= $(GS_LIBDIR)/libgpusleep.a
 GS_ASAN_A	:= $(GS_LIBDIR)/asan/libgpusleep.a
 
@@ -46,13 +51,24 @@ $(GS_OBJDIR)/asan/%.o: user/%.c
 	@mkdir -p $(@D)
 	$(CC) $(GS_LIB_CFLAGS) $(GS_ASAN) -MMD -MP -c -o $@ $<
 
-$(GS_SO): $(GS_OBJS)
+$(GS_REAL): $(GS_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,$(GS_SONAME) -Wl,--no-undefined \
 		-o $@ $^ $(LDFLAGS) $(GS_LIBS)
 
-$(GS_LIBDIR)/$(GS_SONAME): $(GS_SO)
-	ln -sfn libgpusleep.so $@
+# links, not copies; a tree built before they were links has files there
+$(GS_LIBDIR)/$(GS_SONAME): $(GS_REAL)
+	ln -sfn $(notdir $<) $@
+
+$(GS_SO): $(GS_LIBDIR)/$(GS_SONAME)
+	rm -f $@
+	ln -sfn $(GS_SONAME) $@
+
+# PREFIX as make install uses it; the private libraries for static links
+$(GS_PC): user/libgpusleep.pc.in dkms.conf
+	@mkdir -p $(@D)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+		-e 's|@LIBS_PRIVATE@|$(GS_LIBS)|g' $< > $@
 
 $(GS_A): $(GS_OBJS)
 	@mkdir -p $(@D)
@@ -64,7 +80,7 @@ $(GS_ASAN_A): $(GS_ASAN_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
 
-ALL_TARGETS	+= $(GS_SO) $(GS_LIBDIR)/$(GS_SONAME) $(GS_A)
+ALL_TARGETS	+= $(GS_REAL) $(GS_SO) $(GS_LIBDIR)/$(GS_SONAME) $(GS_A) $(GS_PC)
 
 # ------------------------------------------------------------------ tests
 GS_HOST_SRCS	:= $(sort $(foreach f,$(wildcard tests/host/*.c), \
@@ -89,11 +105,11 @@ $(GS_VMU_BINS): $(BUILD)/tests/vm-user/%: tests/vm-user/%.c $(GS_A) $(KSFT_STAMP
 	$(CC) $(GS_TEST_CFLAGS) -o $@ $< $(GS_A) $(LDFLAGS) $(GS_LIBS)
 
 ALL_TARGETS	+= $(GS_HOST_BINS) $(GS_HOST_ASAN) $(GS_VMU_BINS)
-HOST_TESTS	+= $(GS_HOST_BINS) $(GS_HOST_ASAN)
+HOST_TESTS	+= $(GS_HOST_BINS) $(GS_HOST_ASAN) tests/host/test_libdist.sh
 VM_TESTS	+= $(GS_VMU_BINS)
 
 .PHONY: libgpusleep
-libgpusleep: $(GS_SO) $(GS_LIBDIR)/$(GS_SONAME) $(GS_A)
+libgpusleep: $(GS_REAL) $(GS_SO) $(GS_LIBDIR)/$(GS_SONAME) $(GS_A) $(GS_PC)
 
 -include $(GS_OBJS:.o=.d) $(GS_ASAN_OBJS:.o=.d) $(GS_HOST_BINS:=.d) \
 	$(GS_HOST_ASAN:=.d) $(GS_VMU_BINS:=.d)

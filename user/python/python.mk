@@ -8,6 +8,17 @@
 #                                _install.py naming $(PREFIX)/lib as the
 #                                place of libgpusleep.so.0; run by install
 #   python-uninstall             run by uninstall
+#   wheel                        $(PY_DIST)/*.whl: gpusleep with
+#                                libgpusleep.so.0 bundled (linux_x86_64),
+#                                gpusleep-torch-memory-saver and
+#                                gpusleep-vllm (pure), built offline with
+#                                Debian's setuptools and wheel (pip
+#                                --no-build-isolation); part of all when
+#                                they are installed
+#   $(PY_VENV)                   a new venv (not seeing the system's
+#                                packages) with the three wheels installed
+#                                by pip, offline: tests/vm-py/test_py_dist.py
+#                                runs the package from it in the VM
 #   HOST_TESTS += tests/host/test_python.py
 #   VM_TESTS   += tests/vm-py/test_*.py (TAP; SKIP without /dev/gpusleep)
 # PY_SITEDIR: /usr/lib/python3/dist-packages for PREFIX=/usr (Debian's own
@@ -24,12 +35,54 @@ else
 PY_SITEDIR	?= $(PREFIX)/lib/$(PY_VER)/dist-packages
 endif
 PY_LAYOUT	:= $(BUILD)/python/uapi_layout
+PY_DIST		:= $(BUILD)/python/dist
+PY_STAGE	:= $(BUILD)/python/stage
+PY_DISTS	:= dist-tms dist-vllm
+PY_VENV		:= $(BUILD)/python/venv
+PY_DIST_SRCS	:= user/python/pyproject.toml user/python/setup.py \
+		   user/python/README.md user/python/gpusleep/py.typed \
+		   $(PY_PKG_SRCS) $(foreach d,$(PY_DISTS),$(shell find \
+		   user/python/$(d) -name '*.py' -o -name '*.toml' -o -name py.typed))
+PY_HAVE_WHEEL	:= $(shell $(PYTHON) -c 'import setuptools, wheel, pip' \
+			2>/dev/null && echo 1)
 
 $(PY_LAYOUT): tests/vm-py/uapi_layout.c uapi/linux/gpusleep.h user/include/libgpusleep.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Iuser/include -o $@ $<
 
 ALL_TARGETS	+= $(PY_LAYOUT)
+ifeq ($(PY_HAVE_WHEEL),1)
+ALL_TARGETS	+= $(PY_DIST)/.stamp $(PY_VENV)/.stamp
+endif
+
+# Each distribution is copied to $(PY_STAGE) and built there (setuptools
+# writes build/ and *.egg-info beside the sources); the library goes into
+# the package as libgpusleep.so.0 (the file, under the soname).
+$(PY_DIST)/.stamp: $(PY_DIST_SRCS) $(GS_REAL)
+	rm -rf $(PY_STAGE) $(PY_DIST)
+	mkdir -p $(PY_STAGE)/gpusleep $(PY_DIST)
+	cp user/python/pyproject.toml user/python/setup.py user/python/README.md $(PY_STAGE)/
+	cp $(PY_PKG_SRCS) user/python/gpusleep/py.typed $(PY_STAGE)/gpusleep/
+	cp $(GS_REAL) $(PY_STAGE)/gpusleep/libgpusleep.so.0
+	set -e; for d in $(PY_DISTS); do \
+		mkdir -p $(PY_STAGE)/$$d; \
+		(cd user/python/$$d && find . -name '*.py' -o -name '*.toml' -o -name py.typed | \
+			cpio -pdm --quiet ../../../$(PY_STAGE)/$$d); done
+	set -e; for d in . $(PY_DISTS); do \
+		PIP_NO_INDEX=1 $(PYTHON) -m pip wheel -q --no-build-isolation --no-deps \
+			-w $(PY_DIST) $(PY_STAGE)/$$d; done
+	touch $@
+
+# --without-pip: the system's pip installs into it (pip --python)
+$(PY_VENV)/.stamp: $(PY_DIST)/.stamp
+	rm -rf $(PY_VENV)
+	$(PYTHON) -m venv --without-pip $(PY_VENV)
+	PIP_NO_INDEX=1 $(PYTHON) -m pip --python $(PY_VENV)/bin/python install -q \
+		--no-deps $(PY_DIST)/*.whl
+	touch $@
+
+.PHONY: wheel
+wheel: $(PY_DIST)/.stamp $(PY_VENV)/.stamp
 HOST_TESTS	+= $(wildcard tests/host/test_python.py)
 VM_TESTS	+= $(sort $(wildcard tests/vm-py/test_*.py))
 
@@ -39,7 +92,8 @@ uninstall: python-uninstall
 
 python-install:
 	install -d $(DESTDIR)$(PY_SITEDIR)/gpusleep
-	install -m 644 $(PY_PKG_SRCS) $(DESTDIR)$(PY_SITEDIR)/gpusleep/
+	install -m 644 $(PY_PKG_SRCS) user/python/gpusleep/py.typed \
+		$(DESTDIR)$(PY_SITEDIR)/gpusleep/
 	printf '# Written by make python-install.\nLIBDIR = "%s"\n' \
 		'$(PREFIX)/lib' > $(DESTDIR)$(PY_SITEDIR)/gpusleep/_install.py
 	chmod 644 $(DESTDIR)$(PY_SITEDIR)/gpusleep/_install.py

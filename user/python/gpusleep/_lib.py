@@ -15,6 +15,7 @@ Where the library comes from, first found wins:
 """
 
 import ctypes
+import errno
 import os
 import threading
 
@@ -438,6 +439,16 @@ def candidates():
     return out
 
 
+def missing_message(tried):
+    """What the error says when no libgpusleep loads: what is missing,
+    where it was looked for, and the ways to provide it."""
+    return (f"{SONAME} (libgpusleep, gpusleep's C library) not found; "
+            "tried:\n  " + "\n  ".join(tried) + "\n"
+            f"Install it (`make install` puts {SONAME} in PREFIX/lib), "
+            "install the gpusleep wheel built by `make wheel` (it bundles "
+            f"the library), or set GPUSLEEP_LIB to the path of {SONAME}.")
+
+
 def _declare(lib):
     for name, (restype, argtypes) in PROTOTYPES.items():
         fn = getattr(lib, name)
@@ -467,8 +478,7 @@ def lib():
             _path = p if os.sep not in p else os.path.realpath(p)
             _lib = loaded
             return _lib
-        raise OSError("libgpusleep not found; tried:\n  " + "\n  ".join(tried)
-                      + "\nset GPUSLEEP_LIB to the path of " + SONAME)
+        raise OSError(errno.ENOENT, missing_message(tried))
 
 
 def path():
