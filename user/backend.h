@@ -82,7 +82,9 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath, int *err
  * none), loaded at run time. gs_nvml_open: the device at pci_bus_id
  * ("0000:41:00.0"), or NULL when NVML or the device is not there.
  * gs_nvml_process_used: the device memory process pid uses on it: 0,
- * -ENOENT (not listed, or no figure), -ENODEV (n NULL), -EIO, -ENOMEM.
+ * -ENOENT (not listed, or no figure), -ESRCH (NVML lists pids of another
+ * pid namespace: no figure can be trusted), -ENODEV (n NULL), -EIO (NVML
+ * failed, or its records' layout is unknown), -ENOMEM.
  */
 struct gs_nvml;
 struct gs_nvml *gs_nvml_open(const char *pci_bus_id);

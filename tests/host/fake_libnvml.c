@@ -15,6 +15,9 @@
  *                                    returns code from now on (0: not)
  *   fakenvml_inits()                 nvmlInit_v2 calls not shut down
  *   fakenvml_calls(fn)               calls of fn
+ *   fakenvml_record_size(n)          _v3 writes records of n bytes (24,
+ *                                    or 32 as driver branches whose
+ *                                    record has usedGpuCcProtectedMemory)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -48,6 +51,7 @@ static struct proc_info procs[MAX_PROCS];
 static unsigned int nprocs;
 static int inits;
 static char devices[NR_BUSES];	/* a handle: the address of one */
+static size_t record_size = sizeof(struct proc_info);
 
 static int lookup(const char *fn)
 {
@@ -117,7 +121,12 @@ EXPORT int nvmlDeviceGetComputeRunningProcesses_v3(void *dev,
 	}
 	if (nprocs && !infos)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	memcpy(infos, procs, nprocs * sizeof(*procs));
+	for (unsigned int i = 0; i < nprocs; i++) {
+		char *r = (char *)infos + i * record_size;
+
+		memset(r, 0, record_size);
+		memcpy(r, &procs[i], sizeof(procs[i]));
+	}
 	*count = nprocs;
 	return NVML_SUCCESS;
 }
@@ -150,4 +159,12 @@ EXPORT long fakenvml_calls(const char *fn)
 	int f = lookup(fn);
 
 	return f < 0 ? -1 : calls[f];
+}
+
+EXPORT int fakenvml_record_size(unsigned int n)
+{
+	if (n < sizeof(struct proc_info) || n > 64)
+		return -1;
+	record_size = n;
+	return 0;
 }
