@@ -4,12 +4,13 @@
 # bench/gpu/check.sh: the GPU check of the data plane (bench/gpu/check.py),
 # one command for a machine with an NVIDIA GPU and PyTorch, e.g. an H200
 # with PyTorch 2.11 and CUDA 13 where kernel modules cannot be loaded and
-# a command may run at most 10 minutes: builds libgpusleep against the
-# CUDA toolkit's cuda.h (no module), then runs the check in one PyTorch
-# process (weights 40 GiB backed up, KV 60 GiB discarded by default).
+# a command may run at most 10 minutes: builds libgpusleep against cuda.h
+# (the toolkit's, or the one PyTorch's pip wheels bring; no module), then
+# runs the check in one PyTorch process (weights 40 GiB backed up, KV
+# 60 GiB discarded by default), and its negative control in a second.
 #
 # Usage: bench/gpu/check.sh [--dry-run] [check.py options...]
-#   --dry-run  over the tests' stand-in libcuda, no GPU and no torch
+#   --dry-run  over the tests' stand-in libcuda and stand-in torch, no GPU
 #              (small sizes; part of make check)
 # Writes build/bench/gpu/check.json (the figures) and prints TAP.
 set -euo pipefail
