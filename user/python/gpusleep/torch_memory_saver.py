@@ -33,6 +33,14 @@ allocation the memory manager cannot make raises torch.OutOfMemoryError.
 Without torch importable, region() only sets the calling thread's tag for
 gpusleep_malloc (what the tests without PyTorch use).
 
+Regions nest (the innermost serves the thread), several threads may be in
+one tag's region (each gets a pool of the tag), a released tag's region
+or capture raises gpusleep.errors.Busy (its pools' cached blocks are
+unmapped), expandable segments are switched off while a region is open
+(PyTorch's MemPools refuse them), a foreign graph pool id is replaced by a
+pool of the tag, and a region on another device than the memory
+manager's raises RuntimeError (docs/pytorch.md).
+
 pause() and resume(), where the gpusleep module is loaded, do not unmap
 memory behind the kernel's back: they issue RELEASE / RESUME on the domain,
 from the engine fd, and drive the engine's events (drain, cache reset, KV
