@@ -109,6 +109,7 @@ struct cuda_api {
 	CUresult (*EventSynchronize)(CUevent ev);
 	CUresult (*EventDestroy)(CUevent ev);
 	CUresult (*DeviceGetPCIBusId)(char *id, int len, CUdevice dev);
+	CUresult (*DeviceGetUuid)(CUuuid *uuid, CUdevice dev);
 };
 
 /* base name for cuGetProcAddress, exported name for dlsym */
@@ -160,6 +161,7 @@ static const struct {
 	SYM(EventDestroy, "cuEventDestroy", "cuEventDestroy_v2", false),
 	SYM(DeviceGetPCIBusId, "cuDeviceGetPCIBusId", "cuDeviceGetPCIBusId",
 	    true),
+	SYM(DeviceGetUuid, "cuDeviceGetUuid", "cuDeviceGetUuid_v2", true),
 #undef SYM
 };
 
@@ -626,22 +628,30 @@ static int cuda_mem_info(struct gs_backend *b, uint64_t *free_b,
 }
 
 /*
- * NVML's view of the device (by its PCI bus id), looked for once: when the
- * backend is made, so that loading and initialising NVML is not part of
- * the first pause.
+ * NVML's view of the device (by its UUID, else its PCI bus id), looked for
+ * once: when the backend is made, so that loading and initialising NVML is
+ * not part of the first pause.
  */
 static void cuda_nvml_open(struct cuda_backend *cb)
 {
 	const char *env = getenv("GPUSLEEP_NVML_LIB");
 	char bus[32];
+	CUuuid uuid;
+	bool have_uuid;
 
 	if (cb->nvml_tried)
 		return;
 	cb->nvml_tried = true;
-	if (cb->api.DeviceGetPCIBusId &&
-	    cb->api.DeviceGetPCIBusId(bus, sizeof(bus), cb->dev) ==
+	/* by UUID first: a MIG instance shares its parent's bus id */
+	have_uuid = cb->api.DeviceGetUuid &&
+		    cb->api.DeviceGetUuid(&uuid, cb->dev) == CUDA_SUCCESS;
+	if (!cb->api.DeviceGetPCIBusId ||
+	    cb->api.DeviceGetPCIBusId(bus, sizeof(bus), cb->dev) !=
 	    CUDA_SUCCESS)
-		cb->nvml = gs_nvml_open(bus);
+		bus[0] = 0;
+	if (bus[0] || have_uuid)
+		cb->nvml = gs_nvml_open(bus, have_uuid ?
+					(const unsigned char *)uuid.bytes : NULL);
 	if (!cb->nvml && !(env && !strcmp(env, "off")))
 		fprintf(stderr, "gpusleep: cuda: NVML not usable for device %d: what stays resident after a pause is reported as the whole device's used memory (cuMemGetInfo)\n",
 			cb->ordinal);

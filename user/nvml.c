@@ -4,7 +4,9 @@
  *
  * libnvidia-ml.so.1 is loaded at run time like libcuda (no header, no
  * link): the few entry points used here have had the same ABI since NVML
- * 11. $GPUSLEEP_NVML_LIB names another library (the tests' stand-in), or
+ * 11. The device is found by the UUID CUDA gives (a MIG instance is an
+ * NVML device of its own: "MIG-...", a whole GPU "GPU-..."), else by its
+ * PCI bus id. $GPUSLEEP_NVML_LIB names another library (the tests' stand-in), or
  * "off" for none. nvmlDeviceGetComputeRunningProcesses is taken in its
  * newest version present (_v3, _v2; the first: 16-byte records). The
  * _v3 record is 24 bytes on most driver branches and 32 on others (a
@@ -24,6 +26,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,7 +66,38 @@ struct gs_nvml {
 	nvml_device dev;
 };
 
-struct gs_nvml *gs_nvml_open(const char *pci_bus_id)
+/*
+ * The device by the UUID CUDA gives (16 bytes): a MIG instance is an NVML
+ * device of its own, "MIG-" then the GPU format; a whole GPU is "GPU-...".
+ */
+static bool by_uuid(void *lib, const unsigned char *uuid, nvml_device *dev)
+{
+	nvml_ret (*fn)(const char *id, nvml_device *dev);
+	static const char *const kinds[] = { "MIG", "GPU" };
+	char s[64];
+
+	if (!uuid)
+		return false;
+	fn = (nvml_ret (*)(const char *, nvml_device *))
+	     dlsym(lib, "nvmlDeviceGetHandleByUUID");
+	if (!fn)
+		return false;
+	for (unsigned int k = 0; k < 2; k++) {
+		int len = snprintf(s, sizeof(s), "%s-", kinds[k]);
+
+		for (int i = 0; i < 16; i++) {
+			len += snprintf(s + len, sizeof(s) - len, "%02x", uuid[i]);
+			if (i == 3 || i == 5 || i == 7 || i == 9)
+				s[len++] = '-';
+		}
+		s[len] = 0;
+		if (fn(s, dev) == NVML_SUCCESS)
+			return true;
+	}
+	return false;
+}
+
+struct gs_nvml *gs_nvml_open(const char *pci_bus_id, const unsigned char *uuid)
 {
 	const char *path = getenv("GPUSLEEP_NVML_LIB");
 	nvml_ret (*init)(void);
@@ -72,7 +106,7 @@ struct gs_nvml *gs_nvml_open(const char *pci_bus_id)
 
 	if (path && !strcmp(path, "off"))
 		return NULL;
-	if (!pci_bus_id || !*pci_bus_id)
+	if ((!pci_bus_id || !*pci_bus_id) && !uuid)
 		return NULL;
 	n = calloc(1, sizeof(*n));
 	if (!n)
@@ -99,7 +133,9 @@ struct gs_nvml *gs_nvml_open(const char *pci_bus_id)
 		goto err_close;
 	if (init() != NVML_SUCCESS)
 		goto err_close;
-	if (by_bus(pci_bus_id, &n->dev) != NVML_SUCCESS)
+	if (!by_uuid(n->lib, uuid, &n->dev) &&
+	    (!pci_bus_id || !*pci_bus_id ||
+	     by_bus(pci_bus_id, &n->dev) != NVML_SUCCESS))
 		goto err_shutdown;
 	return n;
 

@@ -230,6 +230,31 @@ TEST_F(res, nvml_initialised_before_the_first_pause)
 	EXPECT_EQ(1, self->inits());
 }
 
+/*
+ * Issue 21: a MIG instance is an NVML device of its own, found by the UUID
+ * cuDeviceGetUuid gives ("MIG-" then NVML's format); its parent, found by
+ * the PCI bus id, has other figures.
+ */
+TEST_F(res, nvml_finds_a_mig_instance_by_uuid)
+{
+	static const char uuid[] = "MIG-10111213-1415-1617-1819-1a1b1c1d1e1f";
+	int (*mig)(const char *) = (int (*)(const char *))
+		dlsym(self->nvml, "fakenvml_add_mig");
+	int (*on)(const char *, unsigned int, unsigned long long) =
+		(int (*)(const char *, unsigned int, unsigned long long))
+		dlsym(self->nvml, "fakenvml_add_process_on");
+	uint64_t b = 0;
+
+	ASSERT_NE(NULL, mig);
+	ASSERT_NE(NULL, on);
+	ASSERT_EQ(0, mig(uuid));
+	ASSERT_EQ(0, on(uuid, getpid(), 3 * GiB));
+	ASSERT_EQ(0, self->add(getpid(), 9 * GiB));	/* the parent's view */
+	OPEN_MM();
+	EXPECT_EQ(GPUSLEEP_RESIDENT_PROCESS, gs_mm_resident(self->mm, &b));
+	EXPECT_EQ(3 * GiB, b);
+}
+
 /* NVML does not list this process (another pid namespace): the device. */
 TEST_F(res, process_not_listed_falls_back_to_the_device)
 {
