@@ -426,7 +426,11 @@ class TorchMemorySaver:
         own, the same for every capture given that id."""
         dev = torch.cuda.current_device()
         if pool is None:
-            return self._pool(torch, tag, dev)
+            # the tag's pool, unless another thread is in a region of the
+            # tag with it (one recorder per pool): then another of tag's
+            pool = self._acquire(torch, tag, dev)
+            self._unacquire(pool)
+            return pool
         pool = tuple(pool)
         with self._lock:
             for pools in self._pools.values():
