@@ -16,7 +16,9 @@ as SGLang and vLLM deployments set it.
      up: sleep level 1) and KV (60 GiB, discarded) allocated through the
      adapter's regions (MemPools), a deterministic pattern in the weights,
      and a "hot" weights tensor the in-flight work writes;
-  3. SGLang's way: two CUDA graphs captured with torch_memory_saver's
+  3. SGLang's way (after room is mapped in the cuda_graph tag, so that the
+     captures make no driver call): two CUDA graphs captured with
+     torch_memory_saver's
      cuda_graph(g, pool=torch.cuda.graph_pool_handle(), tag="cuda_graph")
      (one foreign pool handle shared by both), their memory in the
      cuda_graph tag (backed up), on finite inputs; replayed: the reference;
@@ -205,6 +207,7 @@ class TorchOps:
         each captured in torch_memory_saver's cuda_graph(tag="cuda_graph");
         finite inputs (randn). Returns the graph memory's tensors."""
         t = self.torch
+        self.warm_tag(tms, "cuda_graph", 256 * MiB)
         gen = t.Generator(device=self.dev).manual_seed(21)
         with tms.region(tag="weights", enable_cpu_backup=True):
             self.gw = t.randn(1024, 1024, dtype=t.float16, device=self.dev,
@@ -227,6 +230,16 @@ class TorchOps:
             self.graphs.append(g)
             self.g_out.append(out)
         return self.g_out
+
+    def warm_tag(self, tms, tag, nbytes):
+        """Room mapped in tag before a capture: allocated in a region and
+        given back (empty_cache), the memory manager keeps the chunk
+        mapped and pinned, so that the capture's allocations make no
+        driver call (creating or pinning memory while capturing)."""
+        with tms.region(tag=tag, enable_cpu_backup=True):
+            x = self.alloc(nbytes)
+        del x
+        self.torch.cuda.empty_cache()
 
     def graph_replay(self):
         for g in self.graphs:
@@ -362,6 +375,7 @@ class FakeOps:
 
     def graph_capture(self, tms):
         torch = self.torch
+        self.warm_tag(tms, "cuda_graph", MiB)
         handle = torch.cuda.graph_pool_handle()
         self.g_out = []
         for seed in (2, 3):
@@ -372,6 +386,12 @@ class FakeOps:
             self.fill_pattern(b, seed)
             self.g_out.append(b)
         return self.g_out
+
+    def warm_tag(self, tms, tag, nbytes):
+        with tms.region(tag=tag, enable_cpu_backup=True):
+            x = self.alloc(nbytes)
+        self.torch.free(x.tensor)
+        self.torch.cuda.empty_cache()
 
     def graph_replay(self):
         # no kernels to replay: the graph memory's contents
