@@ -246,7 +246,10 @@ class TorchMemorySaver:
             alloc = torch.cuda.memory.CUDAPluggableAllocator(
                 _lib.path(), f"gpusleep_malloc_tag{bit}", "gpusleep_free")
             self._allocators[tag] = alloc
-        with self._no_expandable(torch), torch.cuda.device(dev):
+        # (a torch without torch.cuda.device, as minimal stand-ins: as is)
+        on_dev = getattr(torch.cuda, "device", None)
+        with self._no_expandable(torch), \
+                (on_dev(dev) if on_dev else contextlib.nullcontext()):
             pool = torch.cuda.MemPool(alloc.allocator())
         self._pools.setdefault((tag, dev), []).append(pool)
         return pool
