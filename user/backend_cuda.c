@@ -109,6 +109,7 @@ struct cuda_api {
 	CUresult (*EventSynchronize)(CUevent ev);
 	CUresult (*EventDestroy)(CUevent ev);
 	CUresult (*DeviceGetPCIBusId)(char *id, int len, CUdevice dev);
+	CUresult (*DeviceGetUuid)(CUuuid *uuid, CUdevice dev);
 };
 
 /* base name for cuGetProcAddress, exported name for dlsym */
@@ -160,6 +161,7 @@ static const struct {
 	SYM(EventDestroy, "cuEventDestroy", "cuEventDestroy_v2", false),
 	SYM(DeviceGetPCIBusId, "cuDeviceGetPCIBusId", "cuDeviceGetPCIBusId",
 	    true),
+	SYM(DeviceGetUuid, "cuDeviceGetUuid", "cuDeviceGetUuid_v2", true),
 #undef SYM
 };
 
@@ -626,31 +628,55 @@ static int cuda_mem_info(struct gs_backend *b, uint64_t *free_b,
 }
 
 /*
- * What this process holds on the device: NVML's per-process figure, looked
- * for at the first call (by the device's PCI bus id); else the device's
- * used memory (cuMemGetInfo), which counts every process on the GPU.
+ * NVML's view of the device (by its UUID, else its PCI bus id), looked for
+ * once: when the backend is made, so that loading and initialising NVML is
+ * not part of the first pause.
+ */
+static void cuda_nvml_open(struct cuda_backend *cb)
+{
+	const char *env = getenv("GPUSLEEP_NVML_LIB");
+	char bus[32];
+	CUuuid uuid;
+	bool have_uuid;
+
+	if (cb->nvml_tried)
+		return;
+	cb->nvml_tried = true;
+	/* by UUID first: a MIG instance shares its parent's bus id */
+	have_uuid = cb->api.DeviceGetUuid &&
+		    cb->api.DeviceGetUuid(&uuid, cb->dev) == CUDA_SUCCESS;
+	if (!cb->api.DeviceGetPCIBusId ||
+	    cb->api.DeviceGetPCIBusId(bus, sizeof(bus), cb->dev) !=
+	    CUDA_SUCCESS)
+		bus[0] = 0;
+	if (bus[0] || have_uuid)
+		cb->nvml = gs_nvml_open(bus, have_uuid ?
+					(const unsigned char *)uuid.bytes : NULL);
+	if (!cb->nvml && !(env && !strcmp(env, "off")))
+		fprintf(stderr, "gpusleep: cuda: NVML not usable for device %d: what stays resident after a pause is reported as the whole device's used memory (cuMemGetInfo)\n",
+			cb->ordinal);
+}
+
+/*
+ * What this process holds on the device: NVML's per-process figure; else
+ * the device's used memory (cuMemGetInfo), which counts every process on
+ * the GPU; unknown (0) where NVML lists another pid namespace's pids.
  */
 static int cuda_resident(struct gs_backend *b, uint64_t *bytes)
 {
 	struct cuda_backend *cb = cb_of(b);
 	uint64_t f = 0, t = 0;
-	char bus[32];
+	int ret = -ENODEV;
 
-	if (!cb->nvml_tried) {
-		const char *env = getenv("GPUSLEEP_NVML_LIB");
-
-		cb->nvml_tried = true;
-		if (cb->api.DeviceGetPCIBusId &&
-		    cb->api.DeviceGetPCIBusId(bus, sizeof(bus), cb->dev) ==
-		    CUDA_SUCCESS)
-			cb->nvml = gs_nvml_open(bus);
-		if (!cb->nvml && !(env && !strcmp(env, "off")))
-			fprintf(stderr, "gpusleep: cuda: NVML not usable for device %d: what stays resident after a pause is reported as the whole device's used memory (cuMemGetInfo)\n",
-				cb->ordinal);
+	cuda_nvml_open(cb);
+	if (cb->nvml) {
+		ret = gs_nvml_process_used(cb->nvml, getpid(), bytes);
+		if (!ret)
+			return GPUSLEEP_RESIDENT_PROCESS;
 	}
-	if (cb->nvml && !gs_nvml_process_used(cb->nvml, getpid(), bytes))
-		return GPUSLEEP_RESIDENT_PROCESS;
 	*bytes = 0;
+	if (ret == -ESRCH)
+		return 0;
 	if (cuda_mem_info(b, &f, &t) || f > t)
 		return 0;
 	*bytes = t - f;
@@ -842,6 +868,7 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 		ret = cu_fail(&cb->api, rc, "cuStreamCreate");
 		goto fail;
 	}
+	cuda_nvml_open(cb);
 
 	snprintf(cb->name, sizeof(cb->name), "cuda:%d", device);
 	cb->b = (struct gs_backend){

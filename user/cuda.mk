@@ -12,8 +12,8 @@
 #                                              with it
 #   $(BUILD)/tests/host/NAME       tests/host/test_*cuda*.c (HOST_TESTS)
 #   $(BUILD)/tests/host-asan/NAME  the same with ASan+UBSan (HOST_TESTS)
-# Without cuda.h the tests are still built; they skip every test, since
-# libgpusleep's gs_backend_cuda_new() then fails with -ENOSYS.
+# Built with CUDA=0 (no cuda.h) the tests are still built; they skip every
+# test, since libgpusleep's gs_backend_cuda_new() then fails with -ENOSYS.
 # The tests find the stand-in by its absolute path, compiled in
 # (FAKECUDA_LIB), or at run time in the environment variable FAKECUDA_LIB;
 # the stand-in NVML likewise (FAKENVML_LIB).

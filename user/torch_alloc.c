@@ -247,6 +247,16 @@ struct gs_mm *gpusleep_mm(void)
 	return torch_mm;
 }
 
+int gpusleep_device(void)
+{
+	int dev;
+
+	pthread_mutex_lock(&torch_lock);
+	dev = torch_mm ? torch_device : -1;
+	pthread_mutex_unlock(&torch_lock);
+	return dev;
+}
+
 /* Attach this process's memory manager as the agent of domain_id and serve
  * it on its own thread. */
 int gpusleep_agent_start(unsigned int domain_id)

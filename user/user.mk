@@ -12,8 +12,11 @@
 #   tests/host/test_libdist.sh: the links, SONAME and .pc (HOST_TESTS)
 # tests/host/*cuda* and the stand-ins (fake_*) belong to user/cuda.mk.
 #
-# user/backend_cuda.c is compiled in, with HAVE_CUDA=1, only when it exists
-# and cuda.h is found in $(CUDA_HOME)/include or /usr/local/cuda/include.
+# user/backend_cuda.c is compiled in, with HAVE_CUDA=1, when cuda.h is found
+# by tools/find-cuda-h.sh: $(CUDA_HOME)/include, /usr/local/cuda/include
+# ($(GS_CUDA_DEFAULT)), or the nvidia/*/include of PyTorch's pip wheels
+# ($(PYTHON)'s sys.path). Not found, the build stops: CUDA=0 builds without
+# the CUDA backend on purpose (gs_backend_cuda_new then fails with ENOSYS).
 
 GS_LIBDIR	:= $(BUILD)/lib
 GS_OBJDIR	:= $(BUILD)/user
@@ -26,13 +29,26 @@ GS_LIBS		:= -lpthread $(if $(filter 1,$(GS_HAVE_URING)),-luring) -ldl
 GS_ASAN		:= -fsanitize=address,undefined -fno-omit-frame-pointer
 GS_KSFT_CFLAGS	:= $(if $(KSFT_CFLAGS),$(KSFT_CFLAGS),-isystem $(KSFT_INC))
 
-GS_CUDA_H	:= $(firstword $(wildcard $(if $(CUDA_HOME),$(CUDA_HOME)/include/cuda.h) \
-			/usr/local/cuda/include/cuda.h))
+CUDA		?= 1
+ifneq ($(CUDA),0)
+GS_CUDA_INC	:= $(shell CUDA_HOME='$(CUDA_HOME)' GS_CUDA_DEFAULT='$(GS_CUDA_DEFAULT)' \
+			PYTHON='$(PYTHON)' tools/find-cuda-h.sh)
+GS_CUDA_H	:= $(if $(GS_CUDA_INC),$(GS_CUDA_INC)/cuda.h)
+ifeq ($(GS_CUDA_H),)
+# only what needs the library stops (make module, make clean still work)
+GS_NEED_CUDA	:= gs-need-cuda
+endif
+endif
+# where cuda.h is looked for, and the stop without it (issue 21)
+HOST_TESTS	+= tests/host/test_find_cuda_h.sh
+.PHONY: gs-need-cuda
+gs-need-cuda:
+	$(error libgpusleep: no cuda.h: not in CUDA_HOME=$(CUDA_HOME), $(or $(GS_CUDA_DEFAULT),/usr/local/cuda) or a pip wheel's nvidia/*/include; set CUDA_HOME, or CUDA=0 to build libgpusleep without its CUDA backend)
 GS_SRCS		:= $(filter-out user/backend_cuda.c,$(sort $(wildcard user/*.c)))
 GS_LIB_CFLAGS	:= $(CFLAGS) -fPIC -Iuser -Iuser/include -DGS_HAVE_URING=$(GS_HAVE_URING)
-ifneq ($(and $(wildcard user/backend_cuda.c),$(GS_CUDA_H)),)
+ifneq ($(GS_CUDA_H),)
 GS_SRCS		+= user/backend_cuda.c
-GS_LIB_CFLAGS	+= -DHAVE_CUDA=1 -I$(dir $(GS_CUDA_H))
+GS_LIB_CFLAGS	+= -DHAVE_CUDA=1 -I$(GS_CUDA_INC)
 endif
 
 GS_OBJS		:= $(GS_SRCS:user/%.c=$(GS_OBJDIR)/pic/%.o)
@@ -43,11 +59,11 @@ GS_PC		:= $(GS_LIBDIR)/libgpusleep.pc
 GS_A		:= $(GS_LIBDIR)/libgpusleep.a
 GS_ASAN_A	:= $(GS_LIBDIR)/asan/libgpusleep.a
 
-$(GS_OBJDIR)/pic/%.o: user/%.c
+$(GS_OBJDIR)/pic/%.o: user/%.c | $(GS_NEED_CUDA)
 	@mkdir -p $(@D)
 	$(CC) $(GS_LIB_CFLAGS) -MMD -MP -c -o $@ $<
 
-$(GS_OBJDIR)/asan/%.o: user/%.c
+$(GS_OBJDIR)/asan/%.o: user/%.c | $(GS_NEED_CUDA)
 	@mkdir -p $(@D)
 	$(CC) $(GS_LIB_CFLAGS) $(GS_ASAN) -MMD -MP -c -o $@ $<
 

@@ -1,43 +1,57 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""The GPU check of gpusleep's data plane (issue 15), in one PyTorch process.
+"""The GPU check of gpusleep's data plane (issues 15, 21), in one PyTorch process.
 
 Run by bench/gpu/check.sh on a machine with an NVIDIA GPU and PyTorch
-(written for an H200, PyTorch 2.11, CUDA 13: one command of at most 10
-minutes, no kernel modules). No module is needed: the adapter runs in
-local mode (gpusleep.torch_memory_saver with GPUSLEEP_TMS_LOCAL=1), so
-pause/resume go straight to the memory manager.
+(written for an H200, PyTorch 2.11, CUDA 13 from pip wheels: one command
+of at most 10 minutes, no kernel modules). No module is needed: the
+adapter runs in local mode (gpusleep.torch_memory_saver with
+GPUSLEEP_TMS_LOCAL=1), so pause/resume go straight to the memory manager.
+PYTORCH_CUDA_ALLOC_CONF is expandable_segments:True unless set otherwise,
+as SGLang and vLLM deployments set it.
 
-  1. a plain pinned copy, device to host and back (torch, pinned host
-     memory, non_blocking copies): the baseline, measured in this run;
-  2. weights (default 40 GiB, backed up) and KV (60 GiB, discarded)
-     allocated through the adapter's regions, in 2 GiB tensors, plus a
-     1 GiB "hot" weights tensor, a deterministic pattern in the weights;
-  3. a CUDA graph captured in the cuda_graph tag (memory with the weights)
-     and replayed: its output is the reference;
-  4. kernels kept running until the release: a thread launches, on a side
-     stream, writes of an increasing counter into the hot tensor and
-     matmuls reading the weights and writing the KV; it stops launching
-     when the release starts, with work still queued (no synchronise:
-     the memory manager must wait for it);
-  5. release (pause every tag): torch.cuda.mem_get_info must show at
-     least 99% of the released bytes free; the memory manager's own
-     verified free is reported;
-  6. a second tensor takes 95% of what came free (PyTorch's own
-     allocator), is written, freed and given back (empty_cache);
-  7. resume: weights bit-identical, the hot tensor holds the last counter
-     value launched (the backup waited for the kernels), KV reads zero,
-     the graph replays to the reference output;
-  8. figures: backup and restore GB/s (copy time reported by the memory
-     manager) against the baseline (target: at least 90%; torch_memory_
-     saver reaches about 10%), release and resume seconds per GiB.
+  1. a plain pinned copy each way (torch, pinned host memory): the
+     baseline, measured in this run;
+  2. vLLM's way (CuMemAllocator's tags): weights (default 40 GiB, backed
+     up: sleep level 1) and KV (60 GiB, discarded) allocated through the
+     adapter's regions (MemPools), a deterministic pattern in the weights,
+     and a "hot" weights tensor the in-flight work writes;
+  3. SGLang's way (after room is mapped in the cuda_graph tag, so that the
+     captures make no driver call): two CUDA graphs captured with
+     torch_memory_saver's
+     cuda_graph(g, pool=torch.cuda.graph_pool_handle(), tag="cuda_graph")
+     (one foreign pool handle shared by both), their memory in the
+     cuda_graph tag (backed up), on finite inputs; replayed: the reference;
+  4. two full cycles, sleep level 1 (weights backed up) then level 2
+     (everything discarded, weights reloaded after), each:
+     - work in flight: on a side stream, torch.cuda._sleep then a write of
+       a new value into the hot tensor, asserted still running when the
+       release starts (nothing synchronises before it);
+     - release (pause every tag): every tag's status, mem_get_info shows
+       at least 99% of the released bytes free, the memory manager's
+       verified free, release ms per GiB of the KV at most 5, what NVML
+       says this process still holds (at least 95% of the released bytes
+       gone; skipped where NVML gives no per-process figure);
+     - a second tensor takes 95% of what came free, and is freed;
+     - resume: level 1: weights bit-identical, the hot tensor holds the
+       in-flight write (the fence waited for it), KV zero; level 2:
+       weights and KV zero, reloaded; the graphs replay to the same bits;
+  5. figures asserted: backup and restore at least 90% of the pinned copy
+     of the same run, 100 GiB brought back in at most 3 s at this run's
+     resume rate (the slower of the backed-up and the discarded tags);
+  6. a negative control, in a subprocess: the same in-flight work with the
+     fence pointed at the wrong stream (gs_mm_set_fence_streams with an
+     idle one) must report the fault (a device fault, a failed release or
+     a lost write); a check that cannot see that fault proves nothing.
 
 Output: TAP lines (one per check, "not ok" on failure) and "# " figure
 lines; --json FILE writes the figures. Exit status 1 if a check failed.
 
---dry-run runs the same sequence over the tests' stand-in libcuda without
-torch (small sizes, device memory is host memory there; the graph and the
-torch-specific steps are skipped and say so). It is part of make check
+--dry-run runs the same sequence over the tests' stand-in libcuda and the
+tests' stand-in torch (tests/host/fake_torch: MemPools, use_mem_pool,
+graph pools, expandable segments refused in pools), small sizes, device
+memory being host memory; what needs a real GPU (graph replay, timings,
+NVML) is skipped and says so. It is part of make check
 (tests/host/test_gpu_check.sh); its figures mean nothing.
 """
 
@@ -45,14 +59,16 @@ import argparse
 import ctypes
 import json
 import os
+import subprocess
 import sys
-import threading
 import time
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(
     __file__)), "..", ".."))
 GiB = 1 << 30
 MiB = 1 << 20
+MAGIC = 0x5eed0000		# + cycle: the in-flight write
+TAG_BITS = {"weights": 1, "kv_cache": 2, "cuda_graph": 4}
 
 
 class Tap:
@@ -89,9 +105,15 @@ class TorchOps:
         torch.cuda.init()		# CUDA initialised before any region
         self.side = torch.cuda.Stream()
         self.chunk = GiB
+        # about args.inflight_ms of _sleep (its unit is clock cycles;
+        # H200: 1.98 GHz); whether it still runs is asserted, not assumed
+        self.sleep_cycles = int(args.inflight_ms * 2.0e6)
 
-    def mem_get_info(self):
-        self.torch.cuda.synchronize()
+    def ptr(self, t):
+        return t.data_ptr()
+
+    def mem_free(self):
+        # cudaMemGetInfo: no synchronisation (the work stays in flight)
         return self.torch.cuda.mem_get_info()[0]
 
     def pinned_copy(self, nbytes):
@@ -149,42 +171,89 @@ class TorchOps:
         v = buf.view(self.torch.int32)
         step = self.chunk // 4
         for off in range(0, v.numel(), step):
-            s = v[off:off + step]
-            if not bool((s == value).all()):
+            if not bool((v[off:off + step] == value).all()):
                 return False
         return True
 
-    def start_work(self, hot, weights, kv):
-        """Launch until stopped; returns a stop() giving the last value
-        launched into hot (kernels may still be queued then)."""
+    def launch_inflight(self, hot, value):
+        """On the side stream, after what the engine queued: a kernel that
+        spins, then a write of value into hot. Nothing waits for it."""
         t = self.torch
-        stop = threading.Event()
-        state = {"n": 0}
-        w = weights[0].view(t.float16)[: 4096 * 4096].view(4096, 4096)
-        k = kv[0].view(t.float16)[: 4096 * 4096].view(4096, 4096)
+        self.side.wait_stream(t.cuda.current_stream())
+        with t.cuda.stream(self.side):
+            t.cuda._sleep(self.sleep_cycles)
+            hot.view(t.int32).fill_(value)
+        hot.record_stream(self.side)
 
-        def loop():
-            t.cuda.set_device(self.dev)
-            with t.cuda.stream(self.side):
-                while not stop.is_set():
-                    state["n"] += 1
-                    hot.view(t.int32).fill_(state["n"])
-                    t.matmul(w, w, out=k)
-                    time.sleep(0.001)
-                # the last requests' kernels: a burst still queued when
-                # the release starts
-                for _ in range(64):
-                    state["n"] += 1
-                    hot.view(t.int32).fill_(state["n"])
-                    t.matmul(w, w, out=k)
-        th = threading.Thread(target=loop)
-        th.start()
+    def inflight(self):
+        return not self.side.query()
 
-        def stopper():
-            stop.set()
-            th.join()
-            return state["n"], not self.side.query()
-        return stopper
+    def settle(self):
+        """Wait for the in-flight work; a device fault, said, or None."""
+        try:
+            self.side.synchronize()
+            self.torch.cuda.synchronize()
+        except Exception as e:	# torch.AcceleratorError, RuntimeError
+            return f"device fault: {e}".splitlines()[0]
+        return None
+
+    def idle_streams(self):
+        """A stream with no work on it: the wrong one to fence."""
+        self.idle = self.torch.cuda.Stream()
+        return [self.idle.cuda_stream]
+
+    def graph_capture(self, tms):
+        """SGLang's capture: one graph_pool_handle() shared by the graphs,
+        each captured in torch_memory_saver's cuda_graph(tag="cuda_graph");
+        finite inputs (randn). Returns the graph memory's tensors."""
+        t = self.torch
+        self.warm_tag(tms, "cuda_graph", 256 * MiB)
+        gen = t.Generator(device=self.dev).manual_seed(21)
+        with tms.region(tag="weights", enable_cpu_backup=True):
+            self.gw = t.randn(1024, 1024, dtype=t.float16, device=self.dev,
+                              generator=gen)
+        self.gw_host = self.gw.cpu()
+        self.g_in = t.randn(64, 1024, dtype=t.float16, device=self.dev,
+                            generator=gen)
+        s = t.cuda.Stream()
+        s.wait_stream(t.cuda.current_stream())
+        with t.cuda.stream(s):			# warm up outside the graph
+            t.relu(self.g_in @ self.gw)
+        t.cuda.current_stream().wait_stream(s)
+        handle = t.cuda.graph_pool_handle()
+        self.graphs, self.g_out = [], []
+        for scale in (2, 3):
+            g = t.cuda.CUDAGraph()
+            with tms.cuda_graph(g, pool=handle, tag="cuda_graph",
+                                enable_cpu_backup=True):
+                out = t.relu(self.g_in @ self.gw) * scale
+            self.graphs.append(g)
+            self.g_out.append(out)
+        return self.g_out
+
+    def warm_tag(self, tms, tag, nbytes):
+        """Room mapped in tag before a capture: allocated in a region and
+        given back (empty_cache), the memory manager keeps the chunk
+        mapped and pinned, so that the capture's allocations make no
+        driver call (creating or pinning memory while capturing)."""
+        with tms.region(tag=tag, enable_cpu_backup=True):
+            x = self.alloc(nbytes)
+        del x
+        self.torch.cuda.empty_cache()
+
+    def graph_replay(self):
+        for g in self.graphs:
+            g.replay()
+        self.torch.cuda.synchronize()
+        return [o.clone() for o in self.g_out]
+
+    def reload_graph_weights(self):
+        self.gw.copy_(self.gw_host)
+
+    def same_bits(self, a, b):
+        t = self.torch
+        return all(t.equal(x.view(t.int16), y.view(t.int16))
+                   for x, y in zip(a, b))
 
     def take(self, nbytes):
         t = self.torch
@@ -194,42 +263,14 @@ class TorchOps:
         del x
         t.cuda.empty_cache()
 
-    def graph_capture(self, tms, weights):
-        t = self.torch
-        # room in the graph's pool before the capture, so that the capture
-        # is served from memory already mapped (and its staging pinned)
-        with tms.region(tag="cuda_graph", enable_cpu_backup=True):
-            warm = t.empty(256 * MiB, dtype=t.uint8, device=self.dev)
-        del warm
-        w = weights[1].view(t.float16)[: 1024 * 1024].view(1024, 1024)
-        self.g_in = t.randn(64, 1024, dtype=t.float16, device=self.dev)
-        s = t.cuda.Stream()
-        s.wait_stream(t.cuda.current_stream())
-        with t.cuda.stream(s):			# warm up outside the graph
-            t.relu(self.g_in @ w)
-        t.cuda.current_stream().wait_stream(s)
-        self.graph = t.cuda.CUDAGraph()
-        with tms.cuda_graph(self.graph, tag="cuda_graph"):
-            self.g_out = t.relu(self.g_in @ w) * 2
-        self.graph.replay()
-        t.cuda.synchronize()
-        return self.g_out.clone()
-
-    def graph_replay(self):
-        self.graph.replay()
-        self.torch.cuda.synchronize()
-        return self.g_out.clone()
-
-    def equal(self, a, b):
-        return self.torch.equal(a, b)
-
     def sync(self):
         self.torch.cuda.synchronize()
 
 
 # ---------------------------------------------------------- stand-in ops
 class FakeStats(ctypes.Structure):
-    """tests/host/fake_libcuda.h struct fakecuda_stats"""
+    """tests/host/fake_libcuda.h struct fakecuda_stats (room at the end
+    for fields added later)"""
     _fields_ = [(n, ctypes.c_long) for n in (
         "reservations", "handles", "mappings", "accessible", "host_allocs",
         "streams", "ctx_refs", "pending", "misuse", "pageable_copies",
@@ -237,22 +278,26 @@ class FakeStats(ctypes.Structure):
         ("used_bytes", ctypes.c_ulonglong),
         ("freeing_bytes", ctypes.c_ulonglong),
         ("max_pin", ctypes.c_ulonglong), ("pin_us", ctypes.c_longlong),
-        ("rdma_handles", ctypes.c_long)]
+        ("rdma_handles", ctypes.c_long),
+        ("_room", ctypes.c_long * 64)]
 
 
 class Buf:
-    def __init__(self, addr, size):
-        self.addr, self.size = addr, size
+    def __init__(self, addr, size, tensor=None):
+        self.addr, self.size, self.tensor = addr, size, tensor
 
 
 class FakeOps:
-    """The same sequence over the stand-in libcuda (host memory), no torch:
-    allocations through gpusleep_malloc in the region's thread tag,
-    "kernels" with fakecuda_launch."""
+    """The same sequence over the stand-in libcuda (host memory) and the
+    stand-in torch: allocations are torch.empty() in the adapter's
+    MemPools, served by gpusleep's pluggable allocator; "kernels" are
+    fakecuda_launch."""
     dry = True
 
     def __init__(self, args):
         from gpusleep import _lib
+        import torch			# the stand-in (tests/host/fake_torch)
+        self.torch = torch
         self.L = _lib.lib()
         self.capacity = args.fake_mem_mib * MiB
         self.fake = ctypes.CDLL(args.lib)	# the handle the backend uses
@@ -265,16 +310,18 @@ class FakeOps:
         self.fake.fakecuda_set(b"capacity", self.capacity)
         self.fake.fakecuda_set(b"lazy_free", 1)
         self.stream = self.fake.fakecuda_engine_stream()
-        self.other = 0
+
+    def ptr(self, b):
+        return b.addr
 
     def stats(self):
         st = FakeStats()
         self.fake.fakecuda_stats(ctypes.byref(st))
         return st
 
-    def mem_get_info(self):
+    def mem_free(self):
         st = self.stats()
-        return self.capacity - st.used_bytes - st.freeing_bytes - self.other
+        return self.capacity - st.used_bytes - st.freeing_bytes
 
     def pinned_copy(self, nbytes):
         a = (ctypes.c_ubyte * nbytes)()
@@ -285,10 +332,11 @@ class FakeOps:
         return [nbytes / dt / 1e9] * 2
 
     def alloc(self, nbytes):
-        p = self.L.gpusleep_malloc(nbytes, 0, None)
-        if not p:
-            raise MemoryError(f"gpusleep_malloc({nbytes})")
-        return Buf(p, nbytes)
+        t = self.torch.empty(nbytes)
+        if not t.ptr:
+            raise MemoryError(f"torch.empty({nbytes}) outside gpusleep's "
+                              "pools")
+        return Buf(t.ptr, nbytes, t)
 
     @staticmethod
     def _pattern(n, seed):
@@ -306,26 +354,59 @@ class FakeOps:
         want = value.to_bytes(4, "little") * (buf.size // 4)
         return ctypes.string_at(buf.addr, buf.size) == want
 
-    def start_work(self, hot, weights, kv):
-        n = 0
-        for i in range(1, 6):		# queued, done only when waited for
-            n = i
-            if self.fake.fakecuda_launch(self.stream, hot.addr, hot.size, i,
-                                         -1):
-                raise RuntimeError("fakecuda_launch failed")
-            self.fake.fakecuda_launch(self.stream, kv[0].addr, kv[0].size,
-                                      0x77, -1)
+    def launch_inflight(self, hot, value):
+        # done only when something waits for it (a fence, a sync)
+        if self.fake.fakecuda_launch(self.stream, hot.addr, hot.size, value,
+                                     -1):
+            raise RuntimeError("fakecuda_launch failed")
 
-        def stopper():
-            return n, self.stats().kernels > 0
-        return stopper
+    def inflight(self):
+        return self.stats().kernels > 0
+
+    def settle(self):
+        st = self.stats()
+        if st.illegal or st.sticky:
+            return (f"device fault: {st.illegal} illegal access(es), "
+                    f"sticky {st.sticky}")
+        return None
+
+    def idle_streams(self):
+        return [self.fake.fakecuda_engine_stream()]
+
+    def graph_capture(self, tms):
+        torch = self.torch
+        self.warm_tag(tms, "cuda_graph", MiB)
+        handle = torch.cuda.graph_pool_handle()
+        self.g_out = []
+        for seed in (2, 3):
+            g = torch.cuda.CUDAGraph()
+            with tms.cuda_graph(g, pool=handle, tag="cuda_graph",
+                                enable_cpu_backup=True):
+                b = self.alloc(64 * 1024)
+            self.fill_pattern(b, seed)
+            self.g_out.append(b)
+        return self.g_out
+
+    def warm_tag(self, tms, tag, nbytes):
+        with tms.region(tag=tag, enable_cpu_backup=True):
+            x = self.alloc(nbytes)
+        self.torch.free(x.tensor)
+        self.torch.cuda.empty_cache()
+
+    def graph_replay(self):
+        # no kernels to replay: the graph memory's contents
+        return [ctypes.string_at(b.addr, b.size) for b in self.g_out]
+
+    def reload_graph_weights(self):
+        pass
+
+    def same_bits(self, a, b):
+        return a == b
 
     def take(self, nbytes):
-        if nbytes > self.mem_get_info():
+        if nbytes > self.mem_free():
             raise MemoryError(f"{nbytes} bytes are not free")
-        self.other = nbytes
         self.fake.fakecuda_set(b"other_used", nbytes)
-        self.other = 0
         self.fake.fakecuda_set(b"other_used", 0)
 
     def sync(self):
@@ -341,134 +422,283 @@ def sized(total, piece):
     return out
 
 
+def make_ops(args):
+    return FakeOps(args) if args.dry_run else TorchOps(args)
+
+
+def resident(L):
+    """(kind, bytes) of gs_mm_resident: kind 1 = this process (NVML)."""
+    b = ctypes.c_uint64()
+    kind = L.gs_mm_resident(L.gpusleep_mm(), ctypes.byref(b))
+    return kind, b.value
+
+
+def set_fence_streams(L, streams):
+    arr = (ctypes.c_void_p * max(len(streams), 1))(*streams)
+    ret = L.gs_mm_set_fence_streams(L.gpusleep_mm(), arr, len(streams))
+    if ret < 0:
+        raise OSError(-ret, "gs_mm_set_fence_streams")
+
+
+def gbps(r):
+    return r["bytes"] / (r["copy_ns"] / 1e9) / 1e9 if r["copy_ns"] else 0.0
+
+
+def per_gib(r):
+    return r["duration_ns"] / 1e9 / (r["bytes"] / GiB) if r["bytes"] else 0.0
+
+
+def cycle(args, tap, ops, tms, L, level, st, fig):
+    """One sleep/wake cycle at vLLM's sleep level (1: weights backed up,
+    KV discarded; 2: both discarded, weights reloaded after)."""
+    from gpusleep import _lib
+    c = {}
+    fig[f"level{level}"] = c
+    if level == 2:
+        for tag in ("weights",):
+            ret = L.gs_mm_set_policy(L.gpusleep_mm(), TAG_BITS[tag],
+                                     _lib.GS_MM_DISCARD, 0)
+            tap.ok(ret == 0, f"level 2: {tag} discarded on release",
+                   os.strerror(-ret) if ret else "")
+    value = MAGIC + level
+    ops.launch_inflight(st["hot"], value)
+    kind0, res0 = resident(L)
+    free0 = ops.mem_free()
+    running = ops.inflight()
+    t0 = time.perf_counter()
+    try:
+        res = tms.pause()
+    except OSError as e:
+        tap.ok(False, f"level {level}: release",
+               f"{e} {getattr(e, 'results', '')}")
+        return False
+    t_rel = time.perf_counter() - t0
+    tap.ok(running, f"level {level}: work in flight on a side stream when "
+           "the release started", "it had finished: the check proves "
+           "nothing about the fence (raise --inflight-ms)")
+    fault = ops.settle()
+    tap.ok(fault is None, f"level {level}: no device fault", fault or "")
+    free1 = ops.mem_free()
+    released = sum(r["bytes"] for r in res.values())
+    came = free1 - free0
+    c["release"] = {"seconds": t_rel, "bytes": released, "came_free": came,
+                    "per_tag": res}
+    tap.ok(all(r["status"] == 0 for r in res.values()),
+           f"level {level}: release, every tag", repr(res))
+    tap.ok(came >= 0.99 * released,
+           f"level {level}: mem_get_info: {came} of {released} released "
+           "bytes came free", f"only {came / max(released, 1):.2%}")
+    for t, r in res.items():
+        tap.ok(r["measured"] and not r["shortfall"],
+               f"level {level}: {t}: verified free {r['freed_bytes']} of "
+               f"{r['bytes']}", "shortfall")
+    c["release_s_per_gib"] = {t: per_gib(r) for t, r in res.items()
+                              if r["bytes"]}
+    c["backup_gbps"] = gbps(res["weights"])
+    tap.note(f"level {level}: release {t_rel:.3f} s for "
+             f"{released / GiB:.2f} GiB; backup {c['backup_gbps']:.1f} GB/s;"
+             " per GiB: " + ", ".join(f"{t} {v:.4f} s" for t, v in
+                                      c["release_s_per_gib"].items()))
+    kv_ms = c["release_s_per_gib"].get("kv_cache", 0) * 1e3
+    if ops.dry:
+        tap.skip(f"level {level}: KV release at most 5 ms per GiB",
+                 "dry run: the stand-in's figures mean nothing")
+    else:
+        tap.ok(kv_ms <= 5, f"level {level}: KV release {kv_ms:.2f} ms per "
+               "GiB (at most 5)")
+    kind1, res1 = resident(L)
+    c["resident"] = {"kind": kind1, "before": res0, "after": res1}
+    if kind0 == kind1 == _lib.RESIDENT_PROCESS:
+        tap.ok(res0 - res1 >= 0.95 * released,
+               f"level {level}: NVML: this process holds {res1 / GiB:.2f} "
+               f"GiB after the release ({(res0 - res1) / GiB:.2f} GiB gone "
+               f"of {released / GiB:.2f})", "memory still held")
+    else:
+        tap.skip(f"level {level}: NVML: what this process holds after the "
+                 "release", f"no per-process figure (gs_mm_resident: "
+                 f"{_lib.RESIDENT_SOURCES[kind1] if kind1 < 3 else kind1})")
+
+    try:
+        ops.take(int(came * 0.95))
+        tap.ok(True, f"level {level}: a second tensor took 95% of what "
+               "came free, freed")
+    except Exception as e:	# torch.OutOfMemoryError among others
+        tap.ok(False, f"level {level}: a second tensor takes what came "
+               "free", str(e))
+
+    t0 = time.perf_counter()
+    try:
+        res = tms.resume()
+    except OSError as e:
+        tap.ok(False, f"level {level}: resume",
+               f"{e} {getattr(e, 'results', '')}")
+        return False
+    t_res = time.perf_counter() - t0
+    tap.ok(all(r["status"] == 0 for r in res.values()),
+           f"level {level}: resume, every tag", repr(res))
+    mapped = sum(r["bytes"] for r in res.values())
+    c["resume"] = {"seconds": t_res, "bytes": mapped, "per_tag": res}
+    c["restore_gbps"] = gbps(res["weights"])
+    c["resume_s_per_gib"] = {t: per_gib(r) for t, r in res.items()
+                             if r["bytes"]}
+    tap.note(f"level {level}: resume {t_res:.3f} s for {mapped / GiB:.2f} "
+             f"GiB; restore {c['restore_gbps']:.1f} GB/s; per GiB: " +
+             ", ".join(f"{t} {v:.4f} s" for t, v in
+                       c["resume_s_per_gib"].items()))
+
+    weights, hot, kv = st["weights"], st["hot"], st["kv"]
+    if level == 1:
+        tap.ok(all(ops.check_pattern(w, i + 1) for i, w in
+                   enumerate(weights)), "level 1: weights bit-identical")
+        tap.ok(ops.all_value(hot, value), f"level 1: the in-flight write "
+               f"({value:#x}) is in the weights: the fence waited for it")
+    else:
+        tap.ok(all(ops.all_value(w, 0) for w in weights) and
+               ops.all_value(hot, 0), "level 2: weights read zero")
+        for i, w in enumerate(weights):		# reload, as vLLM does
+            ops.fill_pattern(w, i + 1)
+        ops.reload_graph_weights()
+        ops.sync()
+        tap.ok(all(ops.check_pattern(w, i + 1) for i, w in
+                   enumerate(weights)), "level 2: weights reloaded")
+    tap.ok(all(ops.all_value(k, 0) for k in kv),
+           f"level {level}: KV reads zero")
+    if st["ref"] is not None:
+        tap.ok(ops.same_bits(ops.graph_replay(), st["ref"]),
+               f"level {level}: the graphs replay to the same bits")
+    return True
+
+
 def run(args, tap):
     from gpusleep.torch_memory_saver import torch_memory_saver as tms
-    ops = FakeOps(args) if args.dry_run else TorchOps(args)
+    from gpusleep import _lib
+    L = _lib.lib()
+    ops = make_ops(args)
     fig = {"dry_run": args.dry_run, "date": time.strftime(
-        "%Y-%m-%d %H:%M:%S %Z"), "argv": sys.argv[1:]}
+        "%Y-%m-%d %H:%M:%S %Z"), "argv": sys.argv[1:],
+        "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF")}
     unit = MiB if args.dry_run else GiB
     wb, kb, hb = (int(args.weights_gib * unit), int(args.kv_gib * unit),
                   int(args.hot_gib * unit))
     piece = 2 * unit if not args.dry_run else 8 * MiB
 
     tap.ok(tms.enabled and tms.local, "adapter enabled in local mode")
+    tap.note(f"PYTORCH_CUDA_ALLOC_CONF={fig['alloc_conf']}")
     d2h, h2d = ops.pinned_copy(int(args.baseline_gib * unit))
     fig["baseline_gbps"] = {"d2h": d2h, "h2d": h2d}
     tap.note(f"plain pinned copy: D2H {d2h:.1f} GB/s, H2D {h2d:.1f} GB/s")
 
-    with tms.region(tag="weights", enable_cpu_backup=True):
-        weights = [ops.alloc(n) for n in sized(wb, piece)]
-        hot = ops.alloc(hb)
-    with tms.region(tag="kv_cache", enable_cpu_backup=False):
-        kv = [ops.alloc(n) for n in sized(kb, piece)]
+    try:
+        with tms.region(tag="weights", enable_cpu_backup=True):
+            weights = [ops.alloc(n) for n in sized(wb, piece)]
+            hot = ops.alloc(hb)
+        with tms.region(tag="kv_cache", enable_cpu_backup=False):
+            kv = [ops.alloc(n) for n in sized(kb, piece)]
+    except Exception as e:
+        tap.ok(False, "allocating in the regions (MemPools)", repr(e))
+        return fig
+    mm = L.gpusleep_mm()
+    tags = [L.gs_mm_tag_of(mm, ops.ptr(x)) for x in (weights[0], hot, kv[0])]
+    tap.ok(tags == [1, 1, 2], f"allocated weights {wb / unit:g} + hot "
+           f"{hb / unit:g} and KV {kb / unit:g} "
+           f"{'MiB' if args.dry_run else 'GiB'} in the regions' MemPools, "
+           "served by gpusleep", f"tags {tags}")
     for i, w in enumerate(weights):
         ops.fill_pattern(w, i + 1)
     ops.sync()
-    tap.ok(True, f"allocated weights {wb / unit:g} + hot {hb / unit:g} and "
-           f"KV {kb / unit:g} {'MiB' if args.dry_run else 'GiB'} in regions")
 
-    ref = None
+    outs = ops.graph_capture(tms)
+    gtags = [L.gs_mm_tag_of(mm, ops.ptr(o)) for o in outs]
+    tap.ok(gtags == [TAG_BITS["cuda_graph"]] * len(outs),
+           "graphs captured with a foreign graph_pool_handle(): their "
+           "memory is the cuda_graph tag's", f"tags {gtags}")
+    st = {"weights": weights, "hot": hot, "kv": kv,
+          "ref": ops.graph_replay()}
     if ops.dry:
-        tap.skip("CUDA graph captured in the cuda_graph tag",
-                 "dry run: no CUDA graphs in the stand-in")
-    else:
-        ref = ops.graph_capture(tms, weights)
-        tap.ok(True, "CUDA graph captured in the cuda_graph tag and replayed")
+        tap.note("dry run: no graph replay (the graph memory's contents "
+                 "are compared instead)")
 
-    stop = ops.start_work(hot, weights, kv)
-    time.sleep(0 if ops.dry else args.work_seconds)
-    last, in_flight = stop()
-    tap.note(f"engine work: {last} counter writes launched, work still "
-             f"queued at the release: {in_flight}")
+    for level in (1, 2):
+        if not cycle(args, tap, ops, tms, L, level, st, fig):
+            return fig
 
-    free0 = ops.mem_get_info()
-    t0 = time.perf_counter()
-    try:
-        res = tms.pause()
-    except OSError as e:
-        tap.ok(False, "release", f"{e} {getattr(e, 'results', '')}")
-        return fig
-    t_rel = time.perf_counter() - t0
-    free1 = ops.mem_get_info()
-    released = sum(r["bytes"] for r in res.values())
-    came = free1 - free0
-    fig["release"] = {"seconds": t_rel, "bytes": released, "came_free": came,
-                      "per_tag": res}
-    tap.ok(all(r["status"] == 0 for r in res.values()), "release: every tag",
-           repr(res))
-    tap.ok(came >= 0.99 * released,
-           f"mem_get_info: {came} of {released} released bytes came free",
-           f"only {came / max(released, 1):.2%}")
-    for t, r in res.items():
-        tap.ok(r["measured"] and not r["shortfall"],
-               f"{t}: verified free {r['freed_bytes']} of {r['bytes']}",
-               "shortfall")
-    wr = res["weights"]
-    backup = wr["bytes"] / (wr["copy_ns"] / 1e9) / 1e9 if wr["copy_ns"] \
-        else 0.0
-    fig["backup_gbps"] = backup
-    fig["release_s_per_gib"] = {t: r["duration_ns"] / 1e9 / (r["bytes"] / GiB)
-                                for t, r in res.items() if r["bytes"]}
-    tap.note(f"release {t_rel:.3f} s for {released / GiB:.2f} GiB; backup "
-             f"{backup:.1f} GB/s; per GiB: " + ", ".join(
-                 f"{t} {v:.4f} s" for t, v in fig["release_s_per_gib"].items()))
-
-    try:
-        ops.take(int(came * 0.95))
-        tap.ok(True, "a second tensor took 95% of what came free, freed")
-    except Exception as e:	# torch.OutOfMemoryError among others
-        tap.ok(False, "a second tensor takes what came free", str(e))
-
-    t0 = time.perf_counter()
-    try:
-        res = tms.resume()
-    except OSError as e:
-        tap.ok(False, "resume", f"{e} {getattr(e, 'results', '')}")
-        return fig
-    t_res = time.perf_counter() - t0
-    tap.ok(all(r["status"] == 0 for r in res.values()), "resume: every tag",
-           repr(res))
-    wr = res["weights"]
-    restore = wr["bytes"] / (wr["copy_ns"] / 1e9) / 1e9 if wr["copy_ns"] \
-        else 0.0
-    mapped = sum(r["bytes"] for r in res.values())
-    fig["resume"] = {"seconds": t_res, "bytes": mapped, "per_tag": res}
-    fig["restore_gbps"] = restore
-    fig["resume_s_per_gib"] = {t: r["duration_ns"] / 1e9 / (r["bytes"] / GiB)
-                               for t, r in res.items() if r["bytes"]}
-    tap.note(f"resume {t_res:.3f} s for {mapped / GiB:.2f} GiB; restore "
-             f"{restore:.1f} GB/s; per GiB: " + ", ".join(
-                 f"{t} {v:.4f} s" for t, v in fig["resume_s_per_gib"].items()))
-
-    tap.ok(all(ops.check_pattern(w, i + 1) for i, w in enumerate(weights)),
-           "weights bit-identical after resume")
-    tap.ok(ops.all_value(hot, last),
-           f"hot weights hold the last value launched ({last}): the backup "
-           f"waited for the engine's kernels")
-    tap.ok(all(ops.all_value(k, 0) for k in kv), "KV reads zero after resume")
-    if ref is not None:
-        tap.ok(ops.equal(ops.graph_replay(), ref),
-               "CUDA graph replays to the same output after resume")
+    c = fig["level1"]
+    back, rest = c["backup_gbps"], c["restore_gbps"]
+    slow = max([v for lv in ("level1", "level2")
+                for t, v in fig[lv]["resume_s_per_gib"].items()] or [0])
+    fig["wake_100gib_s"] = slow * 100
     if ops.dry:
-        st = ops.stats()
-        tap.ok(st.misuse == 0 and st.sticky == 0 and st.races == 0,
+        st_ = ops.stats()
+        tap.ok(st_.misuse == 0 and st_.sticky == 0 and st_.races == 0,
                "stand-in: no misuse, no device fault, no racing copy",
-               f"misuse {st.misuse} sticky {st.sticky} races {st.races}")
-        tap.skip("backup/restore at least 90% of a plain pinned copy",
+               f"misuse {st_.misuse} sticky {st_.sticky} races {st_.races}")
+        tap.skip("backup/restore at least 90% of a plain pinned copy; "
+                 "100 GiB woken in at most 3 s",
                  "dry run: the stand-in's figures mean nothing")
     else:
-        tap.ok(backup >= 0.9 * d2h,
-               f"backup {backup:.1f} GB/s >= 90% of the pinned D2H copy "
-               f"{d2h:.1f} GB/s", f"{backup / d2h:.0%}")
-        tap.ok(restore >= 0.9 * h2d,
-               f"restore {restore:.1f} GB/s >= 90% of the pinned H2D copy "
-               f"{h2d:.1f} GB/s", f"{restore / h2d:.0%}")
+        tap.ok(back >= 0.9 * d2h, f"backup {back:.1f} GB/s >= 90% of the "
+               f"pinned D2H copy {d2h:.1f} GB/s", f"{back / d2h:.0%}")
+        tap.ok(rest >= 0.9 * h2d, f"restore {rest:.1f} GB/s >= 90% of the "
+               f"pinned H2D copy {h2d:.1f} GB/s", f"{rest / h2d:.0%}")
+        tap.ok(slow * 100 <= 3.0, f"100 GiB woken in {slow * 100:.2f} s at "
+               "this run's slowest resume rate (at most 3 s)")
+
+    # the negative control: a check that cannot see the fault is vacuous
+    cmd = [sys.executable, os.path.abspath(__file__), "--negative-control",
+           "--device", str(args.device)]
+    if args.dry_run:
+        cmd += ["--dry-run", "--lib", args.lib]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True,
+                             timeout=180)
+        said = [ln for ln in out.stdout.splitlines()
+                if ln.startswith(("fault:", "no fault"))]
+        said = said[-1] if said else (out.stdout + out.stderr)[-400:]
+    except subprocess.TimeoutExpired:
+        said = "timed out"
+    fig["negative_control"] = said
+    tap.ok(said.startswith("fault:"), "negative control (fence on the "
+           f"wrong stream) reports the fault: {said}", "it does not")
     return fig
+
+
+def negative_control(args):
+    """The fence pointed at an idle stream while the in-flight work runs
+    on another: the release must not go unnoticed. Prints "fault: WHY"
+    or "no fault"."""
+    from gpusleep.torch_memory_saver import torch_memory_saver as tms
+    from gpusleep import _lib
+    L = _lib.lib()
+    ops = make_ops(args)
+    size = 4 * MiB if args.dry_run else 256 * MiB
+    with tms.region(tag="weights", enable_cpu_backup=True):
+        hot = ops.alloc(size)
+    ops.sync()
+    set_fence_streams(L, ops.idle_streams())
+    ops.launch_inflight(hot, MAGIC)
+    fault = None
+    try:
+        tms.pause("weights")
+    except OSError as e:
+        fault = f"release failed: {e}"
+    if not fault:
+        fault = ops.settle()
+    if not fault:
+        try:
+            tms.resume("weights")
+            if not ops.all_value(hot, MAGIC):
+                fault = "the in-flight write was lost"
+        except Exception as e:
+            fault = f"resume failed: {e}".splitlines()[0]
+    print(f"fault: {fault}" if fault else "no fault", flush=True)
+    os._exit(0)		# a faulted context may not tear down cleanly
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--negative-control", action="store_true",
+                    help=argparse.SUPPRESS)
     ap.add_argument("--lib", default=os.path.join(
         REPO, "build", "tests", "host", "fakecuda", "libcuda.so.1"),
         help="dry run: the stand-in libcuda")
@@ -477,8 +707,8 @@ def main():
     ap.add_argument("--kv-gib", type=float, default=60)
     ap.add_argument("--hot-gib", type=float, default=1)
     ap.add_argument("--baseline-gib", type=float, default=8)
-    ap.add_argument("--work-seconds", type=float, default=3,
-                    help="engine kernels run this long before the release")
+    ap.add_argument("--inflight-ms", type=float, default=1500,
+                    help="the in-flight kernel spins about this long")
     ap.add_argument("--fake-mem-mib", type=int, default=1024)
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
@@ -489,11 +719,24 @@ def main():
         args.hot_gib = min(args.hot_gib, 4)
         args.baseline_gib = min(args.baseline_gib, 8)
         os.environ["GPUSLEEP_CUDA_LIB"] = args.lib
+        sys.path.insert(0, os.path.join(REPO, "tests", "host", "fake_torch"))
+    # as SGLang and vLLM deployments run: MemPools refuse these, the
+    # adapter switches them off inside its pools
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF",
+                          "expandable_segments:True")
     os.environ["GPUSLEEP_TMS_LOCAL"] = "1"
     os.environ.setdefault("GPUSLEEP_BACKEND", "cuda")
     sys.path.insert(0, os.path.join(REPO, "user", "python"))
+    if args.negative_control:
+        negative_control(args)
     tap = Tap()
-    fig = run(args, tap)
+    try:
+        fig = run(args, tap)
+    except Exception as e:		# a crash is a failed check, with figures
+        import traceback
+        traceback.print_exc()
+        tap.ok(False, "the check ran to its end", repr(e))
+        fig = {}
     fig["checks"] = tap.n
     fig["failed"] = tap.failed
     if args.json:

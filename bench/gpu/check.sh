@@ -4,33 +4,23 @@
 # bench/gpu/check.sh: the GPU check of the data plane (bench/gpu/check.py),
 # one command for a machine with an NVIDIA GPU and PyTorch, e.g. an H200
 # with PyTorch 2.11 and CUDA 13 where kernel modules cannot be loaded and
-# a command may run at most 10 minutes: builds libgpusleep against the
-# CUDA toolkit's cuda.h (no module), then runs the check in one PyTorch
-# process (weights 40 GiB backed up, KV 60 GiB discarded by default).
+# a command may run at most 10 minutes: builds libgpusleep against cuda.h
+# (the toolkit's, or the one PyTorch's pip wheels bring; no module), then
+# runs the check in one PyTorch process (weights 40 GiB backed up, KV
+# 60 GiB discarded by default), and its negative control in a second.
 #
 # Usage: bench/gpu/check.sh [--dry-run] [check.py options...]
-#   --dry-run  over the tests' stand-in libcuda, no GPU and no torch
+#   --dry-run  over the tests' stand-in libcuda and stand-in torch, no GPU
 #              (small sizes; part of make check)
 # Writes build/bench/gpu/check.json (the figures) and prints TAP.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-if [ ! -f "$CUDA_HOME/include/cuda.h" ]; then
-	# no toolkit: the headers PyTorch's pip wheels bring (nvidia/*/include)
-	h=$(${PYTHON:-python3} - <<'PY' 2>/dev/null
-import glob, os, site
-for d in site.getsitepackages() + [site.getusersitepackages()]:
-    for f in sorted(glob.glob(os.path.join(d, "nvidia", "*", "include", "cuda.h"))):
-        print(os.path.dirname(os.path.dirname(f)))
-        raise SystemExit
-PY
-)
-	[ -n "$h" ] && export CUDA_HOME=$h
-fi
-[ -f "$CUDA_HOME/include/cuda.h" ] || {
-	echo "bench/gpu/check.sh: no $CUDA_HOME/include/cuda.h (set CUDA_HOME)" >&2
+# cuda.h: CUDA_HOME, /usr/local/cuda, or PyTorch's pip wheels (as make does)
+inc=$(PYTHON=${PYTHON:-python3} tools/find-cuda-h.sh) || {
+	echo "bench/gpu/check.sh: no cuda.h in CUDA_HOME, /usr/local/cuda or a pip wheel's nvidia/*/include (set CUDA_HOME)" >&2
 	exit 1
 }
+export CUDA_HOME=${inc%/include}
 echo "# cuda.h from $CUDA_HOME" >&2
 targets=(build/lib/libgpusleep.so build/lib/libgpusleep.so.0)
 dry=0

@@ -1603,3 +1603,20 @@ EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn,
 {
 	return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
 }
+
+/*
+ * Issue 21 (NVML by UUID): device n's UUID is the 16 bytes
+ * 0x10 * (n + 1) + i, i = 0..15 ("GPU-10111213-..." for device 0, or
+ * "MIG-..." where NVML calls it a MIG instance). Resolved with dlsym: not
+ * in the entry point table (no counting, no armed failures).
+ */
+EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+	if (!initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!uuid || dev < 0 || dev >= ndevices)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (int i = 0; i < 16; i++)
+		uuid->bytes[i] = (char)(0x10 * (dev + 1) + i);
+	return CUDA_SUCCESS;
+}

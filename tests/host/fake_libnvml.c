@@ -15,6 +15,12 @@
  *                                    returns code from now on (0: not)
  *   fakenvml_inits()                 nvmlInit_v2 calls not shut down
  *   fakenvml_calls(fn)               calls of fn
+ *   fakenvml_add_mig(uuid)           a MIG instance, found only by its
+ *                                    UUID ("MIG-..."), nvmlDeviceGetHandleByUUID
+ *   fakenvml_add_process_on(uuid, pid, used)  list a process on it
+ *   fakenvml_record_size(n)          _v3 writes records of n bytes (24,
+ *                                    or 32 as driver branches whose
+ *                                    record has usedGpuCcProtectedMemory)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -48,6 +54,12 @@ static struct proc_info procs[MAX_PROCS];
 static unsigned int nprocs;
 static int inits;
 static char devices[NR_BUSES];	/* a handle: the address of one */
+static size_t record_size = sizeof(struct proc_info);
+/* one MIG instance, found by its UUID only, with its own processes */
+static char mig_uuid[96];
+static char mig_device;
+static struct proc_info mig_procs[MAX_PROCS];
+static unsigned int nmig_procs;
 
 static int lookup(const char *fn)
 {
@@ -108,17 +120,31 @@ EXPORT int nvmlDeviceGetComputeRunningProcesses_v3(void *dev,
 
 	if (rc)
 		return rc;
-	if (!count || (char *)dev < devices ||
-	    (char *)dev >= devices + NR_BUSES)
+	if (!count || (dev != &mig_device && ((char *)dev < devices ||
+	    (char *)dev >= devices + NR_BUSES)))
 		return NVML_ERROR_INVALID_ARGUMENT;
-	if (*count < nprocs) {
-		*count = nprocs;
-		return NVML_ERROR_INSUFFICIENT_SIZE;
+	{
+		const struct proc_info *list = procs;
+		unsigned int n = nprocs;
+
+		if (dev == &mig_device) {
+			list = mig_procs;
+			n = nmig_procs;
+		}
+		if (*count < n) {
+			*count = n;
+			return NVML_ERROR_INSUFFICIENT_SIZE;
+		}
+		if (n && !infos)
+			return NVML_ERROR_INVALID_ARGUMENT;
+		for (unsigned int i = 0; i < n; i++) {
+			char *r = (char *)infos + i * record_size;
+
+			memset(r, 0, record_size);
+			memcpy(r, &list[i], sizeof(list[i]));
+		}
+		*count = n;
 	}
-	if (nprocs && !infos)
-		return NVML_ERROR_INVALID_ARGUMENT;
-	memcpy(infos, procs, nprocs * sizeof(*procs));
-	*count = nprocs;
 	return NVML_SUCCESS;
 }
 
@@ -150,4 +176,42 @@ EXPORT long fakenvml_calls(const char *fn)
 	int f = lookup(fn);
 
 	return f < 0 ? -1 : calls[f];
+}
+
+EXPORT int fakenvml_record_size(unsigned int n)
+{
+	if (n < sizeof(struct proc_info) || n > 64)
+		return -1;
+	record_size = n;
+	return 0;
+}
+
+/* Only the MIG instance added is found by UUID (GPUs: by bus id here). */
+EXPORT int nvmlDeviceGetHandleByUUID(const char *uuid, void **dev)
+{
+	if (!inits)
+		return NVML_ERROR_UNINITIALIZED;
+	if (!uuid || !dev)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (!mig_uuid[0] || strcmp(uuid, mig_uuid))
+		return NVML_ERROR_NOT_FOUND;
+	*dev = &mig_device;
+	return NVML_SUCCESS;
+}
+
+EXPORT int fakenvml_add_mig(const char *uuid)
+{
+	if (!uuid || strlen(uuid) >= sizeof(mig_uuid))
+		return -1;
+	strcpy(mig_uuid, uuid);
+	return 0;
+}
+
+EXPORT int fakenvml_add_process_on(const char *uuid, unsigned int pid,
+				   unsigned long long used)
+{
+	if (!uuid || strcmp(uuid, mig_uuid) || nmig_procs == MAX_PROCS)
+		return -1;
+	mig_procs[nmig_procs++] = (struct proc_info){ .pid = pid, .used = used };
+	return 0;
 }

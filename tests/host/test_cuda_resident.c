@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -118,11 +119,32 @@ static int open_mm(struct _test_data_res *self)
 	ASSERT_EQ(0, r_);					\
 } while (0)
 
+/*
+ * NVML lists processes by pid, in the pid namespace it sees: the tests list
+ * other processes that exist here (1, the parent), so that it is not taken
+ * for NVML seeing another namespace's pids.
+ */
+static unsigned int other_pid(unsigned int i)
+{
+	return i & 1 ? 1 : (unsigned int)getppid();
+}
+
+/* A pid no process here has. */
+static unsigned int absent_pid(void)
+{
+	unsigned int p;
+
+	for (p = 4000000; p > 2; p--)
+		if (kill((pid_t)p, 0) && errno == ESRCH)
+			return p;
+	return 0;
+}
+
 TEST_F(res, nvml_lists_the_process)
 {
 	uint64_t b = 0;
 
-	ASSERT_EQ(0, self->add(getpid() + 1, 9 * GiB));
+	ASSERT_EQ(0, self->add(other_pid(1), 9 * GiB));
 	ASSERT_EQ(0, self->add(getpid(), 3 * GiB));
 	OPEN_MM();
 	EXPECT_EQ(GPUSLEEP_RESIDENT_PROCESS, gs_mm_resident(self->mm, &b));
@@ -148,11 +170,89 @@ TEST_F(res, nvml_with_many_processes)
 	unsigned int i;
 
 	for (i = 1; i <= 200; i++)
-		ASSERT_EQ(0, self->add(getpid() + i, i * MiB));
+		ASSERT_EQ(0, self->add(other_pid(i), i * MiB));
 	ASSERT_EQ(0, self->add(getpid(), 42 * MiB));
 	OPEN_MM();
 	EXPECT_EQ(GPUSLEEP_RESIDENT_PROCESS, gs_mm_resident(self->mm, &b));
 	EXPECT_EQ(42 * MiB, b);
+}
+
+/*
+ * Issue 21: records of 32 bytes (driver branches whose _v3 record has
+ * usedGpuCcProtectedMemory), more than 48 processes (what a 64-record
+ * array of 24 bytes holds of them): no overflow, the right figure.
+ */
+TEST_F(res, nvml_records_of_32_bytes)
+{
+	int (*size)(unsigned int) = (int (*)(unsigned int))
+		dlsym(self->nvml, "fakenvml_record_size");
+	uint64_t b = 0;
+	unsigned int i;
+
+	ASSERT_NE(NULL, size);
+	ASSERT_EQ(0, size(32));
+	for (i = 1; i <= 60; i++)
+		ASSERT_EQ(0, self->add(other_pid(i), i * MiB));
+	ASSERT_EQ(0, self->add(getpid(), 42 * MiB));
+	OPEN_MM();
+	EXPECT_EQ(GPUSLEEP_RESIDENT_PROCESS, gs_mm_resident(self->mm, &b));
+	EXPECT_EQ(42 * MiB, b);
+	ASSERT_EQ(0, size(24));
+}
+
+/*
+ * Issue 21: NVML lists pids of another namespace (a container whose NVML
+ * sees host pids): one of them may equal this process's pid here, so no
+ * figure is trusted: unknown, not another process's memory.
+ */
+TEST_F(res, nvml_seeing_other_namespace_pids_is_unknown)
+{
+	unsigned int absent = absent_pid();
+	uint64_t b = 1;
+
+	ASSERT_NE(0, absent);
+	ASSERT_EQ(0, self->add(absent, 9 * GiB));
+	ASSERT_EQ(0, self->add(getpid(), 3 * GiB));	/* a host process */
+	OPEN_MM();
+	EXPECT_EQ(0, gs_mm_resident(self->mm, &b));
+	EXPECT_EQ(0, b);
+}
+
+/* Issue 21: NVML is made ready with the backend, not in the first pause. */
+TEST_F(res, nvml_initialised_before_the_first_pause)
+{
+	uint64_t b = 0;
+
+	ASSERT_EQ(0, self->add(getpid(), 3 * GiB));
+	OPEN_MM();
+	EXPECT_EQ(1, self->inits());
+	EXPECT_EQ(GPUSLEEP_RESIDENT_PROCESS, gs_mm_resident(self->mm, &b));
+	EXPECT_EQ(1, self->inits());
+}
+
+/*
+ * Issue 21: a MIG instance is an NVML device of its own, found by the UUID
+ * cuDeviceGetUuid gives ("MIG-" then NVML's format); its parent, found by
+ * the PCI bus id, has other figures.
+ */
+TEST_F(res, nvml_finds_a_mig_instance_by_uuid)
+{
+	static const char uuid[] = "MIG-10111213-1415-1617-1819-1a1b1c1d1e1f";
+	int (*mig)(const char *) = (int (*)(const char *))
+		dlsym(self->nvml, "fakenvml_add_mig");
+	int (*on)(const char *, unsigned int, unsigned long long) =
+		(int (*)(const char *, unsigned int, unsigned long long))
+		dlsym(self->nvml, "fakenvml_add_process_on");
+	uint64_t b = 0;
+
+	ASSERT_NE(NULL, mig);
+	ASSERT_NE(NULL, on);
+	ASSERT_EQ(0, mig(uuid));
+	ASSERT_EQ(0, on(uuid, getpid(), 3 * GiB));
+	ASSERT_EQ(0, self->add(getpid(), 9 * GiB));	/* the parent's view */
+	OPEN_MM();
+	EXPECT_EQ(GPUSLEEP_RESIDENT_PROCESS, gs_mm_resident(self->mm, &b));
+	EXPECT_EQ(3 * GiB, b);
 }
 
 /* NVML does not list this process (another pid namespace): the device. */
@@ -160,7 +260,7 @@ TEST_F(res, process_not_listed_falls_back_to_the_device)
 {
 	uint64_t b = 0;
 
-	ASSERT_EQ(0, self->add(getpid() + 1, 9 * GiB));
+	ASSERT_EQ(0, self->add(other_pid(1), 9 * GiB));
 	OPEN_MM();
 	EXPECT_EQ(GPUSLEEP_RESIDENT_DEVICE, gs_mm_resident(self->mm, &b));
 	EXPECT_EQ(5 * GiB, b);

@@ -2,9 +2,12 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The GPU check's dry run (bench/gpu/check.py --dry-run): the whole
-# sequence of the check (regions, engine kernels in flight, release,
-# verified free, a second allocation, resume, contents) over the stand-in
-# libcuda, without a GPU and without torch. Its figures mean nothing.
+# sequence of the check (regions' MemPools with expandable segments on,
+# graphs captured with a foreign graph pool, work in flight at the release,
+# two cycles at sleep levels 1 and 2, verified free, a second allocation,
+# resume, contents, the negative control in a subprocess) over the
+# stand-in libcuda and the stand-in torch (tests/host/fake_torch), without
+# a GPU. Its figures mean nothing.
 cd "$(dirname "$0")/../.." || exit 1
 fake=build/tests/host/fakecuda/libcuda.so.1
 if [ ! -f "$fake" ]; then

@@ -27,7 +27,12 @@ TESTS = ["import gpusleep loads no library",
          "no /dev/gpusleep: Controller raises, adapter disabled",
          "make python-install DESTDIR: import gpusleep from the stage",
          "adapter in local mode: regions, pause/resume, verified free",
-         "adapter over a stand-in torch: one MemPool per tag, graphs"]
+         "adapter over a stand-in torch: one MemPool per tag, graphs",
+         "stand-in torch: a released tag's region raises EBUSY",
+         "stand-in torch: regions with expandable_segments:True",
+         "stand-in torch: a foreign graph pool is the cuda_graph tag's",
+         "stand-in torch: nested regions and two threads in one tag",
+         "stand-in torch: a region on another device is refused"]
 
 
 def lazy_import():
@@ -235,112 +240,50 @@ print("ok")
 """
 
 
-# A stand-in for the parts of torch the adapter calls, with the semantics
-# PyTorch documents: CUDAPluggableAllocator(path, alloc_fn, free_fn) loads
-# the two symbols; MemPool(allocator) has an id; use_mem_pool(pool) routes
-# the calling thread's allocations to the pool, whose allocator is called
-# for new memory (here at once: no caching); torch.cuda.graph(g, pool=id).
-FAKE_TORCH = r"""
-import contextlib, ctypes, itertools, threading
-_ids = itertools.count(1)
-_tls = threading.local()
-class _Alloc:
-    def __init__(self, path, alloc_fn, free_fn):
-        lib = ctypes.CDLL(path)
-        self.malloc = getattr(lib, alloc_fn)
-        self.free = getattr(lib, free_fn)
-        self.malloc.restype = ctypes.c_void_p
-        self.malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
-        self.free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int,
-                              ctypes.c_void_p]
-        self.alloc_fn = alloc_fn
-    def allocator(self):
-        return self
-_pools = {}
-class MemPool:
-    def __init__(self, allocator=None):
-        self.allocator = allocator
-        self.id = (0, next(_ids))
-        _pools[self.id] = self
-class _Memory:
-    CUDAPluggableAllocator = _Alloc
-class CUDAGraph:
-    pass
-def _stack():
-    if not hasattr(_tls, "pools"):
-        _tls.pools = []
-    return _tls.pools
-class cuda:
-    memory = _Memory
-    MemPool = MemPool
-    CUDAGraph = CUDAGraph
-    graphs = []
-    @staticmethod
-    @contextlib.contextmanager
-    def use_mem_pool(pool, device=None):
-        _stack().append(pool)
-        try:
-            yield
-        finally:
-            _stack().pop()
-    @staticmethod
-    @contextlib.contextmanager
-    def graph(g, pool=None, stream=None, capture_error_mode="global"):
-        # a capture allocates from the pool it is given (a private one
-        # of PyTorch's own allocator otherwise)
-        cuda.graphs.append((g, pool, capture_error_mode))
-        _stack().append(_pools.get(tuple(pool) if pool else None,
-                                   MemPool()))
-        try:
-            yield
-        finally:
-            _stack().pop()
-def empty(nbytes):
-    # what the caching allocator does for a new block of the current pool
-    pools = _stack()
-    if not pools or pools[-1].allocator is None:
-        return None
-    return pools[-1].allocator.malloc(nbytes, 0, None)
-"""
+# The stand-in torch (tests/host/fake_torch/torch): MemPools, use_mem_pool,
+# graphs, the caching and the refusals of PyTorch's allocator.
+FAKE_TORCH = os.path.join(REPO, "tests", "host", "fake_torch")
 
-TORCH_MODE = r"""
+# Each script runs in a process of its own (one memory manager per
+# process), with the stand-in torch first on sys.path.
+TORCH_PRELUDE = r"""
 import os, sys
 os.environ["GPUSLEEP_BACKEND"] = "host"
 os.environ["GPUSLEEP_TMS_LOCAL"] = "1"
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(0, sys.argv[2])
+import threading, warnings
 import torch
 import gpusleep.torch_memory_saver as m
-from gpusleep import _lib
+from gpusleep import _lib, errors
 tms = m.torch_memory_saver
 L = _lib.lib()
+def tag_of(t):
+    return L.gs_mm_tag_of(L.gpusleep_mm(), t.ptr) if t.ptr else 0
+"""
+
+TORCH_MODE = r"""
 with tms.region(tag="weights", enable_cpu_backup=True):
     w = torch.empty(1 << 20)
 with tms.region(tag="kv_cache"):
     k = torch.empty(1 << 20)
     with tms.disable():
-        assert torch.empty(4096) is None     # PyTorch's own allocator
+        assert torch.empty(4096).ptr is None  # PyTorch's own allocator
+    assert tag_of(torch.empty(4096)) == 2, "back in kv_cache after disable"
 outside = torch.empty(4096)
-assert outside is None, "outside a region: not ours"
-mm = L.gpusleep_mm()
-assert L.gs_mm_tag_of(mm, w) == 1 and L.gs_mm_tag_of(mm, k) == 2
-assert set(tms._pools) == {"weights", "kv_cache"}
+assert outside.ptr is None, "outside a region: not ours"
+assert tag_of(w) == 1 and tag_of(k) == 2
+assert {t for t, _ in tms._pools} == {"weights", "kv_cache"}, tms._pools
 assert tms._allocators["kv_cache"].alloc_fn == "gpusleep_malloc_tag1"
 g = torch.cuda.CUDAGraph()
 with tms.cuda_graph(g, tag="cuda_graph"):
     gbuf = torch.empty(4096)                 # the graph's own memory
-assert torch.cuda.graphs[-1][1] == tms._pools["cuda_graph"].id, \
-    torch.cuda.graphs
 assert tms._allocators["cuda_graph"].alloc_fn == "gpusleep_malloc_tag2"
-assert L.gs_mm_tag_of(mm, gbuf) == 4, "graph memory in cuda_graph"
-with tms.cuda_graph(g, pool=tms.pool("weights").id):
-    pass
-import warnings
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    with tms.cuda_graph(g, pool=(9, 9)):
-        pass
-assert caught and "not one of gpusleep's pools" in str(caught[0].message)
+assert tag_of(gbuf) == 4, "graph memory in cuda_graph"
+g2 = torch.cuda.CUDAGraph()
+with tms.cuda_graph(g2, pool=g.pool()):     # graphs sharing a pool
+    assert tag_of(torch.empty(4096)) == 4
+assert g2.pool() == g.pool()
 r = tms.pause()
 assert all(r[t]["status"] == 0 for t in tms.tags), r
 assert r["cuda_graph"]["bytes"] >= 4096, r
@@ -348,16 +291,143 @@ tms.resume()
 print("ok")
 """
 
+# Issue 21 item 9: a released tag's pool still caches blocks (unmapped
+# now); entering its region must not serve them.
+TORCH_RELEASED = r"""
+with tms.region(tag="kv_cache"):
+    k = torch.empty(1 << 20)
+torch.free(k)                                # cached in the pool
+tms.pause("kv_cache")
+for enter in (lambda: tms.region(tag="kv_cache"),
+              lambda: tms.cuda_graph(torch.cuda.CUDAGraph(), tag="kv_cache")):
+    try:
+        with enter():
+            t = torch.empty(4096)
+        raise AssertionError(f"served {t.ptr:#x} of a released tag")
+    except errors.Busy as e:
+        assert e.errno == 16 and "kv_cache" in str(e), e
+tms.resume("kv_cache")
+with tms.region(tag="kv_cache"):
+    assert tag_of(torch.empty(4096)) == 2
+print("ok")
+"""
 
-def torch_mode():
-    with tempfile.TemporaryDirectory() as d:
-        with open(os.path.join(d, "torch.py"), "w") as f:
-            f.write(FAKE_TORCH)
-        out = subprocess.run([sys.executable, "-B", "-c", TORCH_MODE,
-                              os.path.join(REPO, "user", "python"), d],
-                             capture_output=True, text=True, timeout=120)
+# Item 10: expandable segments on, as SGLang and vLLM deployments set them.
+TORCH_EXPANDABLE = r"""
+assert torch.cuda.memory._get_allocator_settings()[
+    "expandable_segments"] == "True"
+with tms.region(tag="weights"):
+    w = torch.empty(1 << 20)
+    with tms.region(tag="kv_cache"):
+        k = torch.empty(1 << 20)
+with tms.cuda_graph(torch.cuda.CUDAGraph()):
+    gb = torch.empty(4096)
+assert tag_of(w) == 1 and tag_of(k) == 2 and tag_of(gb) == 4
+assert torch.cuda.memory._get_allocator_settings()[
+    "expandable_segments"] == "True", "restored outside the regions"
+print("ok")
+"""
+
+# Item 11: SGLang's capture, cuda_graph(g, pool=graph_pool_handle()) with
+# one handle shared by every graph: the memory is the cuda_graph tag's.
+TORCH_FOREIGN_POOL = r"""
+h = torch.cuda.graph_pool_handle()
+bufs = []
+with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    for bs in (1, 2, 4):
+        g = torch.cuda.CUDAGraph()
+        with tms.cuda_graph(g, pool=h, tag="cuda_graph"):
+            bufs.append(torch.empty(4096 * bs))
+assert [tag_of(b) for b in bufs] == [4, 4, 4], [tag_of(b) for b in bufs]
+assert len({b.pool.id for b in bufs}) == 1, "one handle, one pool"
+r = tms.pause("cuda_graph")
+assert r["cuda_graph"]["bytes"] >= 7 * 4096, r
+tms.resume("cuda_graph")
+print("ok")
+"""
+
+# Item 12: the same tag's region nested, another tag's inside it, and two
+# threads in the same tag's region at once.
+TORCH_NESTED = r"""
+with tms.region(tag="weights"):
+    with tms.region(tag="weights"):
+        a = torch.empty(4096)
+        with tms.region(tag="kv_cache"):
+            b = torch.empty(4096)
+        c = torch.empty(4096)
+    d = torch.empty(4096)
+assert [tag_of(x) for x in (a, b, c, d)] == [1, 2, 1, 1], \
+    [tag_of(x) for x in (a, b, c, d)]
+inside, out, errs = threading.Barrier(2), [], []
+def worker():
+    try:
+        with tms.region(tag="kv_cache"):
+            inside.wait(10)
+            out.append(tag_of(torch.empty(4096)))
+            inside.wait(10)
+    except Exception as e:
+        errs.append(repr(e))
+        inside.abort()
+ts = [threading.Thread(target=worker) for _ in range(2)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+assert not errs and out == [2, 2], (errs, out)
+print("ok")
+"""
+
+# Item 13: one memory manager serves one device: a region on another
+# device is refused, never served by PyTorch's own allocator.
+TORCH_DEVICE = r"""
+torch.cuda.set_device(1)
+with tms.region(tag="weights"):
+    w = torch.empty(4096)
+assert tag_of(w) == 1 and w.device == 1
+torch.cuda.set_device(0)
+try:
+    with tms.region(tag="weights"):
+        x = torch.empty(4096)
+    raise AssertionError(f"device 0 served by {x.pool.id} ptr {x.ptr}")
+except RuntimeError as e:
+    assert "device 1" in str(e) and "device 0" in str(e), e
+print("ok")
+"""
+
+
+def run_torch(script, env=None):
+    e = dict(os.environ)
+    e.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    e.update(env or {})
+    out = subprocess.run([sys.executable, "-B", "-c", TORCH_PRELUDE + script,
+                          os.path.join(REPO, "user", "python"), FAKE_TORCH],
+                         capture_output=True, text=True, timeout=120, env=e)
     check(out.returncode == 0 and out.stdout.strip() == "ok",
           out.stdout + out.stderr)
+
+
+def torch_mode():
+    run_torch(TORCH_MODE)
+
+
+def torch_released():
+    run_torch(TORCH_RELEASED)
+
+
+def torch_expandable():
+    run_torch(TORCH_EXPANDABLE,
+              {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+
+
+def torch_foreign_pool():
+    run_torch(TORCH_FOREIGN_POOL)
+
+
+def torch_nested():
+    run_torch(TORCH_NESTED)
+
+
+def torch_device():
+    run_torch(TORCH_DEVICE)
 
 
 def local_mode():
@@ -374,7 +444,9 @@ def main():
     tap.run(TESTS[1], check_layouts)
     for name, fn in zip(TESTS[2:], [tags, exceptions, answers, memory,
                                     no_device, install, local_mode,
-                                    torch_mode]):
+                                    torch_mode, torch_released,
+                                    torch_expandable, torch_foreign_pool,
+                                    torch_nested, torch_device]):
         tap.run(name, fn)
     tap.done()
 

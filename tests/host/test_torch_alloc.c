@@ -23,6 +23,7 @@ TEST(torch_entry_points)
 	ASSERT_EQ(0, setenv("GPUSLEEP_BACKEND", "host", 1));
 	ASSERT_EQ(0, setenv("GPUSLEEP_BACKUP_TAGS", "weights", 1));
 	EXPECT_EQ(NULL, gpusleep_mm());
+	EXPECT_EQ(-1, gpusleep_device());	/* no memory manager yet */
 	EXPECT_EQ(-ENOENT, gpusleep_agent_start(1));	/* nothing to serve */
 
 	w = gpusleep_malloc(1 << 20, 0, NULL);	/* default tag: weights */
@@ -36,7 +37,8 @@ TEST(torch_entry_points)
 	EXPECT_EQ(-EINVAL, gpusleep_set_tag("weights,kv_cache"));
 	EXPECT_EQ(-EINVAL, gpusleep_set_tag("cuda_graph"));
 	EXPECT_EQ(-EINVAL, gpusleep_set_tag(NULL));
-	/* one device per process */
+	/* one device per process, the adapter asks which (issue 21) */
+	EXPECT_EQ(0, gpusleep_device());
 	EXPECT_EQ(NULL, gpusleep_malloc(4096, 1, NULL));
 	EXPECT_EQ(NULL, gpusleep_malloc(-1, 0, NULL));
 

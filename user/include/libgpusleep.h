@@ -529,6 +529,8 @@ int gpusleep_declare_tags(const char *names);
 int gpusleep_set_tag(const char *tag);
 /* The process's memory manager, NULL before the first allocation. */
 struct gs_mm *gpusleep_mm(void);
+/* The device of this process's memory manager, -1 before it is made. */
+int gpusleep_device(void);
 /* Serve domain_id with that memory manager on an agent thread. */
 int gpusleep_agent_start(unsigned int domain_id);
 int gpusleep_agent_stop(void);

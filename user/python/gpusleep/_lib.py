@@ -410,6 +410,7 @@ PROTOTYPES = {
     "gpusleep_set_tag": (c_int, [c_char_p]),
     "gpusleep_declare_tags": (c_int, [c_char_p]),
     "gpusleep_mm": (c_void_p, []),
+    "gpusleep_device": (c_int, []),
     "gpusleep_agent_start": (c_int, [c_uint]),
     "gpusleep_agent_stop": (c_int, []),
     "gpusleep_agent_last_result": (c_int, [c_uint, P(gs_agent_result)]),

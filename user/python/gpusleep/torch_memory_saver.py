@@ -33,6 +33,14 @@ allocation the memory manager cannot make raises torch.OutOfMemoryError.
 Without torch importable, region() only sets the calling thread's tag for
 gpusleep_malloc (what the tests without PyTorch use).
 
+Regions nest (the innermost serves the thread), several threads may be in
+one tag's region (each gets a pool of the tag), a released tag's region
+or capture raises gpusleep.errors.Busy (its pools' cached blocks are
+unmapped), expandable segments are switched off while a region is open
+(PyTorch's MemPools refuse them), a foreign graph pool id is replaced by a
+pool of the tag, and a region on another device than the memory
+manager's raises RuntimeError (docs/pytorch.md).
+
 pause() and resume(), where the gpusleep module is loaded, do not unmap
 memory behind the kernel's back: they issue RELEASE / RESUME on the domain,
 from the engine fd, and drive the engine's events (drain, cache reset, KV
@@ -75,10 +83,13 @@ class TorchMemorySaver:
         self._policies = {}		# tag name -> backup?
         self._agent = False
         self._allocators = {}		# tag name -> CUDAPluggableAllocator
-        self._pools = {}		# tag name -> torch.cuda.MemPool
+        self._pools = {}		# (tag, device) -> [torch.cuda.MemPool]
+        self._owner = {}		# id(pool) -> (thread, depth) using it
+        self._foreign = {}		# (pool id, tag, device) -> MemPool
+        self._expandable_users = 0	# regions open with it switched off
         self._user_disabled = False
         self._local = os.environ.get("GPUSLEEP_TMS_LOCAL") == "1"
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._tls = threading.local()
         # the declaration of the domain made on first need (configure)
         self._decl = list(TMS_TAGS)
@@ -225,28 +236,151 @@ class TorchMemorySaver:
             return None
         return torch
 
-    def _pool(self, torch, tag):
-        """The MemPool of tag, made on first use (any device: the pool's
-        allocator serves the process's memory manager)."""
+    def _new_pool(self, torch, tag, dev):
+        """A new MemPool of tag on device dev: its allocator is tag's
+        entry point, and the pool belongs to the device current at its
+        creation (PyTorch looks pools up by device)."""
+        alloc = self._allocators.get(tag)
+        if alloc is None:
+            bit = self.tags.index(tag)
+            alloc = torch.cuda.memory.CUDAPluggableAllocator(
+                _lib.path(), f"gpusleep_malloc_tag{bit}", "gpusleep_free")
+            self._allocators[tag] = alloc
+        # (a torch without torch.cuda.device, as minimal stand-ins: as is)
+        on_dev = getattr(torch.cuda, "device", None)
+        with self._no_expandable(torch), \
+                (on_dev(dev) if on_dev else contextlib.nullcontext()):
+            pool = torch.cuda.MemPool(alloc.allocator())
+        self._pools.setdefault((tag, dev), []).append(pool)
+        return pool
+
+    def _pool(self, torch, tag, dev=None):
+        """The first MemPool of tag on device dev (default: current), made
+        on first use."""
+        if dev is None:
+            dev = torch.cuda.current_device()
         with self._lock:
-            pool = self._pools.get(tag)
-            if pool is None:
-                bit = self.tags.index(tag)
-                alloc = torch.cuda.memory.CUDAPluggableAllocator(
-                    _lib.path(), f"gpusleep_malloc_tag{bit}",
-                    "gpusleep_free")
-                pool = torch.cuda.MemPool(alloc.allocator())
-                self._allocators[tag] = alloc
-                self._pools[tag] = pool
+            pools = self._pools.get((tag, dev))
+            return pools[0] if pools else self._new_pool(torch, tag, dev)
+
+    def _acquire(self, torch, tag, dev):
+        """A MemPool of tag on dev that no other thread allocates to (PyTorch
+        lets one thread at a time record to a pool): this thread's own if
+        it has one, a free one, or a new one. Counted per thread."""
+        me = threading.get_ident()
+        with self._lock:
+            for pool in self._pools.get((tag, dev), []):
+                owner = self._owner.get(id(pool))
+                if owner is None or owner[0] == me:
+                    self._owner[id(pool)] = (me, (owner or (me, 0))[1] + 1)
+                    return pool
+            pool = self._new_pool(torch, tag, dev)
+            self._owner[id(pool)] = (me, 1)
             return pool
 
+    def _unacquire(self, pool):
+        with self._lock:
+            me, n = self._owner[id(pool)]
+            if n > 1:
+                self._owner[id(pool)] = (me, n - 1)
+            else:
+                del self._owner[id(pool)]
+
     def pool(self, tag="weights"):
-        """The torch.cuda.MemPool of tag (for torch.cuda.graph(pool=
-        ....id) or torch.cuda.use_mem_pool)."""
+        """The torch.cuda.MemPool of tag on the current device (for
+        torch.cuda.graph(pool=....id) or torch.cuda.use_mem_pool)."""
         torch = self._torch()
         if torch is None:
             raise RuntimeError("torch is not importable")
         return self._pool(torch, self._tag(tag))
+
+    @staticmethod
+    def _expandable_env():
+        conf = ",".join(os.environ.get(v, "") for v in (
+            "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"))
+        return "expandable_segments:true" in conf.replace(" ", "").lower()
+
+    @contextlib.contextmanager
+    def _no_expandable(self, torch):
+        """PyTorch's MemPools with an allocator of their own refuse
+        expandable segments: switched off while any region or capture
+        is open (process-wide: PyTorch has one setting), back on after
+        the last one, as vLLM's CuMemAllocator does."""
+        if not self._expandable_env():
+            yield
+            return
+        with self._lock:
+            self._expandable_users += 1
+            if self._expandable_users == 1:
+                torch.cuda.memory._set_allocator_settings(
+                    "expandable_segments:False")
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._expandable_users -= 1
+                if self._expandable_users == 0:
+                    torch.cuda.memory._set_allocator_settings(
+                        "expandable_segments:True")
+
+    def _check_awake(self, tag):
+        """A released tag's pools still cache its (unmapped) blocks:
+        serving them would fault. Refused with EBUSY until its resume."""
+        L = _lib.lib()
+        mm = L.gpusleep_mm()
+        if mm and self._paused(mm, tag):
+            raise errors.Busy(
+                _lib.R_BUSY, message=f"tag {tag!r} is released: no region "
+                "or graph capture in it before its resume")
+
+    def _check_device(self, torch, dev):
+        """One memory manager per process, on one device."""
+        have = _lib.lib().gpusleep_device()
+        if have >= 0 and have != dev:
+            raise RuntimeError(
+                f"gpusleep: a region on device {dev}, but this process's "
+                f"memory is on device {have}: one device per process")
+
+    def _frames(self):
+        st = getattr(self._tls, "frames", None)
+        if st is None:
+            st = self._tls.frames = []
+        return st
+
+    def _switch(self, torch, frames, want):
+        """Make want ((pool, dev) or None) the pool this thread allocates
+        to: PyTorch serves a thread from the first pool it entered, so
+        an outer region's pool is left while an inner one is open."""
+        cur = getattr(self._tls, "active", None)
+        if cur is not None and want is not None and cur[0] is want[0]:
+            return
+        if cur is not None:
+            self._tls.active = None
+            cur[1].__exit__(None, None, None)
+        if want is not None:
+            cm = torch.cuda.use_mem_pool(want[0], device=want[1])
+            cm.__enter__()
+            self._tls.active = (want[0], cm)
+
+    @contextlib.contextmanager
+    def _in_pool(self, torch, tag):
+        """The calling thread allocates to a pool of tag, on the current
+        device, inside; nests (the same tag again, or other tags)."""
+        dev = torch.cuda.current_device()
+        frames = self._frames()
+        pool = self._acquire(torch, tag, dev)
+        frames.append((pool, dev))
+        try:
+            with self._no_expandable(torch):
+                self._switch(torch, frames, frames[-1])
+                try:
+                    yield
+                finally:
+                    frames.pop()
+                    self._switch(torch, frames,
+                                 frames[-1] if frames else None)
+        finally:
+            self._unacquire(pool)
 
     @contextlib.contextmanager
     def _thread_tag(self, tag):
@@ -268,31 +402,60 @@ class TorchMemorySaver:
     def region(self, tag="weights", enable_cpu_backup=False):
         """Allocations of the calling thread inside go to tag;
         enable_cpu_backup: kept across pause (copied to host memory),
-        else discarded (zero after resume)."""
+        else discarded (zero after resume). Regions nest (the same tag
+        or others; the innermost serves) and several threads may be in
+        one tag's region (each gets a pool of that tag). A released tag
+        raises gpusleep.errors.Busy (EBUSY)."""
         if not self.enabled:
             yield
             return
         tag = self._tag(tag)
+        self._check_awake(tag)
         self._set_policy(tag, enable_cpu_backup)
         torch = self._torch()
         with contextlib.ExitStack() as stack:
             if torch is not None:
-                stack.enter_context(torch.cuda.use_mem_pool(
-                    self._pool(torch, tag)))
+                self._check_device(torch, torch.cuda.current_device())
+                stack.enter_context(self._in_pool(torch, tag))
             stack.enter_context(self._thread_tag(tag))
             yield
         self._set_policy(tag, enable_cpu_backup)
         self._ensure_agent()
 
+    def _graph_pool(self, torch, tag, pool):
+        """The pool a capture of tag goes to: tag's pool for None, a pool
+        of ours as given, and for any other id (SGLang's
+        graph_pool_handle(), shared by its graphs) a pool of tag of its
+        own, the same for every capture given that id."""
+        dev = torch.cuda.current_device()
+        if pool is None:
+            # the tag's pool, unless another thread is in a region of the
+            # tag with it (one recorder per pool): then another of tag's
+            pool = self._acquire(torch, tag, dev)
+            self._unacquire(pool)
+            return pool
+        pool = tuple(pool)
+        with self._lock:
+            for pools in self._pools.values():
+                for p in pools:
+                    if tuple(p.id) == pool:
+                        return p
+            mine = self._foreign.get((pool, tag, dev))
+            if mine is None:
+                mine = self._foreign[(pool, tag, dev)] = \
+                    self._new_pool(torch, tag, dev)
+            return mine
+
     @contextlib.contextmanager
     def cuda_graph(self, cuda_graph, pool=None, stream=None,
                    capture_error_mode="global", tag="cuda_graph",
                    enable_cpu_backup=False):
-        """torch.cuda.graph(...), with the graph's memory in tag's pool, so
-        that it is released and brought back with that tag. pool: None
-        (tag's MemPool), or the pool of a graph captured here (graphs
-        share it); a foreign pool keeps the graph's memory out of
-        gpusleep (said with a warning)."""
+        """torch.cuda.graph(...), with the graph's memory in a pool of tag,
+        so that it is released and brought back with that tag. pool: None
+        (tag's MemPool), a pool of ours (graph.pool() of a graph captured
+        here: graphs share it), or any other pool id, such as SGLang's
+        graph_pool_handle(): replaced by a pool of tag of its own, shared
+        by the captures given the same id."""
         torch = self._torch()
         if torch is None:
             raise RuntimeError("cuda_graph needs torch")
@@ -302,19 +465,22 @@ class TorchMemorySaver:
                 yield
             return
         tag = self._tag(tag)
+        self._check_awake(tag)
+        self._check_device(torch, torch.cuda.current_device())
         self._set_policy(tag, enable_cpu_backup)
-        mine = self._pool(torch, tag)
-        if pool is None:
-            pool = mine.id
-        elif tuple(pool) not in [tuple(p.id) for p in self._pools.values()]:
-            import warnings
-            warnings.warn("gpusleep: cuda_graph(pool=...) is not one of "
-                          "gpusleep's pools: the graph's memory will not "
-                          "be released")
-        with self._thread_tag(tag):
-            with torch.cuda.graph(cuda_graph, pool=pool, stream=stream,
-                                  capture_error_mode=capture_error_mode):
-                yield
+        gpool = self._graph_pool(torch, tag, pool)
+        frames = self._frames()
+        # the capture records to gpool: this thread's region pool is left
+        # meanwhile (one pool per thread at a time)
+        self._switch(torch, frames, None)
+        try:
+            with self._no_expandable(torch), self._thread_tag(tag):
+                with torch.cuda.graph(cuda_graph, pool=gpool.id,
+                                      stream=stream,
+                                      capture_error_mode=capture_error_mode):
+                    yield
+        finally:
+            self._switch(torch, frames, frames[-1] if frames else None)
         self._ensure_agent()
 
     @contextlib.contextmanager
@@ -327,8 +493,14 @@ class TorchMemorySaver:
             yield
             return
         pool = torch.cuda.MemPool()
-        with torch.cuda.use_mem_pool(pool):
+        frames = self._frames()
+        frames.append((pool, torch.cuda.current_device()))
+        try:
+            self._switch(torch, frames, frames[-1])
             yield
+        finally:
+            frames.pop()
+            self._switch(torch, frames, frames[-1] if frames else None)
         del pool
 
     # -------------------------------------------------------- the agent
