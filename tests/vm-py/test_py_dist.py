@@ -11,7 +11,7 @@ torch_memory_saver and pausing / resuming through the module
 (tests/vm-py/dist/tms_spawn.py), vLLM's worker calls through the plugin
 (tests/vm-py/dist/vllm_worker.py), and the error naming what is missing
 when the library is not there. The stand-ins of torch and vllm are
-tests/vm-py/standin (tests/host/fake_torch for torch when it exists).
+tests/vm-py/standin (torch: tests/host/fake_torch).
 SKIPs without the wheels (python3-setuptools / python3-wheel missing)
 and, for what needs it, without /dev/gpusleep."""
 
@@ -149,7 +149,7 @@ def examples():
 
 
 def torch_path():
-    return FULL_TORCH if os.path.isdir(FULL_TORCH) else STANDIN
+    return FULL_TORCH
 
 
 def tms_spawn():

@@ -40,7 +40,7 @@ S = {"procs": []}
 
 
 def env():
-    torch = FULL_TORCH if os.path.isdir(FULL_TORCH) else STANDIN
+    torch = FULL_TORCH
     e = {k: v for k, v in os.environ.items() if k != "GPUSLEEP_LIB"}
     e.update(GPUSLEEP_BACKEND="host", PYTHONDONTWRITEBYTECODE="1",
              PYTHONPATH=os.pathsep.join([torch, STANDIN, PYDIR,
