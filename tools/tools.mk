@@ -29,7 +29,7 @@ $(GS_CTL): $(GS_CTL_OBJS) $(BUILD)/lib/libgpusleep.a
 
 ALL_TARGETS	+= $(GS_CTL)
 HOST_TESTS	+= tests/host/test_ctl_exporter.py tests/host/test_packaging.sh \
-		   tests/host/test_ctl_format.py
+		   tests/host/test_ctl_format.py tests/host/test_docs.py
 # Scripts run in the VM as they are; they find gpusleepctl in $(BUILD)/bin.
 VM_TESTS	+= tests/vm/ctl_test.py tests/vm/exporter_test.py
 

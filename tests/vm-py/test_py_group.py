@@ -10,9 +10,13 @@ SKIPs without /dev/gpusleep."""
 import json
 import os
 import subprocess
+import sys
 
 from gstest import REPO, Tap, Proc, check, check_layouts, need_device
 import gpusleep
+
+sys.path.insert(0, os.path.join(REPO, "tests", "host"))
+import mankeys  # noqa: E402
 
 N = 3
 MIB = 4
@@ -122,6 +126,9 @@ def ctl_json():
     names = [f"{GROUP}-r{i}" for i in range(N)]
     check([r["domain"] for r in o["ranks"]] ==
           [{"id": S["ids"][i], "name": names[i]} for i in range(N)], p.stdout)
+    check(mankeys.json_keys(o) <= mankeys.man_keys("group-result"),
+          "keys not in gpusleepctl(8): %r" %
+          (mankeys.json_keys(o) - mankeys.man_keys("group-result")))
     # refused by rank 0 (already released): a JSON error, reason lower case
     p = run_ctl("-j", "release", "--group", GROUP, "--tags", "weights")
     e = json.loads(p.stdout)

@@ -18,6 +18,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "host"))
+from mankeys import json_keys, man_keys  # noqa: E402
 CTL = os.environ.get("GPUSLEEP_CTL") or os.path.join(HERE, "..", "..", "build",
                                                     "bin", "gpusleepctl")
 DEV = "/dev/gpusleep"
@@ -143,7 +145,7 @@ def main():
     if not os.access(CTL, os.X_OK):
         print("1..0 # SKIP %s not built" % CTL)
         return 0
-    print("1..35")
+    print("1..38")
     t = Tap()
     dev = os.open(DEV, os.O_RDWR | os.O_CLOEXEC)
     engine, dom = create(dev, "ctltest")
@@ -212,6 +214,9 @@ def main():
             e.get("kind") == "release" and e.get("tags") == ["weights"] and
             e.get("domain") == {"id": dom, "name": "ctltest"} and
             "resume" in e.get("message", ""), r)
+    t.check("gpusleepctl(8) lists the keys of that error object",
+            e and json_keys(e) <= man_keys("error"),
+            (sorted(json_keys(e)), sorted(man_keys("error"))))
 
     # metrics
     r = ctl("metrics")
@@ -251,7 +256,8 @@ def main():
     t.check("resume --no-wait --json: op 2 started, domain {id, name}",
             r.returncode == 0 and started.get("op") == 2 and
             started.get("started") is True and
-            started.get("domain") == {"id": dom, "name": "ctltest"}, r)
+            started.get("domain") == {"id": dom, "name": "ctltest"} and
+            json_keys(started) == man_keys("started"), r)
     p = bg("wait", str(dom), "2")
     answer(agent, EV_RESUME_TAG, W, 0, 4096)
     out, err = p.communicate(timeout=BOUND)
@@ -267,6 +273,9 @@ def main():
             res.get("bytes", {}).get("weights") == 4096 and
             isinstance(res.get("duration_us"), int) and
             res.get("domain") == {"id": dom, "name": "ctltest"}, r)
+    t.check("gpusleepctl(8) lists the keys of a result",
+            json_keys(res) == man_keys("result"),
+            (sorted(json_keys(res)), sorted(man_keys("result"))))
     answer(engine, EV_RESUME_SCHED)
     r = ctl("resume", "ctltest", "--tags", "weights")
     t.check("resume of an awake tag: says not released, no ENOENT text",
@@ -319,6 +328,12 @@ def main():
                 e["op"] == 4 for e in evs) and
             evs[2]["result"]["error"] == 0 and
             evs[2]["result"]["tags"] == ["weights"], out + err)
+    mon = set().union(*(json_keys(json.loads(ln))
+                        for ln in out.splitlines() if ln))
+    t.check("gpusleepctl(8) lists the keys monitor --json prints",
+            mon and mon <= man_keys("monitor") and
+            {"event", "domain", "from", "to", "result"} <= mon,
+            (sorted(mon), sorted(man_keys("monitor"))))
 
     # monitor -t DOMAIN: only that domain, each line stamped
     other, other_id = create(dev, "ctlother")
