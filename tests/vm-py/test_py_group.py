@@ -159,7 +159,7 @@ def ctl_show():
           p.stdout)
     p = run_ctl("-j", "group", "show", GROUP)
     o = json.loads(p.stdout)
-    check(p.returncode == 0 and o["ranks"] == N and
+    check(p.returncode == 0 and o["nr_ranks"] == N and
           sorted(d["id"] for d in o["domains"]) == sorted(S["ids"]) and
           all(d["state"] == "awake" for d in o["domains"]), p.stdout)
 

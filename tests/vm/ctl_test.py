@@ -145,7 +145,7 @@ def main():
     if not os.access(CTL, os.X_OK):
         print("1..0 # SKIP %s not built" % CTL)
         return 0
-    print("1..38")
+    print("1..39")
     t = Tap()
     dev = os.open(DEV, os.O_RDWR | os.O_CLOEXEC)
     engine, dom = create(dev, "ctltest")
@@ -362,6 +362,28 @@ def main():
             allv and all(isinstance(e.get("timestamp"), float) and
                          abs(e["timestamp"] - time.time()) < 3600
                          for e in allv), allv)
+    # monitor --timeline: one line for the operation, its states timed
+    p = bg("-j", "monitor", "--timeline", "ctltest", "--count", "1")
+    lines = LineReader(p.stdout)
+    line = lines.readline()	# the snapshot: joined
+    r = ctl("release", str(dom), "--no-wait", "--tags", "weights")
+    answer(engine, EV_DRAIN, W)
+    answer(agent, EV_PAUSE_TAG, W, 0, 1)
+    line = lines.readline()
+    p.wait(timeout=BOUND)
+    tl = json.loads(line) if line else {}
+    t.check("monitor --timeline: the release, its states timed",
+            p.returncode == 0 and tl.get("event") == "timeline" and
+            tl.get("kind") == "release" and tl.get("error") == 0 and
+            [ph["state"] for ph in tl.get("phases", [])] ==
+            ["draining", "releasing"] and
+            all(isinstance(ph["duration_us"], int)
+                for ph in tl["phases"]) and
+            json_keys(tl) == man_keys("timeline") - {"timestamp"},
+            "%r %r" % (line, r))
+    r = ctl("resume", str(dom), "--no-wait")
+    answer(agent, EV_RESUME_TAG, W, 0, 1)
+    answer(engine, EV_RESUME_SCHED)
     p = bg("monitor", "-t", "ctltest")
     first = LineReader(p.stdout).readline()
     p.kill()

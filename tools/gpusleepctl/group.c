@@ -288,7 +288,7 @@ int cmd_group(int argc, char **argv)
 		shown++;
 		out_obj_open(&o, NULL);
 		out_str(&o, "group", want ? "group %s:" : "%-20s ", ds[i].group);
-		out_u64(&o, "ranks", want ? " %llu ranks\n" : "%-6llu ", j - i);
+		out_u64(&o, "nr_ranks", want ? " %llu ranks\n" : "%-6llu ", j - i);
 		out_arr_open(&o, "domains");
 		for (k = i; k < j; k++) {
 			char mem[32];

@@ -22,6 +22,20 @@
 #include "nl.h"
 #include "output.h"
 
+#define TL_OPS		32	/* operations followed at once (--timeline) */
+#define TL_PHASES	8
+
+/* --timeline: one operation of one domain, its states as received. */
+struct tl_op {
+	bool used;
+	uint32_t domain;
+	uint64_t op;
+	const char *state;	/* the state entered last */
+	double since;		/* when (receipt, Unix seconds) */
+	unsigned int n;
+	struct { const char *state; double s; } ph[TL_PHASES];
+};
+
 struct mon {
 	struct out o;
 	long count;		/* transitions left to print; < 0: forever */
@@ -29,7 +43,17 @@ struct mon {
 	bool stamp;		/* -t */
 	const char *domain;	/* DOMAIN: an id or a name; NULL: all */
 	const char *group;	/* --group NAME; NULL: all */
+	bool timeline;		/* --timeline: one line per finished op */
+	struct tl_op tl[TL_OPS];
 };
+
+static double now_unix(void)
+{
+	struct timeval tv;
+
+	gettimeofday(&tv, NULL);
+	return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
 
 /* -t: JSON "timestamp" (Unix seconds), text "2026-12-03T17:14:24.123456". */
 static void mon_stamp(struct mon *m)
@@ -114,6 +138,91 @@ static void mon_result(struct mon *m, const struct gpusleep_tags *decl,
 	out_obj_close(&m->o);
 }
 
+/* The entry of (domain, op), a free one, or the oldest. */
+static struct tl_op *tl_find(struct mon *m, uint32_t domain, uint64_t op)
+{
+	struct tl_op *t, *free_ = NULL, *old = &m->tl[0];
+
+	for (t = m->tl; t < m->tl + TL_OPS; t++) {
+		if (t->used && t->domain == domain && t->op == op)
+			return t;
+		if (!t->used && !free_)
+			free_ = t;
+		if (t->used && t->since < old->since)
+			old = t;
+	}
+	t = free_ ? free_ : old;
+	memset(t, 0, sizeof(*t));
+	t->used = true;
+	t->domain = domain;
+	t->op = op;
+	return t;
+}
+
+/*
+ * --timeline: a transition of op. The time in each state is measured
+ * between receipts (the events carry no kernel time); the transition
+ * that carries the result prints the operation's line.
+ */
+static bool mon_timeline(struct mon *m, struct nlattr **tb, uint32_t id,
+			 const char *name, const struct gpusleep_tags *decl)
+{
+	struct nlattr *rb[GPUSLEEP_A_RES_MAX + 1];
+	struct tl_op *t = tl_find(m, id, gs_attr_u64(tb, GPUSLEEP_A_OP_ID));
+	struct out *o = &m->o;
+	char lower[64], why[256];
+	double now = now_unix();
+	int32_t err;
+	unsigned int i;
+
+	if (t->state && t->n < TL_PHASES) {
+		t->ph[t->n].state = t->state;
+		t->ph[t->n++].s = now - t->since;
+	}
+	t->state = gs_state_name(gs_attr_u32(tb, GPUSLEEP_A_STATE));
+	t->since = now;
+	if (!tb[GPUSLEEP_A_RESULT] ||
+	    nla_parse_nested(rb, GPUSLEEP_A_RES_MAX, tb[GPUSLEEP_A_RESULT],
+			     gs_nl_res_policy))
+		return false;
+	err = rb[GPUSLEEP_A_RES_ERROR] ? nla_get_s32(rb[GPUSLEEP_A_RES_ERROR]) : 0;
+	out_obj_open(o, NULL);
+	mon_stamp(m);
+	out_str(o, "event", NULL, "timeline");
+	out_text(o, "domain %u (%s): ", id, name);
+	out_domain(o, "domain", NULL, id, name);
+	out_u64(o, "op", "op %llu ", t->op);
+	out_str(o, "kind", "%s ", kind_name(gs_attr_u32(rb, GPUSLEEP_A_RES_KIND)));
+	out_tag_bits(o, decl, "tags", "%s",
+		     gs_attr_u32(rb, GPUSLEEP_A_RES_TAGS));
+	out_s64(o, "error", NULL, err);
+	reason_lower(gs_attr_u32(rb, GPUSLEEP_A_RES_REASON), lower,
+		     sizeof(lower));
+	out_str(o, "reason", NULL, lower);
+	if (err) {
+		failure_text(gs_attr_u32(rb, GPUSLEEP_A_RES_REASON), err, why,
+			     sizeof(why));
+		out_text(o, " failed (%s) after ", why);
+	} else {
+		out_text(o, " ok in ");
+	}
+	out_us(o, "duration_us", "%s",
+	       gs_attr_u64(rb, GPUSLEEP_A_RES_DURATION_NS) / 1000);
+	out_arr_open(o, "phases");
+	for (i = 0; i < t->n; i++) {
+		out_obj_open(o, NULL);
+		out_str(o, "state", i ? ", %s " : ": %s ", t->ph[i].state);
+		out_us(o, "duration_us", "%s", (uint64_t)(t->ph[i].s * 1e6));
+		out_obj_close(o);
+	}
+	out_arr_close(o);
+	out_obj_close(o);
+	out_end_line(o);
+	fflush(stdout);
+	t->used = false;
+	return true;
+}
+
 static int mon_valid(struct nl_msg *msg, void *arg)
 {
 	struct genlmsghdr *gh = nlmsg_data(nlmsg_hdr(msg));
@@ -135,6 +244,12 @@ static int mon_valid(struct nl_msg *msg, void *arg)
 	group = tb[GPUSLEEP_A_GROUP] ? nla_get_string(tb[GPUSLEEP_A_GROUP]) : "";
 	if (!mon_match(m, id, name, group))
 		return NL_OK;
+	if (m->timeline && ntf) {
+		gs_nl_tags(nlmsg_hdr(msg), &decl);
+		if (mon_timeline(m, tb, id, name, &decl) && m->count > 0)
+			m->count--;
+		return m->count ? NL_OK : NL_STOP;
+	}
 
 	out_obj_open(o, NULL);
 	mon_stamp(m);
@@ -176,14 +291,18 @@ static void mon_intr(void *arg)
 
 static const char monitor_usage[] =
 	"Usage: gpusleepctl monitor [DOMAIN|--group NAME] [-t|--timestamp]\n"
-	"                   [-c|--count N]\n"
+	"                   [--timeline] [-c|--count N]\n"
 	"Print every domain's state, then every state transition as it happens\n"
 	"(generic netlink family \"gpusleep\", group \"events\"). When events\n"
 	"were lost, say so and print the state of every domain again.\n"
 	"DOMAIN (an id or a name), --group NAME: only those domains' lines.\n"
 	"-t, --timestamp: each line starts with the time it was received\n"
 	"(JSON: \"timestamp\", Unix seconds).\n"
-	"--count N: exit after N transitions (of the domains shown).\n";
+	"--timeline: instead of the transitions, one line per finished\n"
+	"operation: its result and the time spent in each state (draining,\n"
+	"releasing...) as received.\n"
+	"--count N: exit after N transitions (--timeline: N operations) of the\n"
+	"domains shown.\n";
 
 int cmd_monitor(int argc, char **argv)
 {
@@ -192,6 +311,7 @@ int cmd_monitor(int argc, char **argv)
 		{ "count", required_argument, NULL, 'c' },
 		{ "timestamp", no_argument, NULL, 't' },
 		{ "group", required_argument, NULL, 'g' },
+		{ "timeline", no_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -212,6 +332,9 @@ int cmd_monitor(int argc, char **argv)
 			break;
 		case 'g':
 			m.group = optarg;
+			break;
+		case 'L':
+			m.timeline = true;
 			break;
 		case 'c':
 			errno = 0;
