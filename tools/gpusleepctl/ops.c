@@ -102,6 +102,8 @@ void failure_text(uint32_t reason, int32_t error, char *buf, size_t len)
 			 gs_reason_str(reason), strerror(-error));
 	else if (reason == GPUSLEEP_R_NONE)
 		snprintf(buf, len, "%s", strerror(-error));
+	else if (reason == GPUSLEEP_R_NOT_ENABLED)
+		snprintf(buf, len, "no agent is attached (its engine runs without the gpusleep agent)");
 	else
 		snprintf(buf, len, "%s", gs_reason_str(reason));
 }
