@@ -145,7 +145,7 @@ def main():
     if not os.access(CTL, os.X_OK):
         print("1..0 # SKIP %s not built" % CTL)
         return 0
-    print("1..39")
+    print("1..40")
     t = Tap()
     dev = os.open(DEV, os.O_RDWR | os.O_CLOEXEC)
     engine, dom = create(dev, "ctltest")
@@ -381,6 +381,34 @@ def main():
                 for ph in tl["phases"]) and
             json_keys(tl) == man_keys("timeline") - {"timestamp"},
             "%r %r" % (line, r))
+    r = ctl("resume", str(dom), "--no-wait")
+    answer(agent, EV_RESUME_TAG, W, 0, 1)
+    answer(engine, EV_RESUME_SCHED)
+
+    # monitor -t: the kernel's time of each transition, not the receipt's:
+    # a monitor stopped through a release stamps it within the release
+    p = bg("-j", "monitor", "-t", "ctltest", "--count", "3")
+    lines = LineReader(p.stdout)
+    lines.readline()			# the snapshot: joined
+    os.kill(p.pid, signal.SIGSTOP)
+    t_a = time.time()
+    r = ctl("release", str(dom), "--no-wait", "--tags", "weights")
+    answer(engine, EV_DRAIN, W)
+    answer(agent, EV_PAUSE_TAG, W, 0, 1)
+    t_b = time.time()
+    time.sleep(2)			# any receipt is after t_b + 2
+    os.kill(p.pid, signal.SIGCONT)
+    stamps = []
+    for _ in range(3):
+        line = lines.readline()
+        if line:
+            stamps.append(json.loads(line).get("timestamp"))
+    p.wait(timeout=BOUND)
+    t.check("monitor -t: transitions stamped with the kernel's time",
+            len(stamps) == 3 and
+            all(isinstance(s, float) and t_a - 1 <= s <= t_b + 1
+                for s in stamps) and stamps == sorted(stamps),
+            "%r within [%r, %r]" % (stamps, t_a, t_b))
     r = ctl("resume", str(dom), "--no-wait")
     answer(agent, EV_RESUME_TAG, W, 0, 1)
     answer(engine, EV_RESUME_SCHED)

@@ -10,7 +10,7 @@ the watcher's `gpusleepctl -j monitor -t` lines.
 
 ROWS: the trainer's --rows file ({"unix_s", "phase", "step",
 "engine_rss_bytes", "trainer_rss_bytes"}). EVENTS: monitor lines with a
-"timestamp" (the time gpusleepctl received each event). Lines that do
+"timestamp" (the kernel's time of each transition). Lines that do
 not parse are skipped; an empty run gives an SVG that says so."""
 
 import json
@@ -124,7 +124,7 @@ def svg(rows, events):
                             MEM_TOP + 12, escape(str(r.get("step")))))
     # the release timeline
     parts.append('<text x="%d" y="%d" font-size="15">release timeline '
-                 '(domain states, as gpusleepctl monitor -t received them)'
+                 '(domain states, from gpusleepctl monitor -t)'
                  '</text>' % (LEFT, TL_TOP - 14))
     states = ["draining", "releasing", "released", "resuming"]
     for i, st in enumerate(states):

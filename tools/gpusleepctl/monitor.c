@@ -3,8 +3,9 @@
  * gpusleepctl monitor: join the "events" group, dump every domain, then
  * print each transition as it comes (text or JSON lines, one output layer).
  * On ENOBUFS (events lost) say so and dump again. -t stamps each line with
- * the time gpusleepctl received it (the events carry no kernel time);
- * DOMAIN or --group NAME keeps the lines of those domains only.
+ * the transition's time (GPUSLEEP_A_TIME_NS; for a dump line, or a module
+ * without it, the time gpusleepctl received it); DOMAIN or --group NAME
+ * keeps the lines of those domains only.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -25,13 +26,13 @@
 #define TL_OPS		32	/* operations followed at once (--timeline) */
 #define TL_PHASES	8
 
-/* --timeline: one operation of one domain, its states as received. */
+/* --timeline: one operation of one domain, the times of its states. */
 struct tl_op {
 	bool used;
 	uint32_t domain;
 	uint64_t op;
 	const char *state;	/* the state entered last */
-	double since;		/* when (receipt, Unix seconds) */
+	double since;		/* when (Unix seconds: the kernel's, or receipt) */
 	unsigned int n;
 	struct { const char *state; double s; } ph[TL_PHASES];
 };
@@ -44,6 +45,7 @@ struct mon {
 	const char *domain;	/* DOMAIN: an id or a name; NULL: all */
 	const char *group;	/* --group NAME; NULL: all */
 	bool timeline;		/* --timeline: one line per finished op */
+	double when;		/* the line's time (Unix s): kernel's or now */
 	struct tl_op tl[TL_OPS];
 };
 
@@ -55,7 +57,10 @@ static double now_unix(void)
 	return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
 }
 
-/* -t: JSON "timestamp" (Unix seconds), text "2026-12-03T17:14:24.123456". */
+/*
+ * -t: JSON "timestamp" (Unix seconds), text "2026-12-03T17:14:24.123456",
+ * of m->when (0: now).
+ */
 static void mon_stamp(struct mon *m)
 {
 	struct timeval tv;
@@ -64,7 +69,12 @@ static void mon_stamp(struct mon *m)
 
 	if (!m->stamp)
 		return;
-	gettimeofday(&tv, NULL);
+	if (m->when > 0) {
+		tv.tv_sec = (time_t)m->when;
+		tv.tv_usec = (long)((m->when - (double)tv.tv_sec) * 1e6);
+	} else {
+		gettimeofday(&tv, NULL);
+	}
 	if (m->o.json) {
 		json_key_num(&m->o, "timestamp", "%lld.%06ld",
 			     (long long)tv.tv_sec, (long)tv.tv_usec);
@@ -95,6 +105,7 @@ static bool mon_match(const struct mon *m, uint32_t id, const char *name,
 /* An event line with nothing but its name. */
 static void mon_event(struct mon *m, const char *text, const char *event)
 {
+	m->when = 0;	/* now */
 	out_obj_open(&m->o, NULL);
 	mon_stamp(m);
 	out_str(&m->o, "event", text, event);
@@ -161,8 +172,8 @@ static struct tl_op *tl_find(struct mon *m, uint32_t domain, uint64_t op)
 
 /*
  * --timeline: a transition of op. The time in each state is measured
- * between receipts (the events carry no kernel time); the transition
- * that carries the result prints the operation's line.
+ * between the transitions' times (the kernel's, when the event has it);
+ * the transition that carries the result prints the operation's line.
  */
 static bool mon_timeline(struct mon *m, struct nlattr **tb, uint32_t id,
 			 const char *name, const struct gpusleep_tags *decl)
@@ -171,7 +182,7 @@ static bool mon_timeline(struct mon *m, struct nlattr **tb, uint32_t id,
 	struct tl_op *t = tl_find(m, id, gs_attr_u64(tb, GPUSLEEP_A_OP_ID));
 	struct out *o = &m->o;
 	char lower[64], why[256];
-	double now = now_unix();
+	double now = m->when > 0 ? m->when : now_unix();
 	int32_t err;
 	unsigned int i;
 
@@ -240,6 +251,8 @@ static int mon_valid(struct nl_msg *msg, void *arg)
 	if (ntf && !m->count)
 		return NL_STOP;
 	id = gs_attr_u32(tb, GPUSLEEP_A_ID);
+	m->when = ntf && tb[GPUSLEEP_A_TIME_NS] ?
+		(double)nla_get_u64(tb[GPUSLEEP_A_TIME_NS]) / 1e9 : 0;
 	name = tb[GPUSLEEP_A_NAME] ? nla_get_string(tb[GPUSLEEP_A_NAME]) : "";
 	group = tb[GPUSLEEP_A_GROUP] ? nla_get_string(tb[GPUSLEEP_A_GROUP]) : "";
 	if (!mon_match(m, id, name, group))
@@ -296,11 +309,12 @@ static const char monitor_usage[] =
 	"(generic netlink family \"gpusleep\", group \"events\"). When events\n"
 	"were lost, say so and print the state of every domain again.\n"
 	"DOMAIN (an id or a name), --group NAME: only those domains' lines.\n"
-	"-t, --timestamp: each line starts with the time it was received\n"
-	"(JSON: \"timestamp\", Unix seconds).\n"
+	"-t, --timestamp: each line starts with the time of the transition\n"
+	"(the kernel's; of a snapshot: when received; JSON: \"timestamp\",\n"
+	"Unix seconds).\n"
 	"--timeline: instead of the transitions, one line per finished\n"
 	"operation: its result and the time spent in each state (draining,\n"
-	"releasing...) as received.\n"
+	"releasing...), from the same times.\n"
 	"--count N: exit after N transitions (--timeline: N operations) of the\n"
 	"domains shown.\n";
 
