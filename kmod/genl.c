@@ -70,6 +70,7 @@ struct gs_nl_extra {
 	u32 from;
 	u32 to;
 	u64 op_id;
+	u64 time_ns;		/* CLOCK_REALTIME of the transition */
 	const struct gpusleep_result *res;
 };
 
@@ -239,6 +240,8 @@ static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
 	if (x && x->ntf &&
 	    (nla_put_u32(skb, GPUSLEEP_A_FROM_STATE, x->from) ||
 	     gs_nl_put_u64(skb, GPUSLEEP_A_OP_ID, x->op_id, GPUSLEEP_A_PAD) ||
+	     gs_nl_put_u64(skb, GPUSLEEP_A_TIME_NS, x->time_ns,
+			   GPUSLEEP_A_PAD) ||
 	     (x->res && gs_nl_put_result(skb, d, x->res))))
 		goto err_cancel;
 
@@ -459,6 +462,7 @@ void gs_genl_notify(struct gs_domain *d, u32 from, u32 to, u64 op_id,
 		.from = from,
 		.to = to,
 		.op_id = op_id,
+		.time_ns = ktime_get_real_ns(),
 		.res = res,
 	};
 	struct sk_buff *msg;

@@ -13,7 +13,7 @@
 #
 # Starts, in order: the engine (build/demo/engine: scheduler, gs_agent on
 # the host backend, weights BACKUP, kv_cache DISCARD), the watcher
-# (`gpusleepctl monitor --json`, when built), and the trainer
+# (`gpusleepctl -j monitor -t`, when built), and the trainer
 # (build/demo/trainer), which drives the steps and prints the timeline. The
 # watcher's events are shown as they happen and checked at the end; the
 # trainer runs `gpusleepctl status` before the engine quits.
@@ -22,7 +22,10 @@
 # BUILD/bin/gpusleepctl; when it is not there the demo runs without the
 # watcher and the status, and says so).
 # Files, in $GPUSLEEP_OUT (the VM's results dir, build/vm/demo) or a fresh
-# directory under /tmp: engine.log, events.jsonl, monitor.err.
+# directory under /tmp: engine.log, events.jsonl, monitor.err, rows.jsonl
+# (the trainer's timeline rows) and demo.svg (tools/demo/plot.py: the
+# engine's and the trainer's memory over the steps, and the release
+# timeline; written when python3 is there).
 # Exit status: 0 when every check passed, 1 on a mismatch, 2 on bad usage
 # or a missing prerequisite.
 set -u
@@ -116,14 +119,14 @@ done
 EVENTS_ARG=""
 if [ -x "$CTL" ]; then
 	(
-		"$CTL" monitor --json 2> "$OUT/monitor.err" &
+		"$CTL" -j monitor -t 2> "$OUT/monitor.err" &
 		echo $! > "$RUN/monitor.pid"
 		wait
 	) | tee "$OUT/events.jsonl" | if [ "$JSON" = 1 ]; then cat; else
 		sed -u -n '/"event":"transition"/{
-			s/^.*"domain":\([0-9]*\).*"from":"\([a-z]*\)","to":"\([a-z]*\)","op":\([0-9]*\),"released_tags":\[\([^]]*\)\]/NL \1 \4 \2 \3 [\5]/
+			s/^.*"domain":{"id":\([0-9]*\).*"from":"\([a-z]*\)","to":"\([a-z]*\)","op":\([0-9]*\),"released_tags":\[\([^]]*\)\]/NL \1 \4 \2 \3 [\5]/
 			s/,"result":{"op":[0-9]*,"kind":"\([a-z]*\)".*"error":0,.*$/  => \1 done/
-			s/,"result":{"op":[0-9]*,"kind":"\([a-z]*\)".*"error":\(-[0-9]*\),"reason":"\([A-Z_]*\)".*$/  => \1 FAILED \2 \3/
+			s/,"result":{"op":[0-9]*,"kind":"\([a-z]*\)".*"error":\(-[0-9]*\),"reason":"\([a-z_]*\)".*$/  => \1 FAILED \2 \3/
 			s/}$//
 			s/"//g
 			s/^NL \([0-9]*\) \([0-9]*\) \([a-z]*\) \([a-z]*\) /      netlink: domain \1 op \2: \3 -> \4, released /
@@ -145,7 +148,7 @@ if [ -x "$CTL" ]; then
 	done
 	EVENTS_ARG="--events $OUT/events.jsonl"
 	STATUS_ARG="$CTL status"
-	note "watcher: $CTL monitor --json (events in $OUT/events.jsonl)"
+	note "watcher: $CTL -j monitor -t (events in $OUT/events.jsonl)"
 else
 	STATUS_ARG=""
 	note "watcher: $CTL is not built yet: no netlink events, no status at the end (the rest of the demo runs)"
@@ -154,11 +157,20 @@ fi
 
 if [ -n "$STATUS_ARG" ]; then
 	"$TRAINER" --socket "$SOCK" --engine-pid "$ENGINE_PID" $TRAINER_ARGS \
-		$EVENTS_ARG --status-cmd "$STATUS_ARG"
+		--rows "$OUT/rows.jsonl" $EVENTS_ARG --status-cmd "$STATUS_ARG"
 else
-	"$TRAINER" --socket "$SOCK" --engine-pid "$ENGINE_PID" $TRAINER_ARGS
+	"$TRAINER" --socket "$SOCK" --engine-pid "$ENGINE_PID" $TRAINER_ARGS \
+		--rows "$OUT/rows.jsonl"
 fi
 status=$?
+if command -v python3 > /dev/null; then
+	if python3 "$REPO/tools/demo/plot.py" "$OUT/rows.jsonl" \
+		"$OUT/events.jsonl" "$OUT/demo.svg"; then
+		note "picture: $OUT/demo.svg (memory over the steps, release timeline)"
+	else
+		note "picture: tools/demo/plot.py failed"
+	fi
+fi
 
 wait "$ENGINE_PID"
 estatus=$?

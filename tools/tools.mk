@@ -20,6 +20,8 @@ $(BUILD)/tools/gpusleepctl/%.o: tools/gpusleepctl/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Iuser/include $(GS_NL_CFLAGS) -MMD -MP -c -o $@ $<
 
+$(BUILD)/tools/gpusleepctl/main.o: CFLAGS += -DGS_VERSION='"$(VERSION)"'
+
 $(GS_CTL): $(GS_CTL_OBJS) $(BUILD)/lib/libgpusleep.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $(GS_CTL_OBJS) $(BUILD)/lib/libgpusleep.a \
@@ -27,7 +29,8 @@ $(GS_CTL): $(GS_CTL_OBJS) $(BUILD)/lib/libgpusleep.a
 
 ALL_TARGETS	+= $(GS_CTL)
 HOST_TESTS	+= tests/host/test_ctl_exporter.py tests/host/test_packaging.sh \
-		   tests/host/test_dashboard.py
+		   tests/host/test_dashboard.py tests/host/test_ctl_format.py \
+		   tests/host/test_docs.py
 # Scripts run in the VM as they are; they find gpusleepctl in $(BUILD)/bin.
 VM_TESTS	+= tests/vm/ctl_test.py tests/vm/exporter_test.py
 

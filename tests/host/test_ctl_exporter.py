@@ -155,7 +155,8 @@ def main():
                                 "cuda_graph": 0} and
             st.get("generation", {}).get("cuda_graph") == 3 and
             "tags weights,kv_cache,cuda_graph" in txt and
-            "released bytes: weights 4096, kv_cache 0, cuda_graph 0" in txt,
+            "memory released: weights 4.0 KiB, kv_cache 0 B, cuda_graph 0 B"
+            in txt,
             (st, txt))
     t.check("status: never as JSON null and text 'never'",
             st.get("last_resume_us", 0) is None and

@@ -6,7 +6,11 @@ exception table against libgpusleep's, the engine's callback answers, the
 host-backend memory manager with its memoryviews, the adapter disabled
 without /dev/gpusleep, `make python-install DESTDIR=...`, the adapter in
 local mode (no module) and over a stand-in of the torch calls it makes
-(MemPool per tag, use_mem_pool, graphs)."""
+(MemPool per tag, use_mem_pool, graphs); against a fake sysfs tree
+(GPUSLEEP_SYSFS): a shared name is AmbiguousDomain, an unknown one
+DomainNotFound, no module ModuleNotLoaded saying how to load it, the state
+read from sysfs; bad arguments raise TypeError/ValueError naming the
+argument; the public calls have type hints and docstrings."""
 
 import errno
 import os
@@ -32,7 +36,13 @@ TESTS = ["import gpusleep loads no library",
          "stand-in torch: regions with expandable_segments:True",
          "stand-in torch: a foreign graph pool is the cuda_graph tag's",
          "stand-in torch: nested regions and two threads in one tag",
-         "stand-in torch: a region on another device is refused"]
+         "stand-in torch: a region on another device is refused",
+         "a name two domains share: AmbiguousDomain, with their ids",
+         "an unknown name: DomainNotFound (a LookupError)",
+         "no module: ModuleNotLoaded says how to load it",
+         "State.from_sysfs: what any user can read",
+         "bad arguments: TypeError/ValueError naming the argument",
+         "public calls: type hints and docstrings; MemoryManager a with"]
 
 
 def lazy_import():
@@ -143,7 +153,8 @@ def no_device():
     from gpusleep.torch_memory_saver import torch_memory_saver as tms
     e = raises(OSError, gpusleep.Controller, 1)
     check(e.errno == errno.ENOENT, str(e))
-    raises(LookupError, gpusleep.resolve_domain, "nosuchdomain")
+    raises(gpusleep.ModuleNotLoaded, gpusleep.resolve_domain,
+           "nosuchdomain")
     check(not tms.enabled, "adapter disabled")
     with tms.region("weights", enable_cpu_backup=True):
         pass
@@ -438,6 +449,136 @@ def local_mode():
           out.stdout + out.stderr)
 
 
+def fake_sysfs(tmp):
+    """Two domains named dup (ids 3, 4) and llm0 (id 1, weights released)
+    under tmp; GPUSLEEP_SYSFS points there."""
+    vals = {"tags": "weights,kv_cache", "state": "awake",
+            "released_tags": "", "unconfirmed_tags": "", "drain_pending": "0",
+            "agent_attached": "1", "kv_release_allowed": "1",
+            "op_in_flight": "0", "tag_bytes_released": "0,0",
+            "tag_freed_bytes": "0,0", "tag_generations": "0,0",
+            "resident_source": "unknown", "resident_bytes": "0"}
+    for did, name, over in ((1, "llm0", {"state": "released",
+                                          "released_tags": "weights",
+                                          "tag_bytes_released": "4096,0",
+                                          "tag_generations": "2,0",
+                                          "resident_source": "process",
+                                          "resident_bytes": "77"}),
+                            (3, "dup", {}), (4, "dup", {})):
+        d = os.path.join(tmp, f"domain{did}")
+        os.makedirs(d)
+        for k, v in dict(vals, id=str(did), name=name, **over).items():
+            with open(os.path.join(d, k), "w") as f:
+                f.write(v + "\n")
+    os.environ["GPUSLEEP_SYSFS"] = tmp
+
+
+def with_sysfs(fn):
+    def run():
+        with tempfile.TemporaryDirectory() as tmp:
+            fake_sysfs(tmp)
+            try:
+                fn()
+            finally:
+                del os.environ["GPUSLEEP_SYSFS"]
+    return run
+
+
+@with_sysfs
+def ambiguous():
+    import gpusleep
+    e = raises(gpusleep.AmbiguousDomain, gpusleep.resolve_domain, "dup")
+    check(isinstance(e, LookupError) and e.ids == [3, 4] and
+          "pass the id" in str(e), str(e))
+    for fn in (gpusleep.release, gpusleep.state, gpusleep.is_sleeping):
+        raises(gpusleep.AmbiguousDomain, fn, "dup")
+    check(gpusleep.resolve_domain("llm0") == 1, "a unique name")
+
+
+@with_sysfs
+def not_found():
+    import gpusleep
+    e = raises(gpusleep.DomainNotFound, gpusleep.resolve_domain, "nope")
+    check(isinstance(e, LookupError) and isinstance(e, FileNotFoundError)
+          and e.errno == errno.ENOENT and "nope" in str(e), str(e))
+    raises(gpusleep.DomainNotFound, gpusleep.State.from_sysfs, 99)
+
+
+def module_not_loaded():
+    import gpusleep
+    os.environ["GPUSLEEP_SYSFS"] = "/nonexistent/gpusleep"
+    try:
+        e = raises(gpusleep.ModuleNotLoaded, gpusleep.resolve_domain, "x")
+    finally:
+        del os.environ["GPUSLEEP_SYSFS"]
+    check("modprobe gpusleep" in str(e) and e.errno == errno.ENOENT, str(e))
+    if not os.path.exists("/dev/gpusleep"):
+        e = raises(gpusleep.ModuleNotLoaded, gpusleep.Controller, 1)
+        check("modprobe gpusleep" in str(e), str(e))
+
+
+@with_sysfs
+def from_sysfs():
+    import gpusleep
+    st = gpusleep.State.from_sysfs(1)
+    check(st.source == "sysfs" and st.id == 1 and st.state == "released" and
+          st.released == ["weights"] and st.is_sleeping and
+          st.bytes_released == {"weights": 4096} and
+          st.generation == {"weights": 2, "kv_cache": 0} and
+          st.resident_bytes == 77 and st.resident_source == "process" and
+          st.agent_attached and st.last is None, repr(st))
+    st = gpusleep.State.from_sysfs(3)
+    check(st.state == "awake" and not st.is_sleeping and
+          st.resident_source is None, repr(st))
+
+
+@with_sysfs
+def bad_args():
+    import gpusleep
+    for call, arg in ((lambda: gpusleep.release("llm0", timeout="abc"),
+                       "timeout"),
+                      (lambda: gpusleep.resume("llm0", timeout=[1]),
+                       "timeout"),
+                      (lambda: gpusleep.wait("llm0", op_id="1"), "op_id"),
+                      (lambda: gpusleep.release("llm0", abort_inflight="no"),
+                       "abort_inflight"),
+                      (lambda: gpusleep.release("llm0", wait=1), "wait"),
+                      (lambda: gpusleep.release(None), "domain"),
+                      (lambda: gpusleep.state(1.5), "domain"),
+                      (lambda: gpusleep.Controller(1, dev_path=3),
+                       "dev_path")):
+        e = raises(TypeError, call)
+        check(str(e).startswith(arg + ":"), str(e))
+    for call, arg in ((lambda: gpusleep.release("llm0", timeout=0),
+                       "timeout"),
+                      (lambda: gpusleep.wait("llm0", timeout=-1), "timeout"),
+                      (lambda: gpusleep.wait("llm0", op_id=-2), "op_id"),
+                      (lambda: gpusleep.release(0), "domain"),
+                      (lambda: gpusleep.release(""), "domain")):
+        e = raises(ValueError, call)
+        check(str(e).startswith(arg + ":"), str(e))
+
+
+def hints():
+    import inspect
+    import gpusleep
+    from gpusleep import agent
+    for fn in (gpusleep.release, gpusleep.resume, gpusleep.state,
+               gpusleep.wait, gpusleep.is_sleeping, gpusleep.resolve_domain,
+               gpusleep.Controller.release, gpusleep.Controller.resume,
+               gpusleep.Controller.state, gpusleep.Controller.wait,
+               gpusleep.Controller.is_sleeping):
+        sig = inspect.signature(fn)
+        check(sig.return_annotation is not inspect.Signature.empty and
+              all(p.annotation is not inspect.Parameter.empty
+                  for n, p in sig.parameters.items() if n != "self"),
+              f"{fn.__qualname__}{sig}")
+        check(fn.__doc__ and len(fn.__doc__) > 30, fn.__qualname__)
+    with agent.MemoryManager("host") as mm:
+        check(mm._mm, "open inside the with")
+    check(not mm._mm, "closed after it")
+
+
 def main():
     tap = Tap(TESTS)
     tap.run(TESTS[0], lazy_import)
@@ -446,7 +587,9 @@ def main():
                                     no_device, install, local_mode,
                                     torch_mode, torch_released,
                                     torch_expandable, torch_foreign_pool,
-                                    torch_nested, torch_device]):
+                                    torch_nested, torch_device, ambiguous,
+                                    not_found, module_not_loaded, from_sysfs,
+                                    bad_args, hints]):
         tap.run(name, fn)
     tap.done()
 

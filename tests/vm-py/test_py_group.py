@@ -10,19 +10,27 @@ SKIPs without /dev/gpusleep."""
 import json
 import os
 import subprocess
+import sys
 
 from gstest import REPO, Tap, Proc, check, check_layouts, need_device
 import gpusleep
 
+sys.path.insert(0, os.path.join(REPO, "tests", "host"))
+import mankeys  # noqa: E402
+
 N = 3
 MIB = 4
 GROUP = f"pygrp{os.getpid()}"
-CTL = os.path.join(REPO, "build", "bin", "gpusleepctl")
+CTL = os.environ.get("GPUSLEEP_CTL") or os.path.join(REPO, "build", "bin",
+                                                    "gpusleepctl")
 TESTS = ["ctypes layouts match the C header", "ranks start",
          "Group release: one op, every rank released",
          "Group resume: every rank awake, weights kept",
          "a rank past the deadline: group fails, others rolled back",
          "gpusleepctl release/resume --group NAME",
+         "gpusleepctl --json: ranks' domains as {id, name}, lower-case reasons",
+         "gpusleepctl wait --group NAME: the newest group op's result",
+         "gpusleepctl group list and group show NAME",
          "Group.open by name; closing the group frees the name"]
 
 S = {"eng": [], "agent": [], "ids": []}
@@ -107,6 +115,55 @@ def ctl():
     check(p.returncode == 3, p.stderr)
 
 
+def run_ctl(*args):
+    return subprocess.run([CTL] + list(args), capture_output=True, text=True)
+
+
+def ctl_json():
+    p = run_ctl("-j", "release", "--group", GROUP, "--tags", "weights")
+    o = json.loads(p.stdout)
+    check(p.returncode == 0 and o["reason"] == "none", p.stdout)
+    names = [f"{GROUP}-r{i}" for i in range(N)]
+    check([r["domain"] for r in o["ranks"]] ==
+          [{"id": S["ids"][i], "name": names[i]} for i in range(N)], p.stdout)
+    check(mankeys.json_keys(o) <= mankeys.man_keys("group-result"),
+          "keys not in gpusleepctl(8): %r" %
+          (mankeys.json_keys(o) - mankeys.man_keys("group-result")))
+    # refused by rank 0 (already released): a JSON error, reason lower case
+    p = run_ctl("-j", "release", "--group", GROUP, "--tags", "weights")
+    e = json.loads(p.stdout)
+    check(p.returncode == 1 and e["reason"] == "already_released" and
+          e["domain"] == {"id": S["ids"][0], "name": names[0]} and
+          e["group"] == GROUP, p.stdout)
+
+
+def ctl_wait():
+    p = run_ctl("-j", "wait", "--group", GROUP)
+    o = json.loads(p.stdout)
+    check(p.returncode == 0 and o["kind"] == "release" and
+          o["tags"] == ["weights"] and len(o["ranks"]) == N, p.stdout)
+    p = run_ctl("resume", "--group", GROUP, "--no-wait")
+    check(p.returncode == 0 and "started" in p.stdout, p.stdout + p.stderr)
+    op = int(p.stdout.split(" op ")[1].split()[0])
+    p = run_ctl("wait", "--group", GROUP, str(op))
+    check(p.returncode == 0 and f"op {op} resume" in p.stdout and
+          p.stdout.count("done") == N, p.stdout + p.stderr)
+    p = run_ctl("wait", "--group", "no-such-group")
+    check(p.returncode == 3 and "group list" in p.stderr, p.stderr)
+
+
+def ctl_show():
+    p = run_ctl("group", "list")
+    rows = [ln.split() for ln in p.stdout.splitlines()]
+    check(p.returncode == 0 and [GROUP, str(N)] in [r[:2] for r in rows],
+          p.stdout)
+    p = run_ctl("-j", "group", "show", GROUP)
+    o = json.loads(p.stdout)
+    check(p.returncode == 0 and o["nr_ranks"] == N and
+          sorted(d["id"] for d in o["domains"]) == sorted(S["ids"]) and
+          all(d["state"] == "awake" for d in o["domains"]), p.stdout)
+
+
 def reopen():
     g2 = gpusleep.Group.open(GROUP)
     check(g2.id == S["g"].id, "same group")
@@ -127,7 +184,8 @@ def main():
     tap = Tap(TESTS)
     tap.run(TESTS[0], check_layouts)
     need_device(tap, TESTS)
-    steps = [start, release, resume, deadline, ctl, reopen]
+    steps = [start, release, resume, deadline, ctl, ctl_json, ctl_wait,
+             ctl_show, reopen]
     try:
         for name, fn in zip(TESTS[1:], steps):
             before = tap.failed

@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 """gpusleepctl in the VM: list/status --json, metrics in the exposition
 format, release/resume/wait against a domain whose engine and agent this
-script plays by hand, monitor --json, and the exit codes. Prints TAP."""
+script plays by hand, monitor --json (-t, a domain filter), the exit codes,
+a domain always {"id":N,"name":...} in JSON, refusals under --json as a
+JSON object on stdout, and refusal texts that say what to do. Prints TAP."""
 
 import fcntl
 import json
@@ -13,9 +15,13 @@ import signal
 import struct
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CTL = os.path.join(HERE, "..", "..", "build", "bin", "gpusleepctl")
+sys.path.insert(0, os.path.join(HERE, "..", "host"))
+from mankeys import json_keys, man_keys  # noqa: E402
+CTL = os.environ.get("GPUSLEEP_CTL") or os.path.join(HERE, "..", "..", "build",
+                                                    "bin", "gpusleepctl")
 DEV = "/dev/gpusleep"
 BOUND = 20.0  # seconds: a bound for "never happens", not a timing check
 
@@ -139,7 +145,7 @@ def main():
     if not os.access(CTL, os.X_OK):
         print("1..0 # SKIP %s not built" % CTL)
         return 0
-    print("1..25")
+    print("1..40")
     t = Tap()
     dev = os.open(DEV, os.O_RDWR | os.O_CLOEXEC)
     engine, dom = create(dev, "ctltest")
@@ -182,15 +188,35 @@ def main():
     t.check("status --json: what stays resident, and whose view",
             st.get("resident") == {"bytes": 123456789, "source": "process"},
             st)
-    r = ctl("status", str(dom))
-    t.check("status: resident in the text",
+    r = ctl("-p", "status", str(dom))
+    t.check("status -p: resident in the text, raw",
             "resident 123456789 bytes (process)" in r.stdout, r)
+    r = ctl("status", str(dom))
+    t.check("status: resident in human units",
+            "resident 117.7 MiB (process)" in r.stdout, r)
 
     # refusal: exit 1, reason on stderr naming the domain
     r = ctl("release", "ctltest", "--tags", "weights")
     t.check("release of a released tag: exit 1, reason on stderr",
             r.returncode == 1 and "ctltest" in r.stderr and
             "already released" in r.stderr.lower(), r)
+    t.check("release of a released tag: says to resume, no EALREADY text",
+            "gpusleepctl resume ctltest --tags weights" in r.stderr and
+            "in progress" not in r.stderr, r)
+    r = ctl("-j", "release", "ctltest", "--tags", "weights")
+    try:
+        e = json.loads(r.stdout)
+    except ValueError:
+        e = {}
+    t.check("-j release refused: a JSON error object on stdout",
+            r.returncode == 1 and e.get("error") == -114 and
+            e.get("reason") == "already_released" and
+            e.get("kind") == "release" and e.get("tags") == ["weights"] and
+            e.get("domain") == {"id": dom, "name": "ctltest"} and
+            "resume" in e.get("message", ""), r)
+    t.check("gpusleepctl(8) lists the keys of that error object",
+            e and json_keys(e) <= man_keys("error"),
+            (sorted(json_keys(e)), sorted(man_keys("error"))))
 
     # metrics
     r = ctl("metrics")
@@ -222,9 +248,16 @@ def main():
             sorted(samples - set(types)))
 
     # resume --no-wait, then wait
-    r = ctl("resume", str(dom), "--no-wait")
-    t.check("resume --no-wait: op 2 started",
-            r.returncode == 0 and "op 2 resume started" in r.stdout, r)
+    r = ctl("resume", str(dom), "--no-wait", "--json")
+    try:
+        started = json.loads(r.stdout)
+    except ValueError:
+        started = {}
+    t.check("resume --no-wait --json: op 2 started, domain {id, name}",
+            r.returncode == 0 and started.get("op") == 2 and
+            started.get("started") is True and
+            started.get("domain") == {"id": dom, "name": "ctltest"} and
+            json_keys(started) == man_keys("started"), r)
     p = bg("wait", str(dom), "2")
     answer(agent, EV_RESUME_TAG, W, 0, 4096)
     out, err = p.communicate(timeout=BOUND)
@@ -238,8 +271,16 @@ def main():
             res.get("reason") == "none" and
             res.get("done_tags") == ["weights"] and
             res.get("bytes", {}).get("weights") == 4096 and
-            isinstance(res.get("duration_us"), int), r)
+            isinstance(res.get("duration_us"), int) and
+            res.get("domain") == {"id": dom, "name": "ctltest"}, r)
+    t.check("gpusleepctl(8) lists the keys of a result",
+            json_keys(res) == man_keys("result"),
+            (sorted(json_keys(res)), sorted(man_keys("result"))))
     answer(engine, EV_RESUME_SCHED)
+    r = ctl("resume", "ctltest", "--tags", "weights")
+    t.check("resume of an awake tag: says not released, no ENOENT text",
+            r.returncode == 1 and "not released: weights" in r.stderr and
+            "No such file" not in r.stderr, r)
     r = ctl("wait", "ctltest")
     t.check("wait NAME on a finished op: newest result",
             r.returncode == 0 and "op 2 resume" in r.stdout, r)
@@ -267,7 +308,7 @@ def main():
     t.check("monitor: starts with a snapshot",
             snap.get("event") == "snapshot", first)
     # Wait for the snapshot of every domain (ours included), then act.
-    while snap.get("domain") != dom:
+    while snap.get("domain", {}).get("id") != dom:
         line = p.stdout.readline()
         if not line:
             break
@@ -283,15 +324,108 @@ def main():
             [(e["from"], e["to"]) for e in evs] ==
             [("awake", "draining"), ("draining", "releasing"),
              ("releasing", "released")] and
-            all(e["domain"] == dom and e["op"] == 4 for e in evs) and
+            all(e["domain"] == {"id": dom, "name": "ctltest"} and
+                e["op"] == 4 for e in evs) and
             evs[2]["result"]["error"] == 0 and
             evs[2]["result"]["tags"] == ["weights"], out + err)
+    mon = set().union(*(json_keys(json.loads(ln))
+                        for ln in out.splitlines() if ln))
+    t.check("gpusleepctl(8) lists the keys monitor --json prints",
+            mon and mon <= man_keys("monitor") and
+            {"event", "domain", "from", "to", "result"} <= mon,
+            (sorted(mon), sorted(man_keys("monitor"))))
+
+    # monitor -t DOMAIN: only that domain, each line stamped
+    other, other_id = create(dev, "ctlother")
+    p = bg("-j", "monitor", "ctltest", "-t", "--count", "1")
+    lines = LineReader(p.stdout)
+    first = lines.readline()
+    snap = json.loads(first) if first else {}
+    fd, _ = create(dev, "ctlnoise")	# awake -> dead: filtered out
+    os.close(fd)
+    r = ctl("resume", str(dom), "--no-wait")
+    answer(agent, EV_RESUME_TAG, W, 0, 1)
+    answer(engine, EV_RESUME_SCHED)
+    rest = []
+    line = lines.readline()
+    while line:
+        rest.append(json.loads(line))
+        line = lines.readline()
+    p.wait(timeout=BOUND)
+    allv = [snap] + rest
+    t.check("monitor DOMAIN: only that domain's lines",
+            p.returncode == 0 and allv and
+            all(e.get("domain", {}).get("id") == dom for e in allv) and
+            any(e.get("event") == "transition" for e in rest),
+            "%r %r" % (allv, r))
+    t.check("monitor -t --json: each line has a timestamp (Unix seconds)",
+            allv and all(isinstance(e.get("timestamp"), float) and
+                         abs(e["timestamp"] - time.time()) < 3600
+                         for e in allv), allv)
+    # monitor --timeline: one line for the operation, its states timed
+    p = bg("-j", "monitor", "--timeline", "ctltest", "--count", "1")
+    lines = LineReader(p.stdout)
+    line = lines.readline()	# the snapshot: joined
+    r = ctl("release", str(dom), "--no-wait", "--tags", "weights")
+    answer(engine, EV_DRAIN, W)
+    answer(agent, EV_PAUSE_TAG, W, 0, 1)
+    line = lines.readline()
+    p.wait(timeout=BOUND)
+    tl = json.loads(line) if line else {}
+    t.check("monitor --timeline: the release, its states timed",
+            p.returncode == 0 and tl.get("event") == "timeline" and
+            tl.get("kind") == "release" and tl.get("error") == 0 and
+            [ph["state"] for ph in tl.get("phases", [])] ==
+            ["draining", "releasing"] and
+            all(isinstance(ph["duration_us"], int)
+                for ph in tl["phases"]) and
+            json_keys(tl) == man_keys("timeline") - {"timestamp"},
+            "%r %r" % (line, r))
+    r = ctl("resume", str(dom), "--no-wait")
+    answer(agent, EV_RESUME_TAG, W, 0, 1)
+    answer(engine, EV_RESUME_SCHED)
+
+    # monitor -t: the kernel's time of each transition, not the receipt's:
+    # a monitor stopped through a release stamps it within the release
+    p = bg("-j", "monitor", "-t", "ctltest", "--count", "3")
+    lines = LineReader(p.stdout)
+    lines.readline()			# the snapshot: joined
+    os.kill(p.pid, signal.SIGSTOP)
+    t_a = time.time()
+    r = ctl("release", str(dom), "--no-wait", "--tags", "weights")
+    answer(engine, EV_DRAIN, W)
+    answer(agent, EV_PAUSE_TAG, W, 0, 1)
+    t_b = time.time()
+    time.sleep(2)			# any receipt is after t_b + 2
+    os.kill(p.pid, signal.SIGCONT)
+    stamps = []
+    for _ in range(3):
+        line = lines.readline()
+        if line:
+            stamps.append(json.loads(line).get("timestamp"))
+    p.wait(timeout=BOUND)
+    t.check("monitor -t: transitions stamped with the kernel's time",
+            len(stamps) == 3 and
+            all(isinstance(s, float) and t_a - 1 <= s <= t_b + 1
+                for s in stamps) and stamps == sorted(stamps),
+            "%r within [%r, %r]" % (stamps, t_a, t_b))
+    r = ctl("resume", str(dom), "--no-wait")
+    answer(agent, EV_RESUME_TAG, W, 0, 1)
+    answer(engine, EV_RESUME_SCHED)
+    p = bg("monitor", "-t", "ctltest")
+    first = LineReader(p.stdout).readline()
+    p.kill()
+    p.communicate()
+    t.check("monitor -t: text lines start with the time",
+            re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6} snapshot: "
+                     r"domain %d \(ctltest\)" % dom, first), first)
+    os.close(other)
 
     # monitor: an overrun socket (ENOBUFS) is reported, then a resync
     p = bg("monitor", "--json")
     lines = LineReader(p.stdout)     # the only reader of this pipe
     line = lines.readline()
-    while line and json.loads(line).get("domain") != dom:
+    while line and json.loads(line).get("domain", {}).get("id") != dom:
         line = lines.readline()
     os.kill(p.pid, signal.SIGSTOP)
     for _ in range(3000):     # each close announces awake -> dead
@@ -335,8 +469,9 @@ def main():
         os.setresuid(65534, 65534, 65534)
 
     r = ctl("resume", str(dom), preexec_fn=drop)
-    t.check("resume of root's domain as nobody: exit 4",
-            r.returncode == 4 and "permitted" in r.stderr, r)
+    t.check("resume of root's domain as nobody: exit 4, says sudo or grant",
+            r.returncode == 4 and "permission denied" in r.stderr and
+            "sudo" in r.stderr and "grant" in r.stderr, r)
     r = ctl("status", str(dom), "--json", preexec_fn=drop)
     t.check("status as nobody: readable",
             r.returncode == 0 and json.loads(r.stdout)["id"] == dom, r)

@@ -24,6 +24,8 @@
  * --events FILE: `gpusleepctl monitor --json` output to check at the end
  * (every operation announced by netlink, from start to successful end).
  * --status-cmd CMD: run "CMD DOMAIN" before the engine quits.
+ * --rows FILE: every timeline row also as a JSON line in FILE (with the
+ *   wall-clock time, unix_s), for tools/demo/plot.py.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -56,6 +58,7 @@ struct trainer {
 	size_t bucket;
 	unsigned int timeout_s, serve;
 	bool json, tty;
+	FILE *rows;		/* --rows FILE: every row as a JSON line */
 	int failures;
 	uint64_t ops[64];	/* op ids issued, for the event check */
 	unsigned int nops;
@@ -133,18 +136,41 @@ static void progress_end(struct trainer *t)
 	progress_last = 0;
 }
 
-static void json_str(const char *s)
+/* s as a JSON string literal on f. */
+static void json_str(FILE *f, const char *s)
 {
-	putchar('"');
+	fputc('"', f);
 	for (; *s; s++) {
 		if (*s == '"' || *s == '\\')
-			printf("\\%c", *s);
+			fprintf(f, "\\%c", *s);
 		else if ((unsigned char)*s < 0x20)
-			printf("\\u%04x", *s);
+			fprintf(f, "\\u%04x", *s);
 		else
-			putchar(*s);
+			fputc(*s, f);
 	}
-	putchar('"');
+	fputc('"', f);
+}
+
+/* One timeline row as a JSON line on f (stdout with --json, --rows FILE). */
+static void row_json(FILE *f, int step, const char *phase, double dur,
+		     uint64_t ers, uint64_t trs, const char *note)
+{
+	struct timespec rt;
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	fprintf(f, "{\"step\":%d,\"phase\":", step);
+	json_str(f, phase);
+	fprintf(f, ",\"t_s\":%.3f,\"unix_s\":%lld.%06ld,\"duration_s\":",
+		now_s(), (long long)rt.tv_sec, rt.tv_nsec / 1000);
+	if (dur < 0)
+		fputs("null", f);
+	else
+		fprintf(f, "%.3f", dur);
+	fprintf(f, ",\"engine_rss_bytes\":%llu,\"trainer_rss_bytes\":%llu,\"note\":",
+		(unsigned long long)ers, (unsigned long long)trs);
+	json_str(f, note);
+	fputs("}\n", f);
+	fflush(f);
 }
 
 /* One timeline row; ers, trs: the RSS to show, 0 = measure now. */
@@ -162,18 +188,10 @@ static void row(struct trainer *t, int step, const char *phase, double dur,
 	vsnprintf(note, sizeof(note), fmt, ap);
 	va_end(ap);
 	progress_end(t);
+	if (t->rows)
+		row_json(t->rows, step, phase, dur, ers, trs, note);
 	if (t->json) {
-		printf("{\"step\":%d,\"phase\":", step);
-		json_str(phase);
-		printf(",\"t_s\":%.3f,\"duration_s\":", now_s());
-		if (dur < 0)
-			printf("null");
-		else
-			printf("%.3f", dur);
-		printf(",\"engine_rss_bytes\":%llu,\"trainer_rss_bytes\":%llu,\"note\":",
-		       (unsigned long long)ers, (unsigned long long)trs);
-		json_str(note);
-		printf("}\n");
+		row_json(stdout, step, phase, dur, ers, trs, note);
 	} else {
 		char d[16] = "-";
 
@@ -482,6 +500,14 @@ static long long json_num(const char *line, const char *key)
 	return -1;
 }
 
+/* The id of a line's "domain":{"id":N,"name":...}; -1 if absent. */
+static long long json_domain(const char *line)
+{
+	const char *p = strstr(line, "\"domain\":{");
+
+	return p ? json_num(p, "id") : -1;
+}
+
 /*
  * Every operation must have been announced as finished: a line for this
  * domain naming its op id with a result. Returns the number missing.
@@ -500,7 +526,7 @@ static unsigned int scan_events(struct trainer *t, const char *path,
 		long long op = json_num(line, "op");
 
 		(*lines)++;
-		if (json_num(line, "domain") != t->domain ||
+		if (json_domain(line) != t->domain ||
 		    !strstr(line, "\"transition\""))
 			continue;
 		for (unsigned int i = 0; i < t->nops; i++) {
@@ -552,7 +578,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: trainer --socket PATH [--engine-pid PID] [--steps N] [--abort-step N]\n"
 		   "               [--bucket-mib N] [--serve N] [--timeout-s S] [--events FILE]\n"
-		   "               [--status-cmd CMD] [--json]\n");
+		   "               [--status-cmd CMD] [--rows FILE] [--json]\n");
 }
 
 static unsigned long num_arg(const char *name, const char *s, unsigned long max)
@@ -581,6 +607,7 @@ int main(int argc, char **argv)
 		{ "timeout-s", required_argument, NULL, 't' },
 		{ "events", required_argument, NULL, 'e' },
 		{ "status-cmd", required_argument, NULL, 'S' },
+		{ "rows", required_argument, NULL, 'R' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -607,6 +634,14 @@ int main(int argc, char **argv)
 		case 't': t.timeout_s = num_arg("timeout-s", optarg, 86400); break;
 		case 'e': events = optarg; break;
 		case 'S': status_cmd = optarg; break;
+		case 'R':
+			t.rows = fopen(optarg, "we");
+			if (!t.rows) {
+				fprintf(stderr, "demo: --rows %s: %s\n", optarg,
+					strerror(errno));
+				return 2;
+			}
+			break;
 		case 'j': t.json = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

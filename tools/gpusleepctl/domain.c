@@ -114,6 +114,28 @@ int domain_load(uint32_t id, struct domain *d)
 	return 0;
 }
 
+void domain_name(uint32_t id, char *buf, size_t len)
+{
+	char dir[PATH_MAX];
+
+	snprintf(dir, sizeof(dir), "%s/domain%u", sysfs_root, id);
+	if (read_attr(dir, "name", buf, len))
+		buf[0] = '\0';
+}
+
+uint64_t domain_released_bytes(const struct domain *d)
+{
+	char tag[GPUSLEEP_TAG_NAME_LEN], val[24];
+	uint64_t sum = 0;
+	size_t i;
+
+	for (i = 0; !list_item(d->tags, i, tag, sizeof(tag)) &&
+		    !list_item(d->tag_bytes_released, i, val, sizeof(val)); i++)
+		if (has_tag(d->released_tags, tag))
+			sum += strtoull(val, NULL, 10);
+	return sum;
+}
+
 int field_never(const struct domain *d, const struct field *f)
 {
 	if (f->kind != K_US || f->aux_off == offsetof(struct domain, none_))
@@ -201,8 +223,9 @@ int domain_ids(uint32_t **ids, size_t *n)
 
 int no_module(void)
 {
-	errmsg("%s: %s (is the gpusleep module loaded?)", sysfs_root,
-	       strerror(ENOENT));
+	jerr.err = -ENOENT;
+	errmsg("%s: missing: the gpusleep module is not loaded (load it: sudo modprobe gpusleep)",
+	       sysfs_root);
 	return EX_NOTFOUND;
 }
 
@@ -242,6 +265,19 @@ int domain_load_all(struct domain **ds, size_t *n)
 	return 0;
 }
 
+int all_domains(struct domain **ds, size_t *n)
+{
+	int r = domain_load_all(ds, n);
+
+	if (r == -ENOENT)
+		return no_module();
+	if (r) {
+		errmsg("%s: %s", sysfs_root, strerror(-r));
+		return EX_FAILED;
+	}
+	return 0;
+}
+
 int resolve(const char *arg, uint32_t *id)
 {
 	struct domain d;
@@ -258,7 +294,8 @@ int resolve(const char *arg, uint32_t *id)
 		v = strtoul(arg, &end, 10);
 		if (!errno && !*end && v && v <= UINT32_MAX) {
 			if (domain_load((uint32_t)v, &d)) {
-				errmsg("domain %s: no such domain", arg);
+				errmsg("domain %s: no such domain (gpusleepctl list shows them)",
+				       arg);
 				return EX_NOTFOUND;
 			}
 			*id = (uint32_t)v;
@@ -278,11 +315,13 @@ int resolve(const char *arg, uint32_t *id)
 	}
 	free(ids);
 	if (!matches) {
-		errmsg("domain %s: no such domain", arg);
+		errmsg("domain %s: no such domain (gpusleepctl list shows them)",
+		       arg);
 		return EX_NOTFOUND;
 	}
 	if (matches > 1) {
-		errmsg("domain %s: %zu domains have that name; give the id",
+		jerr.err = -EINVAL;
+		errmsg("domain %s: %zu domains have that name; give the id (gpusleepctl list shows them)",
 		       arg, matches);
 		return EX_USAGE;
 	}

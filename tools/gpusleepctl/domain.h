@@ -23,7 +23,8 @@
  *         RES   bytes whose companion STR field says whose view they
  *               are (metric label source="..."; no sample while it is
  *               "unknown": nothing reported)
- * flags:  F_LIST in `list --json`; F_OPT the file may be absent
+ * flags:  F_LIST in `list --json`; F_OPT the file may be absent;
+ *         F_BYTES its numbers are bytes (text: 14.0 GiB, -p raw)
  * metric: NULL for none. BOOL, OP and TAGS samples are 0/1 (TAGS: one per
  *         declared tag, label tag="..."); TAGU64 one per declared tag,
  *         label tag="..."; US in seconds. Fields that share a metric
@@ -39,6 +40,7 @@
 
 #define F_LIST	0x1
 #define F_OPT	0x2
+#define F_BYTES	0x4
 
 #define GS_DOMAIN_FIELDS(X) \
 X(name, STR, F_LIST, NULL, "name", NULL, NONE, NULL, NULL, NULL, NULL) \
@@ -53,7 +55,7 @@ X(released_tags, TAGS, F_LIST, NULL, "released_tags", "  released %s", NONE, "gp
 X(unconfirmed_tags, TAGS, F_OPT, NULL, "unconfirmed_tags", "  unconfirmed %s", NONE, "gpusleep_tag_unconfirmed", NULL, "gauge", "1 while the tag's unmap is unconfirmed (it counts released; a resume remaps it).") \
 X(shortfall_tags, TAGS, F_OPT, NULL, "shortfall_tags", "  short of free %s", NONE, "gpusleep_tag_shortfall", NULL, "gauge", "1 while a released tag's memory did not all come free, as the agent measured it.") \
 X(drain_pending, BOOL, 0, NULL, "drain_pending", "  drain pending %s\n", NONE, "gpusleep_drain_pending", NULL, "gauge", "1 while a release waits for the engine to drain.") \
-X(agent_attached, BOOL, F_LIST, NULL, "agent_attached", "\tagent attached %s", NONE, "gpusleep_agent_attached", NULL, "gauge", "1 if an agent is attached (memory saver enabled).") \
+X(agent_attached, BOOL, F_LIST, NULL, "agent_attached", "\tagent attached %s", NONE, "gpusleep_agent_attached", NULL, "gauge", "1 if an agent is attached (without one, nothing can be released).") \
 X(kv_release_allowed, BOOL, 0, NULL, "kv_release_allowed", "  kv release allowed %s", NONE, "gpusleep_kv_release_allowed", NULL, "gauge", "1 if the engine allows its KV cache to be released.") \
 X(op_in_flight, OP, F_LIST, NULL, "op_in_flight", "  op in flight %s\n", NONE, "gpusleep_operation_in_flight", NULL, "gauge", "1 while a release or resume is running.") \
 X(releases, U64, 0, "counters", "releases", "\treleases %llu", NONE, "gpusleep_releases_total", NULL, "counter", "Release operations that succeeded.") \
@@ -65,11 +67,11 @@ X(shortfalls, U64, F_OPT, "counters", "shortfalls", "  shortfalls %llu\n", NONE,
 X(last_error, STR, 0, NULL, "last_error", "\tlast error %s", NONE, NULL, NULL, NULL, NULL) \
 X(last_release_us, US, 0, NULL, "last_release_us", "  last release %s", releases, "gpusleep_last_release_duration_seconds", NULL, "gauge", "Duration of the newest finished release; no sample if there was none.") \
 X(last_resume_us, US, 0, NULL, "last_resume_us", "  last resume %s\n", resumes, "gpusleep_last_resume_duration_seconds", NULL, "gauge", "Duration of the newest finished resume; no sample if there was none.") \
-X(tag_bytes_released, TAGU64, 0, NULL, "bytes", "\treleased bytes: %s\n", NONE, "gpusleep_released_bytes", NULL, "gauge", "Bytes the agent reported released, per tag.") \
-X(tag_freed_bytes, TAGU64, 0, NULL, "freed_bytes", "\tfreed bytes: %s\n", NONE, "gpusleep_freed_bytes", NULL, "gauge", "Device memory the agent saw come free when it released the tag (0: not measured).") \
+X(tag_bytes_released, TAGU64, F_LIST | F_BYTES, NULL, "bytes", "\tmemory released: %s\n", NONE, "gpusleep_released_bytes", NULL, "gauge", "Bytes the agent reported released, per tag.") \
+X(tag_freed_bytes, TAGU64, F_BYTES, NULL, "freed_bytes", "\tmemory seen freed: %s\n", NONE, "gpusleep_freed_bytes", NULL, "gauge", "Device memory the agent saw come free when it released the tag (0: not measured).") \
 X(tag_generations, TAGU64, 0, NULL, "generation", "\tgenerations: %s\n", NONE, "gpusleep_tag_generation_total", NULL, "counter", "Times the memory behind the tag was replaced (its backing generation): buffers registered with NCCL or RDMA before the newest must be registered again.") \
-X(resident_bytes, RES, F_OPT, "resident", "bytes", "\tresident %llu bytes", resident_source, "gpusleep_resident_bytes", NULL, "gauge", "Device memory the engine's process still held after its newest pause, as its driver sees it: source process (NVML, its own) or device (cuMemGetInfo, every process on the GPU); no sample when not reported or nothing is released.") \
-X(resident_source, STR, F_OPT, "resident", "source", " (%s)\n", NONE, NULL, NULL, NULL, NULL)
+X(resident_bytes, RES, F_LIST | F_OPT | F_BYTES, "resident", "bytes", "\tresident %s", resident_source, "gpusleep_resident_bytes", NULL, "gauge", "Device memory the engine's process still held after its newest pause, as its driver sees it: source process (NVML, its own) or device (cuMemGetInfo, every process on the GPU); no sample when not reported or nothing is released.") \
+X(resident_source, STR, F_LIST | F_OPT, "resident", "source", " (%s)\n", NONE, NULL, NULL, NULL, NULL)
 
 #define GS_STR_LEN	GPUSLEEP_GPU_LEN
 
@@ -120,10 +122,18 @@ int domain_ids(uint32_t **ids, size_t *n);
 int all_domain_ids(uint32_t **ids, size_t *n);
 /* Load every domain: *ds (free it), *n. 0 or -errno (-ENOENT: no module). */
 int domain_load_all(struct domain **ds, size_t *n);
+/* domain_load_all() for a command: 0, or the exit status after saying why. */
+int all_domains(struct domain **ds, size_t *n);
 /* The module is not loaded: say so, return EX_NOTFOUND. */
 int no_module(void);
 /* DOMAIN (an id or a name) -> id; 0, or an exit status after saying why. */
 int resolve(const char *arg, uint32_t *id);
+
+/* Domain id's name from sysfs into buf ("" when it is gone). */
+void domain_name(uint32_t id, char *buf, size_t len);
+
+/* The bytes the agent reported for the tags released now. */
+uint64_t domain_released_bytes(const struct domain *d);
 
 /* A field never happened: US with both value and companion 0. */
 int field_never(const struct domain *d, const struct field *f);

@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * gpusleepctl: release / resume --group NAME: one operation over every
- * rank of a group (docs/groups.md), opened by name through /dev/gpusleep.
+ * gpusleepctl: release / resume / wait --group NAME: one operation over
+ * every rank of a group (docs/groups.md), opened by name through
+ * /dev/gpusleep; group list and group show, from sysfs (every domain's
+ * "group" file), which need no privilege.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <linux/gpusleep.h>
 
+#include "domain.h"
 #include "gpusleepctl.h"
 #include "libgpusleep.h"
 #include "output.h"
@@ -32,34 +36,41 @@ static const char *grf_name(uint32_t flags)
 /* The result, one line per rank (text) or one JSON object. */
 static int print_group(const char *name, const struct gpusleep_tags *decl,
 		       const struct gpusleep_group_result *res,
-		       const struct gpusleep_group_rank *rk, uint32_t n, bool json)
+		       const struct gpusleep_group_rank *rk, uint32_t n)
 {
+	char reason[64], why[256], dn[GPUSLEEP_NAME_LEN + 1];
 	struct out o;
 	uint32_t i;
 
-	out_init(&o, stdout, json);
+	out_init(&o, stdout, opt_json);
 	out_obj_open(&o, NULL);
 	out_str(&o, "group", "group %s: ", name);
 	out_u64(&o, "op", "op %llu ", res->op_id);
 	out_str(&o, "kind", "%s ", kind_name(res->kind));
+	out_tag_bits(&o, decl, "tags", NULL, res->tags);
 	out_s64(&o, "error", NULL, res->error);
-	out_str(&o, "reason", NULL, gs_reason_name(res->reason));
-	out_text(&o, res->error ? "failed" : "ok");
-	out_u64(&o, "duration_us", " in %llu us", res->duration_ns / 1000);
+	reason_lower(res->reason, reason, sizeof(reason));
+	out_str(&o, "reason", NULL, reason);
+	out_text(&o, res->error ? "failed after " : "ok in ");
+	out_us(&o, "duration_us", "%s", res->duration_ns / 1000);
 	if (res->error) {
+		domain_name(res->domain, dn, sizeof(dn));
 		out_u64(&o, "rank", ": rank %llu", res->rank);
-		out_u64(&o, "domain", " (domain %llu)", res->domain);
-		out_str(&o, "reason_text", ": %s", gs_reason_str(res->reason));
+		out_domain(&o, "domain", " (domain %s)", res->domain, dn);
+		failure_text(res->reason, res->error, why, sizeof(why));
+		out_str(&o, "message", ": %s", why);
 	}
 	out_arr_open(&o, "ranks");
 	for (i = 0; i < n; i++) {
+		domain_name(rk[i].domain, dn, sizeof(dn));
 		out_obj_open(&o, NULL);
 		out_text(&o, "\n  ");
 		out_u64(&o, "rank", "rank %llu ", i);
-		out_u64(&o, "domain", "domain %llu: ", rk[i].domain);
+		out_domain(&o, "domain", "domain %s: ", rk[i].domain, dn);
 		out_str(&o, "outcome", "%s", grf_name(rk[i].flags));
 		out_u64(&o, "op", " (op %llu", rk[i].op_id);
-		out_str(&o, "reason", ", %s)", gs_reason_name(rk[i].reason));
+		reason_lower(rk[i].reason, reason, sizeof(reason));
+		out_str(&o, "reason", ", %s)", reason);
 		out_s64(&o, "error", NULL, rk[i].error);
 		out_u64(&o, "rollback_op", NULL, rk[i].rollback_op_id);
 		out_tag_bits(&o, decl, "released", NULL, rk[i].released);
@@ -70,14 +81,50 @@ static int print_group(const char *name, const struct gpusleep_tags *decl,
 	out_end_line(&o);
 	if (!res->error)
 		return EX_OK;
+	failure_text(res->reason, res->error, why, sizeof(why));
 	errmsg("group %s: op %llu %s failed at rank %u (domain %u): %s",
 	       name, (unsigned long long)res->op_id, kind_name(res->kind),
-	       res->rank, res->domain, gs_reason_str(res->reason));
+	       res->rank, res->domain, why);
 	return EX_FAILED;
 }
 
+/*
+ * Open group name and read its tags (the ranks', which all declare the
+ * same) into decl; the fd, or an exit status < 0 after saying why.
+ */
+static int open_group(const char *name, struct gpusleep_tags *decl)
+{
+	int dev, gfd, r;
+
+	snprintf(jerr.group, sizeof(jerr.group), "%s", name);
+	dev = gs_open(dev_path, 0, NULL);
+	if (dev < 0)
+		return -dev_open_failed(-dev);
+	gfd = gs_group_open(dev, name, NULL);
+	close(dev);
+	if (gfd >= 0) {
+		r = gs_get_tags(gfd, decl);
+		if (!r)
+			return gfd;
+		jerr.err = r;
+		errmsg("group %s: reading its tags: %s", name, strerror(-r));
+		close(gfd);
+		return -EX_FAILED;
+	}
+	jerr.err = gfd;
+	if (gfd == -ENOENT)
+		errmsg("group %s: no such group (gpusleepctl group list shows them)",
+		       name);
+	else if (gfd == -EPERM || gfd == -EACCES)
+		errmsg("group %s: permission denied: only the group creator's user or root (CAP_SYS_ADMIN) may control it; run with sudo",
+		       name);
+	else
+		errmsg("group %s: %s", name, strerror(-gfd));
+	return -errno_exit(-gfd);
+}
+
 int group_op(const char *name, bool release, const char *tag_list,
-	     uint32_t flags, uint32_t timeout_ms, bool json)
+	     uint32_t flags, uint32_t timeout_ms)
 {
 	struct gpusleep_tags decl;
 	uint32_t tags = 0;
@@ -86,28 +133,11 @@ int group_op(const char *name, bool release, const char *tag_list,
 	struct gpusleep_group_op op;
 	uint32_t n = GPUSLEEP_GROUP_MAX_RANKS;
 	const char *what = release ? "release" : "resume";
-	int dev, gfd, r;
+	int gfd, r;
 
-	dev = gs_open(dev_path, 0, NULL);
-	if (dev < 0) {
-		errmsg("%s: %s", dev_path ? dev_path : GS_DEVICE_PATH,
-		       strerror(-dev));
-		return errno_exit(-dev);
-	}
-	gfd = gs_group_open(dev, name, NULL);
-	close(dev);
-	if (gfd < 0) {
-		errmsg("group %s: %s", name,
-		       gfd == -ENOENT ? "no such group" : strerror(-gfd));
-		return errno_exit(-gfd);
-	}
-	/* Tag names are the ranks' (they all declare the same). */
-	r = gs_get_tags(gfd, &decl);
-	if (r) {
-		errmsg("group %s: reading its tags: %s", name, strerror(-r));
-		close(gfd);
-		return EX_FAILED;
-	}
+	gfd = open_group(name, &decl);
+	if (gfd < 0)
+		return -gfd;
 	if (tag_list && gs_tags_parse_in(&decl, tag_list, &tags)) {
 		char all[GPUSLEEP_MAX_TAGS * GPUSLEEP_TAG_NAME_LEN + 8];
 
@@ -124,19 +154,30 @@ int group_op(const char *name, bool release, const char *tag_list,
 		      gs_group_resume(gfd, tags, flags | GPUSLEEP_OPF_NONBLOCK,
 				      timeout_ms, &op);
 	if (r) {
-		if (op.rank != GPUSLEEP_GROUP_NO_RANK)
-			errmsg("group %s: %s refused by rank %u (domain %u): %s (%s)",
-			       name, what, op.rank, op.domain,
-			       gs_reason_str(op.reason), strerror(-r));
-		else
+		static char reason[64];
+
+		jerr.err = r;
+		reason_lower(op.reason, reason, sizeof(reason));
+		jerr.reason = op.reason ? reason : NULL;
+		if (op.rank != GPUSLEEP_GROUP_NO_RANK) {
+			char why[256];
+
+			jerr.has_domain = true;
+			jerr.domain = op.domain;
+			domain_name(op.domain, jerr.name, sizeof(jerr.name));
+			failure_text(op.reason, 0, why, sizeof(why));
+			errmsg("group %s: %s refused by rank %u (domain %u): %s",
+			       name, what, op.rank, op.domain, why);
+		} else {
 			errmsg("group %s: %s: %s", name, what, strerror(-r));
+		}
 		close(gfd);
 		return EX_FAILED;
 	}
 	if (flags & GPUSLEEP_OPF_NONBLOCK) {
 		struct out o;
 
-		out_init(&o, stdout, json);
+		out_init(&o, stdout, opt_json);
 		out_obj_open(&o, NULL);
 		out_str(&o, "group", "group %s: ", name);
 		out_u64(&o, "op", "op %llu ", op.op_id);
@@ -156,5 +197,137 @@ int group_op(const char *name, bool release, const char *tag_list,
 		       (unsigned long long)op.op_id, strerror(-r));
 		return EX_FAILED;
 	}
-	return print_group(name, &decl, &res, rk, n, json);
+	return print_group(name, &decl, &res, rk, n);
+}
+
+int group_wait(const char *name, uint64_t op, uint32_t timeout_ms)
+{
+	struct gpusleep_group_rank rk[GPUSLEEP_GROUP_MAX_RANKS];
+	uint32_t n = GPUSLEEP_GROUP_MAX_RANKS;
+	struct gpusleep_group_result res;
+	struct gpusleep_tags decl;
+	int gfd, r;
+
+	gfd = open_group(name, &decl);
+	if (gfd < 0)
+		return -gfd;
+	do {
+		r = gs_group_wait(gfd, op, timeout_ms, &res, rk, &n);
+	} while (r == -EINTR);
+	close(gfd);
+	if (r) {
+		jerr.err = r;
+		if (r == -ETIMEDOUT)
+			errmsg("group %s: still running after %u s (it goes on; wait again to see its result)",
+			       name, timeout_ms / 1000);
+		else if (r == -ENOENT)
+			errmsg("group %s: %s", name, op ?
+			       "no such operation (or too old to be remembered)" :
+			       "no operation issued yet");
+		else
+			errmsg("group %s: wait: %s", name, strerror(-r));
+		return r == -ENOENT ? EX_NOTFOUND : EX_FAILED;
+	}
+	return print_group(name, &decl, &res, rk, n);
+}
+
+/* group list / show: the domains with a group, from sysfs. */
+static const char group_usage[] =
+	"Usage: gpusleepctl group list\n"
+	"       gpusleepctl group show NAME [-j|--json]\n"
+	"list: one line per group: its name, its ranks' domains and their\n"
+	"states. show NAME: the ranks of group NAME as gpusleepctl list shows\n"
+	"domains. From sysfs (each domain's group file): needs no privilege.\n"
+	"Release, resume and wait a group with --group NAME.\n";
+
+static int cmp_group(const void *a, const void *b)
+{
+	const struct domain *x = a, *y = b;
+	int c = strcmp(x->group, y->group);
+
+	return c ? c : (x->id > y->id) - (x->id < y->id);
+}
+
+int cmd_group(int argc, char **argv)
+{
+	struct domain *ds;
+	const char *sub, *want = NULL;
+	size_t n, i, j, shown = 0;
+	struct out o;
+	int r;
+
+	if (parse_json_opt(argc, argv, group_usage))
+		return EX_USAGE;
+	if (optind >= argc) {
+		fputs(group_usage, stderr);
+		return EX_USAGE;
+	}
+	sub = argv[optind++];
+	if (!strcmp(sub, "show") && argc - optind == 1) {
+		want = argv[optind];
+	} else if (strcmp(sub, "list") || optind != argc) {
+		fputs(group_usage, stderr);
+		return EX_USAGE;
+	}
+	r = all_domains(&ds, &n);
+	if (r)
+		return r;
+	qsort(ds, n, sizeof(*ds), cmp_group);
+	out_init(&o, stdout, opt_json);
+	if (!want)
+		out_arr_open(&o, NULL);
+	if (!want)
+		out_text(&o, "%-20s %-6s %s\n", "GROUP", "RANKS", "DOMAINS");
+	for (i = 0; i < n; i = j) {
+		size_t k;
+
+		for (j = i + 1; j < n && !strcmp(ds[j].group, ds[i].group); j++)
+			;
+		if (!ds[i].group[0] || (want && strcmp(want, ds[i].group)))
+			continue;
+		shown++;
+		out_obj_open(&o, NULL);
+		out_str(&o, "group", want ? "group %s:" : "%-20s ", ds[i].group);
+		out_u64(&o, "nr_ranks", want ? " %llu ranks\n" : "%-6llu ", j - i);
+		out_arr_open(&o, "domains");
+		for (k = i; k < j; k++) {
+			char mem[32];
+
+			out_obj_open(&o, NULL);
+			if (want) {
+				out_u64(&o, "id", "  domain %llu", ds[k].id);
+				out_str(&o, "name", " %s", ds[k].name);
+				out_str(&o, "state", ": %s", ds[k].state);
+				out_tags(&o, "released_tags", ", released %s",
+					 ds[k].released_tags);
+				if (ds[k].released_tags[0])
+					out_text(&o, " (%s)",
+						 fmt_size(domain_released_bytes(&ds[k]),
+							  false, mem, sizeof(mem)));
+				out_bool(&o, "agent_attached", ", agent %s\n",
+					 ds[k].agent_attached);
+			} else {
+				out_u64(&o, "id", k > i ? ",%llu" : "%llu",
+					ds[k].id);
+				out_str(&o, "name", "(%s)", ds[k].name);
+				out_str(&o, "state", NULL, ds[k].state);
+			}
+			out_obj_close(&o);
+		}
+		out_arr_close(&o);
+		out_obj_close(&o);
+		out_text(&o, want ? "" : "\n");
+	}
+	if (!want)
+		out_arr_close(&o);
+	if (opt_json && (!want || shown))
+		out_end_line(&o);
+	free(ds);
+	if (want && !shown) {
+		snprintf(jerr.group, sizeof(jerr.group), "%s", want);
+		errmsg("group %s: no such group (gpusleepctl group list shows them)",
+		       want);
+		return EX_NOTFOUND;
+	}
+	return EX_OK;
 }

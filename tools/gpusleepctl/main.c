@@ -3,6 +3,7 @@
  * gpusleepctl: look at and control gpusleep domains on this node.
  *
  *   list / status      read /sys/class/gpusleep/ (text or --json)
+ *   group list / show  the groups of ranks, from sysfs
  *   release / resume   attach as a controller through /dev/gpusleep
  *   wait               eventfd (OP_DONE) + epoll, then GPUSLEEP_IOC_WAIT
  *   monitor            the "gpusleep" generic netlink family, group "events"
@@ -27,10 +28,14 @@
 
 #include "gpusleepctl.h"
 #include "metrics.h"
+#include "output.h"
 
 const char *prog = "gpusleepctl";
 const char *sysfs_root = SYSFS_DEFAULT;
 const char *dev_path;
+bool opt_json;
+bool opt_bytes;
+struct json_err jerr;
 
 void errmsg(const char *fmt, ...)
 {
@@ -41,6 +46,43 @@ void errmsg(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+	if (!jerr.msg[0]) {	/* the first says what went wrong */
+		va_start(ap, fmt);
+		vsnprintf(jerr.msg, sizeof(jerr.msg), fmt, ap);
+		va_end(ap);
+	}
+}
+
+/*
+ * Under --json, a command that failed without printing its own object
+ * prints this one: {"error":-errno,"status":N,"message":"..."} and what
+ * the failing code knew (reason, kind, domain, tags).
+ */
+static void json_error_out(int status)
+{
+	struct out o;
+
+	out_init(&o, stdout, true);
+	out_obj_open(&o, NULL);
+	out_s64(&o, "error", NULL, jerr.err ? jerr.err :
+		status == EX_NOTFOUND ? -ENOENT :
+		status == EX_PERM ? -EPERM :
+		status == EX_USAGE ? -EINVAL : -EIO);
+	out_u64(&o, "status", NULL, (uint64_t)status);
+	out_str(&o, "message", NULL, jerr.msg[0] ? jerr.msg :
+		status == EX_USAGE ? "usage error (see --help)" : "failed");
+	if (jerr.reason)
+		out_str(&o, "reason", NULL, jerr.reason);
+	if (jerr.kind)
+		out_str(&o, "kind", NULL, jerr.kind);
+	if (jerr.has_domain)
+		out_domain(&o, "domain", NULL, jerr.domain, jerr.name);
+	if (jerr.group[0])
+		out_str(&o, "group", NULL, jerr.group);
+	if (jerr.has_tags)
+		out_tags(&o, "tags", NULL, jerr.tags);
+	out_obj_close(&o);
+	out_end_line(&o);
 }
 
 /* The exit status an errno from the device or the id table stands for. */
@@ -59,20 +101,24 @@ int errno_exit(int err)
 	}
 }
 
-int parse_json_opt(int argc, char **argv, bool *json, const char *usage)
+int parse_json_opt(int argc, char **argv, const char *usage)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "bytes", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jph", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
-			*json = true;
+			opt_json = true;
+			break;
+		case 'p':
+			opt_bytes = true;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -85,6 +131,38 @@ int parse_json_opt(int argc, char **argv, bool *json, const char *usage)
 	return 0;
 }
 
+int parse_timeout(const char *arg, unsigned long max, unsigned long *secs)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (errno || *end || end == arg || arg[0] == '-') {
+		errmsg("--timeout %s: not a number of seconds", arg);
+		return -1;
+	}
+	if (!v) {
+		errmsg("--timeout 0: give a number of seconds, 1 or more (leave --timeout out for the module's default deadlines)");
+		return -1;
+	}
+	if (v > max) {
+		errmsg("--timeout %s: at most %lu seconds", arg, max);
+		return -1;
+	}
+	*secs = v;
+	return 0;
+}
+
+int check_tag_list(const char *list, const char *dflt)
+{
+	if (list[strspn(list, ", \t")])
+		return 0;
+	errmsg("--tags '%s': no tag named (an empty variable?); name the tags, or leave --tags out for %s",
+	       list, dflt);
+	return -1;
+}
+
 static const struct cmd {
 	const char *name;
 	int (*fn)(int argc, char **argv);
@@ -94,30 +172,51 @@ static const struct cmd {
 	{ "release", cmd_release },
 	{ "resume", cmd_resume },
 	{ "wait", cmd_wait },
+	{ "group", cmd_group },
 	{ "monitor", cmd_monitor },
 	{ "metrics", cmd_metrics },
 };
 
 static const char main_usage[] =
-	"Usage: gpusleepctl COMMAND [ARGS]\n"
+	"Usage: gpusleepctl [-j|--json] [-p|--bytes] COMMAND [ARGS]\n"
+	"       gpusleepctl -V|--version | -h|--help\n"
 	"Commands:\n"
-	"  list [--json]                      the domains of this node\n"
-	"  status [DOMAIN] [--json]           everything sysfs says about them\n"
-	"  release DOMAIN|--group NAME [--tags T] [--abort-inflight] [--timeout S]\n"
-	"                 [--no-wait] [--json]\n"
-	"  resume DOMAIN|--group NAME [--tags T] [--timeout S] [--no-wait] [--json]\n"
-	"  wait DOMAIN [OP] [--timeout S] [--json]\n"
+	"  list                               the domains of this node\n"
+	"  status [DOMAIN]                    everything sysfs says about them\n"
+	"  release DOMAIN|--group NAME [-t|--tags T] [-a|--abort-inflight]\n"
+	"          [-T|--timeout S] [-n|--no-wait]\n"
+	"  resume DOMAIN|--group NAME [-t|--tags T] [-T|--timeout S] [-n|--no-wait]\n"
+	"  wait DOMAIN|--group NAME [OP] [-T|--timeout S]\n"
 	"                                     wait for an operation's result\n"
-	"  monitor [--json] [--count N]       print state transitions as they happen\n"
+	"  group list | group show NAME       the groups of ranks of this node\n"
+	"  monitor [DOMAIN|--group NAME] [-t|--timestamp] [-c|--count N]\n"
+	"                                     print state transitions as they happen\n"
 	"  metrics [--textfile DIR [--once] [--interval S]]\n"
 	"                                     Prometheus text exposition\n"
+	"-j, --json   JSON output (also accepted after the command); a refusal\n"
+	"             prints {\"error\":-errno,\"status\":N,\"message\":...}\n"
+	"-p, --bytes  raw numbers: bytes and microseconds, not 14.0 GiB, 31.2 ms\n"
 	"DOMAIN is an id or a name. COMMAND --help for more.\n"
 	"Exit status: 0 ok, 1 failed, 2 usage, 3 not found, 4 permission denied.\n";
 
+static void print_version(void)
+{
+	printf("gpusleepctl %s, gpusleep API %d\n", GS_VERSION,
+	       GPUSLEEP_API_VERSION);
+}
+
 int main(int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "bytes", no_argument, NULL, 'p' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
 	const char *env, *cmd;
 	size_t i;
+	int c, ret;
 
 	env = getenv("GPUSLEEP_SYSFS");
 	if (env && *env)
@@ -128,23 +227,56 @@ int main(int argc, char **argv)
 	env = getenv("GPUSLEEP_MODULE_PARAMS");
 	if (env && *env)
 		modparams_root = env;
-	if (argc < 2) {
-		fputs(main_usage, stderr);
-		return EX_USAGE;
+	/* Global options, before the command (as ip -j): stop at it. */
+	while ((c = getopt_long(argc, argv, "+jpVh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			opt_json = true;
+			break;
+		case 'p':
+			opt_bytes = true;
+			break;
+		case 'V':
+			print_version();
+			return EX_OK;
+		case 'h':
+			fputs(main_usage, stdout);
+			return EX_OK;
+		default:
+			fputs(main_usage, stderr);
+			ret = EX_USAGE;
+			goto out;
+		}
 	}
-	cmd = argv[1];
-	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+	if (optind >= argc) {
+		errmsg("no command given");
+		fputs(main_usage, stderr);
+		ret = EX_USAGE;
+		goto out;
+	}
+	cmd = argv[optind];
+	if (!strcmp(cmd, "help")) {
 		fputs(main_usage, stdout);
 		return EX_OK;
 	}
-	if (!strcmp(cmd, "--version")) {
-		printf("gpusleepctl, gpusleep API %d\n", GPUSLEEP_API_VERSION);
+	if (!strcmp(cmd, "version")) {
+		print_version();
 		return EX_OK;
 	}
 	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (!strcmp(cmd, cmds[i].name))
-			return cmds[i].fn(argc - 1, argv + 1);
-	errmsg("unknown command '%s'", cmd);
-	fputs(main_usage, stderr);
-	return EX_USAGE;
+			break;
+	if (i == sizeof(cmds) / sizeof(cmds[0])) {
+		errmsg("unknown command '%s' (gpusleepctl --help lists them)",
+		       cmd);
+		fputs(main_usage, stderr);
+		ret = EX_USAGE;
+		goto out;
+	}
+	ret = cmds[i].fn(argc - optind, argv + optind);
+out:
+	fflush(stdout);
+	if (opt_json && ret != EX_OK && !jerr.printed)
+		json_error_out(ret);
+	return ret;
 }

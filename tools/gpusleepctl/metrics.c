@@ -272,7 +272,8 @@ int metrics_write(FILE *f, bool up, const struct domain *ds, size_t n,
 
 static const char metrics_usage[] =
 	"Usage: gpusleepctl metrics [--textfile DIR [--once] [--interval S]]\n"
-	"Print every domain's state and counters in the Prometheus text format.\n"
+	"Print every domain's state and counters in the Prometheus text format\n"
+	"(without the module: gpusleep_up 0 only, exit 0).\n"
 	"--textfile DIR: keep DIR/gpusleep.prom current for node_exporter's\n"
 	"textfile collector: rewritten atomically on every netlink event and\n"
 	"every S seconds (default 15); runs until SIGTERM or SIGINT.\n"
@@ -330,14 +331,16 @@ int cmd_metrics(int argc, char **argv)
 	if (dir)
 		return exporter_run(dir, once, (unsigned int)interval);
 
+	/* Without the module: gpusleep_up 0 only, as the exporter writes. */
 	r = domain_load_all(&ds, &n);
-	if (r == -ENOENT)
-		return no_module();
-	if (r) {
+	if (r == -ENOENT) {
+		ds = NULL;
+		n = 0;
+	} else if (r) {
 		errmsg("%s: %s", sysfs_root, strerror(-r));
 		return EX_FAILED;
 	}
-	r = metrics_write(stdout, true, ds, n, NULL);
+	r = metrics_write(stdout, ds != NULL, ds, n, NULL);
 	free(ds);
 	if (!r && fflush(stdout))
 		r = -errno;

@@ -2,7 +2,10 @@
 /*
  * gpusleepctl monitor: join the "events" group, dump every domain, then
  * print each transition as it comes (text or JSON lines, one output layer).
- * On ENOBUFS (events lost) say so and dump again.
+ * On ENOBUFS (events lost) say so and dump again. -t stamps each line with
+ * the transition's time (GPUSLEEP_A_TIME_NS; for a dump line, or a module
+ * without it, the time gpusleepctl received it); DOMAIN or --group NAME
+ * keeps the lines of those domains only.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -11,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gpusleepctl.h"
@@ -18,16 +23,91 @@
 #include "nl.h"
 #include "output.h"
 
+#define TL_OPS		32	/* operations followed at once (--timeline) */
+#define TL_PHASES	8
+
+/* --timeline: one operation of one domain, the times of its states. */
+struct tl_op {
+	bool used;
+	uint32_t domain;
+	uint64_t op;
+	const char *state;	/* the state entered last */
+	double since;		/* when (Unix seconds: the kernel's, or receipt) */
+	unsigned int n;
+	struct { const char *state; double s; } ph[TL_PHASES];
+};
+
 struct mon {
 	struct out o;
 	long count;		/* transitions left to print; < 0: forever */
 	const char *kind;	/* "snapshot" or "resync" while dumping */
+	bool stamp;		/* -t */
+	const char *domain;	/* DOMAIN: an id or a name; NULL: all */
+	const char *group;	/* --group NAME; NULL: all */
+	bool timeline;		/* --timeline: one line per finished op */
+	double when;		/* the line's time (Unix s): kernel's or now */
+	struct tl_op tl[TL_OPS];
 };
+
+static double now_unix(void)
+{
+	struct timeval tv;
+
+	gettimeofday(&tv, NULL);
+	return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+/*
+ * -t: JSON "timestamp" (Unix seconds), text "2026-12-03T17:14:24.123456",
+ * of m->when (0: now).
+ */
+static void mon_stamp(struct mon *m)
+{
+	struct timeval tv;
+	struct tm tm;
+	char buf[32];
+
+	if (!m->stamp)
+		return;
+	if (m->when > 0) {
+		tv.tv_sec = (time_t)m->when;
+		tv.tv_usec = (long)((m->when - (double)tv.tv_sec) * 1e6);
+	} else {
+		gettimeofday(&tv, NULL);
+	}
+	if (m->o.json) {
+		json_key_num(&m->o, "timestamp", "%lld.%06ld",
+			     (long long)tv.tv_sec, (long)tv.tv_usec);
+		return;
+	}
+	localtime_r(&tv.tv_sec, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+	out_text(&m->o, "%s.%06ld ", buf, (long)tv.tv_usec);
+}
+
+/* Does a message about domain id, named name, in group, pass the filter? */
+static bool mon_match(const struct mon *m, uint32_t id, const char *name,
+		      const char *group)
+{
+	char *end;
+	unsigned long v;
+
+	if (m->group && strcmp(m->group, group))
+		return false;
+	if (!m->domain)
+		return true;
+	v = strtoul(m->domain, &end, 10);
+	if (!*end && end != m->domain)
+		return v == id;
+	return !strcmp(m->domain, name);
+}
 
 /* An event line with nothing but its name. */
 static void mon_event(struct mon *m, const char *text, const char *event)
 {
+	m->when = 0;	/* now */
 	out_obj_open(&m->o, NULL);
+	mon_stamp(m);
 	out_str(&m->o, "event", text, event);
 	out_obj_close(&m->o);
 	out_end_line(&m->o);
@@ -38,18 +118,14 @@ static void mon_result(struct mon *m, const struct gpusleep_tags *decl,
 		       struct nlattr *nest)
 {
 	struct nlattr *rb[GPUSLEEP_A_RES_MAX + 1];
-	const char *reason;
-	char lower[64];
+	char lower[64], why[256];
 	int32_t err;
-	size_t i;
 
 	if (nla_parse_nested(rb, GPUSLEEP_A_RES_MAX, nest, gs_nl_res_policy))
 		return;
 	err = rb[GPUSLEEP_A_RES_ERROR] ? nla_get_s32(rb[GPUSLEEP_A_RES_ERROR]) : 0;
-	reason = gs_reason_name(gs_attr_u32(rb, GPUSLEEP_A_RES_REASON));
-	for (i = 0; reason[i] && i < sizeof(lower) - 1; i++)
-		lower[i] = (char)tolower((unsigned char)reason[i]);
-	lower[i] = '\0';
+	reason_lower(gs_attr_u32(rb, GPUSLEEP_A_RES_REASON), lower,
+		     sizeof(lower));
 
 	out_obj_open(&m->o, "result");
 	out_u64(&m->o, "op", NULL, gs_attr_u64(rb, GPUSLEEP_A_RES_OP_ID));
@@ -61,15 +137,101 @@ static void mon_result(struct mon *m, const struct gpusleep_tags *decl,
 		     gs_attr_u32(rb, GPUSLEEP_A_RES_DONE_TAGS));
 	out_s64(&m->o, "error", NULL, err);
 	out_str(&m->o, "reason", NULL, lower);
-	if (!err)
-		out_text(&m->o, " ok");
-	else
-		out_text(&m->o, " failed: %s (%s)",
-			 gs_reason_str(gs_attr_u32(rb, GPUSLEEP_A_RES_REASON)),
-			 strerror(-err));
-	out_u64(&m->o, "duration_us", NULL,
-		gs_attr_u64(rb, GPUSLEEP_A_RES_DURATION_NS) / 1000);
+	if (!err) {
+		out_text(&m->o, " ok in ");
+	} else {
+		failure_text(gs_attr_u32(rb, GPUSLEEP_A_RES_REASON), err, why,
+			     sizeof(why));
+		out_text(&m->o, " failed: %s, after ", why);
+	}
+	out_us(&m->o, "duration_us", "%s",
+	       gs_attr_u64(rb, GPUSLEEP_A_RES_DURATION_NS) / 1000);
 	out_obj_close(&m->o);
+}
+
+/* The entry of (domain, op), a free one, or the oldest. */
+static struct tl_op *tl_find(struct mon *m, uint32_t domain, uint64_t op)
+{
+	struct tl_op *t, *free_ = NULL, *old = &m->tl[0];
+
+	for (t = m->tl; t < m->tl + TL_OPS; t++) {
+		if (t->used && t->domain == domain && t->op == op)
+			return t;
+		if (!t->used && !free_)
+			free_ = t;
+		if (t->used && t->since < old->since)
+			old = t;
+	}
+	t = free_ ? free_ : old;
+	memset(t, 0, sizeof(*t));
+	t->used = true;
+	t->domain = domain;
+	t->op = op;
+	return t;
+}
+
+/*
+ * --timeline: a transition of op. The time in each state is measured
+ * between the transitions' times (the kernel's, when the event has it);
+ * the transition that carries the result prints the operation's line.
+ */
+static bool mon_timeline(struct mon *m, struct nlattr **tb, uint32_t id,
+			 const char *name, const struct gpusleep_tags *decl)
+{
+	struct nlattr *rb[GPUSLEEP_A_RES_MAX + 1];
+	struct tl_op *t = tl_find(m, id, gs_attr_u64(tb, GPUSLEEP_A_OP_ID));
+	struct out *o = &m->o;
+	char lower[64], why[256];
+	double now = m->when > 0 ? m->when : now_unix();
+	int32_t err;
+	unsigned int i;
+
+	if (t->state && t->n < TL_PHASES) {
+		t->ph[t->n].state = t->state;
+		t->ph[t->n++].s = now - t->since;
+	}
+	t->state = gs_state_name(gs_attr_u32(tb, GPUSLEEP_A_STATE));
+	t->since = now;
+	if (!tb[GPUSLEEP_A_RESULT] ||
+	    nla_parse_nested(rb, GPUSLEEP_A_RES_MAX, tb[GPUSLEEP_A_RESULT],
+			     gs_nl_res_policy))
+		return false;
+	err = rb[GPUSLEEP_A_RES_ERROR] ? nla_get_s32(rb[GPUSLEEP_A_RES_ERROR]) : 0;
+	out_obj_open(o, NULL);
+	mon_stamp(m);
+	out_str(o, "event", NULL, "timeline");
+	out_text(o, "domain %u (%s): ", id, name);
+	out_domain(o, "domain", NULL, id, name);
+	out_u64(o, "op", "op %llu ", t->op);
+	out_str(o, "kind", "%s ", kind_name(gs_attr_u32(rb, GPUSLEEP_A_RES_KIND)));
+	out_tag_bits(o, decl, "tags", "%s",
+		     gs_attr_u32(rb, GPUSLEEP_A_RES_TAGS));
+	out_s64(o, "error", NULL, err);
+	reason_lower(gs_attr_u32(rb, GPUSLEEP_A_RES_REASON), lower,
+		     sizeof(lower));
+	out_str(o, "reason", NULL, lower);
+	if (err) {
+		failure_text(gs_attr_u32(rb, GPUSLEEP_A_RES_REASON), err, why,
+			     sizeof(why));
+		out_text(o, " failed (%s) after ", why);
+	} else {
+		out_text(o, " ok in ");
+	}
+	out_us(o, "duration_us", "%s",
+	       gs_attr_u64(rb, GPUSLEEP_A_RES_DURATION_NS) / 1000);
+	out_arr_open(o, "phases");
+	for (i = 0; i < t->n; i++) {
+		out_obj_open(o, NULL);
+		out_str(o, "state", i ? ", %s " : ": %s ", t->ph[i].state);
+		out_us(o, "duration_us", "%s", (uint64_t)(t->ph[i].s * 1e6));
+		out_obj_close(o);
+	}
+	out_arr_close(o);
+	out_obj_close(o);
+	out_end_line(o);
+	fflush(stdout);
+	t->used = false;
+	return true;
 }
 
 static int mon_valid(struct nl_msg *msg, void *arg)
@@ -80,19 +242,35 @@ static int mon_valid(struct nl_msg *msg, void *arg)
 	struct mon *m = arg;
 	struct out *o = &m->o;
 	bool ntf = gh->cmd == GPUSLEEP_CMD_STATE_NTF;
-	const char *name;
+	const char *name, *group;
+	uint32_t id;
 
 	if (genlmsg_parse(nlmsg_hdr(msg), 0, tb, GPUSLEEP_A_MAX, gs_nl_policy) ||
 	    !tb[GPUSLEEP_A_ID])
 		return NL_SKIP;
 	if (ntf && !m->count)
 		return NL_STOP;
+	id = gs_attr_u32(tb, GPUSLEEP_A_ID);
+	m->when = ntf && tb[GPUSLEEP_A_TIME_NS] ?
+		(double)nla_get_u64(tb[GPUSLEEP_A_TIME_NS]) / 1e9 : 0;
 	name = tb[GPUSLEEP_A_NAME] ? nla_get_string(tb[GPUSLEEP_A_NAME]) : "";
+	group = tb[GPUSLEEP_A_GROUP] ? nla_get_string(tb[GPUSLEEP_A_GROUP]) : "";
+	if (!mon_match(m, id, name, group))
+		return NL_OK;
+	if (m->timeline && ntf) {
+		gs_nl_tags(nlmsg_hdr(msg), &decl);
+		if (mon_timeline(m, tb, id, name, &decl) && m->count > 0)
+			m->count--;
+		return m->count ? NL_OK : NL_STOP;
+	}
 
 	out_obj_open(o, NULL);
+	mon_stamp(m);
 	out_str(o, "event", ntf ? "%.0s" : "%s: ", ntf ? "transition" : m->kind);
-	out_u64(o, "domain", "domain %llu", gs_attr_u32(tb, GPUSLEEP_A_ID));
-	out_str(o, "name", " (%s): ", name);
+	out_text(o, "domain %u (%s): ", id, name);
+	out_domain(o, "domain", NULL, id, name);
+	if (group[0])
+		out_str(o, "group", NULL, group);
 	if (ntf) {
 		out_str(o, "from", "%s -> ",
 			gs_state_name(gs_attr_u32(tb, GPUSLEEP_A_FROM_STATE)));
@@ -125,32 +303,52 @@ static void mon_intr(void *arg)
 }
 
 static const char monitor_usage[] =
-	"Usage: gpusleepctl monitor [--json] [--count N]\n"
+	"Usage: gpusleepctl monitor [DOMAIN|--group NAME] [-t|--timestamp]\n"
+	"                   [--timeline] [-c|--count N]\n"
 	"Print every domain's state, then every state transition as it happens\n"
 	"(generic netlink family \"gpusleep\", group \"events\"). When events\n"
 	"were lost, say so and print the state of every domain again.\n"
-	"--count N: exit after N transitions.\n";
+	"DOMAIN (an id or a name), --group NAME: only those domains' lines.\n"
+	"-t, --timestamp: each line starts with the time of the transition\n"
+	"(the kernel's; of a snapshot: when received; JSON: \"timestamp\",\n"
+	"Unix seconds).\n"
+	"--timeline: instead of the transitions, one line per finished\n"
+	"operation: its result and the time spent in each state (draining,\n"
+	"releasing...), from the same times.\n"
+	"--count N: exit after N transitions (--timeline: N operations) of the\n"
+	"domains shown.\n";
 
 int cmd_monitor(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "count", required_argument, NULL, 'c' },
+		{ "timestamp", no_argument, NULL, 't' },
+		{ "group", required_argument, NULL, 'g' },
+		{ "timeline", no_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct mon m = { .count = -1, .kind = "snapshot" };
 	struct gs_nl n;
-	bool json = false;
 	const char *what;
 	int c, r, ret = EX_FAILED;
 	char *end;
 
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "jc:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jc:tg:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
-			json = true;
+			opt_json = true;
+			break;
+		case 't':
+			m.stamp = true;
+			break;
+		case 'g':
+			m.group = optarg;
+			break;
+		case 'L':
+			m.timeline = true;
 			break;
 		case 'c':
 			errno = 0;
@@ -168,11 +366,13 @@ int cmd_monitor(int argc, char **argv)
 			return EX_USAGE;
 		}
 	}
-	if (optind != argc) {
+	if (argc - optind > (m.group ? 0 : 1)) {
 		fputs(monitor_usage, stderr);
 		return EX_USAGE;
 	}
-	out_init(&m.o, stdout, json);
+	if (optind < argc)
+		m.domain = argv[optind];
+	out_init(&m.o, stdout, opt_json);
 
 	r = gs_nl_connect(&n);
 	if (r) {
@@ -182,7 +382,7 @@ int cmd_monitor(int argc, char **argv)
 	r = gs_nl_join(&n, &what);
 	if (r) {
 		errmsg("netlink %s: %s%s", what, nl_geterror(r),
-		       n.family < 0 ? " (is the gpusleep module loaded?)" : "");
+		       n.family < 0 ? ": the gpusleep module is not loaded (load it: sudo modprobe gpusleep)" : "");
 		ret = r == -NLE_OBJ_NOTFOUND ? EX_NOTFOUND : EX_FAILED;
 		goto out;
 	}

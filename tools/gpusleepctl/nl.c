@@ -16,6 +16,8 @@ struct nla_policy gs_nl_policy[GPUSLEEP_A_MAX + 1] = {
 	[GPUSLEEP_A_FROM_STATE]	= { .type = NLA_U32 },
 	[GPUSLEEP_A_RESULT]	= { .type = NLA_NESTED },
 	[GPUSLEEP_A_TAG]	= { .type = NLA_NESTED },
+	[GPUSLEEP_A_GROUP]	= { .type = NLA_STRING },
+	[GPUSLEEP_A_TIME_NS]	= { .type = NLA_U64 },
 };
 
 static struct nla_policy gs_nl_tag_policy[GPUSLEEP_A_TAG_MAX + 1] = {

@@ -23,25 +23,60 @@
 #include "libgpusleep.h"
 #include "output.h"
 
+int dev_open_failed(int err)
+{
+	const char *dev = dev_path ? dev_path : GS_DEVICE_PATH;
+
+	jerr.err = -err;
+	if (err == ENOENT || err == ENODEV || err == ENXIO)
+		errmsg("%s: missing: the gpusleep module is not loaded (load it: sudo modprobe gpusleep)",
+		       dev);
+	else if (err == EACCES || err == EPERM)
+		errmsg("%s: permission denied: run with sudo, or give your user access to the device (packaging/60-gpusleep.rules makes it 0666)",
+		       dev);
+	else
+		errmsg("%s: %s", dev, strerror(err));
+	return errno_exit(err);
+}
+
+void perm_hint(const char *what, uint32_t id)
+{
+	struct domain d;
+
+	jerr.err = -EPERM;
+	if (!domain_load(id, &d))
+		errmsg("domain %s: permission denied: only its owner (uid %llu) or root (CAP_SYS_ADMIN) may control it; run with sudo, or use a controller fd the engine granted (gs_grant, Engine.grant)",
+		       what, (unsigned long long)d.owner_uid);
+	else
+		errmsg("domain %s: permission denied: only its owner or root (CAP_SYS_ADMIN) may control it; run with sudo, or use a controller fd the engine granted (gs_grant, Engine.grant)",
+		       what);
+}
+
+/* What jerr says about the domain of a command: id and name. */
+static void jerr_domain(uint32_t id, const char *name)
+{
+	jerr.has_domain = true;
+	jerr.domain = id;
+	snprintf(jerr.name, sizeof(jerr.name), "%s", name);
+}
+
 /* Attach to id as a controller; returns the fd or an exit status < 0. */
 static int attach_controller(uint32_t id, const char *what)
 {
 	int dev, fd;
 
 	dev = gs_open(dev_path, 0, NULL);
-	if (dev < 0) {
-		errmsg("%s: %s", dev_path ? dev_path : GS_DEVICE_PATH,
-		       strerror(-dev));
-		return -errno_exit(-dev);
-	}
+	if (dev < 0)
+		return -dev_open_failed(-dev);
 	fd = gs_attach(dev, id, GPUSLEEP_ROLE_CONTROLLER);
 	close(dev);
 	if (fd < 0) {
-		if (fd == -EPERM)
-			errmsg("domain %s: %s: not its owner and no CAP_SYS_ADMIN",
-			       what, strerror(EPERM));
-		else
+		if (fd == -EPERM || fd == -EACCES) {
+			perm_hint(what, id);
+		} else {
+			jerr.err = fd;
 			errmsg("domain %s: attach: %s", what, strerror(-fd));
+		}
 		return -errno_exit(-fd);
 	}
 	return fd;
@@ -53,89 +88,150 @@ const char *kind_name(uint32_t kind)
 	       kind == GPUSLEEP_OP_RESUME ? "resume" : "operation";
 }
 
-/* A reason name as the sysfs files spell it: lower case. */
-static void reason_lower(uint32_t reason, char *buf, size_t len)
+/*
+ * Why a failed operation failed, for a person: the reason's sentence and,
+ * when the engine or agent answered with an errno, that errno.
+ */
+void failure_text(uint32_t reason, int32_t error, char *buf, size_t len)
 {
-	const char *r = gs_reason_name(reason);
-	size_t i;
-
-	for (i = 0; r[i] && i < len - 1; i++)
-		buf[i] = (char)tolower((unsigned char)r[i]);
-	buf[i] = '\0';
+	if (reason == GPUSLEEP_R_ENGINE_FAILED && error)
+		snprintf(buf, len, "%s (the engine answered: %s)",
+			 gs_reason_str(reason), strerror(-error));
+	else if (reason == GPUSLEEP_R_AGENT_FAILED && error)
+		snprintf(buf, len, "%s (the agent answered: %s)",
+			 gs_reason_str(reason), strerror(-error));
+	else if (reason == GPUSLEEP_R_NONE)
+		snprintf(buf, len, "%s", strerror(-error));
+	else if (reason == GPUSLEEP_R_NOT_ENABLED)
+		snprintf(buf, len, "no agent is attached (its engine runs without the gpusleep agent)");
+	else
+		snprintf(buf, len, "%s", gs_reason_str(reason));
 }
 
 /*
  * Print a finished operation (text, or one JSON object with --json);
  * returns the exit status it means. A failure is also said on stderr.
  */
-static int print_result(const char *what, const struct gpusleep_tags *decl,
-			const struct gpusleep_result *res, bool json)
+static int print_result(const char *what, uint32_t id, const char *name,
+			const struct gpusleep_tags *decl,
+			const struct gpusleep_result *res)
 {
 	char tags[GPUSLEEP_MAX_TAGS * GPUSLEEP_TAG_NAME_LEN + 8], reason[64];
+	char why[256];
 	struct out o;
 	uint32_t i;
 
-	out_init(&o, stdout, json);
+	out_init(&o, stdout, opt_json);
 	if (gs_tags_format_in(decl, res->tags, tags, sizeof(tags)) < 0)
 		tags[0] = '\0';
 	reason_lower(res->reason, reason, sizeof(reason));
 	out_obj_open(&o, NULL);
-	out_str(&o, "domain", "domain %s: ", what);
+	if (o.json)
+		out_domain(&o, "domain", NULL, id, name);
+	else
+		out_text(&o, "domain %s: ", what);
 	out_u64(&o, "op", "op %llu ", res->op_id);
 	out_str(&o, "kind", "%s ", kind_name(res->kind));
-	if (json)
+	if (o.json)
 		out_tags(&o, "tags", NULL, tags);
 	else
 		out_text(&o, "%s: ", tags[0] ? tags : "(nothing)");
 	out_s64(&o, "error", NULL, res->error);
 	out_str(&o, "reason", NULL, reason);
 	out_tag_bits(&o, decl, "done_tags", NULL, res->done_tags);
-	if (!res->error)
-		out_u64(&o, "duration_us", "ok in %llu us",
-			res->duration_ns / 1000);
-	else {
-		out_text(&o, "failed");
-		out_u64(&o, "duration_us", NULL, res->duration_ns / 1000);
-	}
+	out_text(&o, res->error ? "failed after " : "ok in ");
+	out_us(&o, "duration_us", "%s", res->duration_ns / 1000);
 	out_obj_open(&o, "bytes");
 	for (i = 0; i < decl->nr_tags && i < GPUSLEEP_MAX_TAGS; i++) {
 		bool done = !res->error && (res->done_tags & (1U << i));
 
 		if (done)
-			out_text(&o, ", %s", decl->tags[i].name);
-		out_u64(&o, decl->tags[i].name, done ? " %llu bytes" : NULL,
-			res->bytes[i]);
+			out_text(&o, ", %s ", decl->tags[i].name);
+		out_size(&o, decl->tags[i].name, done ? "%s" : NULL,
+			 res->bytes[i]);
 	}
 	out_obj_close(&o);
 	out_obj_close(&o);
 	out_end_line(&o);
 	if (!res->error)
 		return EX_OK;
-	errmsg("domain %s: op %llu %s failed: %s (%s)", what,
-	       (unsigned long long)res->op_id, kind_name(res->kind),
-	       gs_reason_str(res->reason), strerror(-res->error));
+	failure_text(res->reason, res->error, why, sizeof(why));
+	errmsg("domain %s: op %llu %s failed: %s", what,
+	       (unsigned long long)res->op_id, kind_name(res->kind), why);
 	return EX_FAILED;
 }
 
+/*
+ * A refused release or resume, said so that it tells what to do. bad: the
+ * tags the refusal names (ALREADY_RELEASED, NOT_RELEASED), "" if none.
+ */
+static void refusal(const char *what, bool release, uint32_t reason, int r,
+		    const char *bad)
+{
+	const char *op = release ? "release" : "resume";
+
+	switch (reason) {
+	case GPUSLEEP_R_NOT_ENABLED:
+		errmsg("domain %s: %s refused: no agent is attached to the domain (its engine runs without the gpusleep agent), so none of its memory can be released or resumed",
+		       what, op);
+		break;
+	case GPUSLEEP_R_KV_NOT_ALLOWED:
+		errmsg("domain %s: %s refused: kv_cache cannot be released: the engine caches prefixes and cannot reset that cache; release the other tags (--tags weights)",
+		       what, op);
+		break;
+	case GPUSLEEP_R_ALREADY_RELEASED:
+		errmsg("domain %s: %s refused: already released: %s; resume first (gpusleepctl resume %s --tags %s), or release only the other tags",
+		       what, op, bad[0] ? bad : "some tags", what,
+		       bad[0] ? bad : "TAGS");
+		break;
+	case GPUSLEEP_R_NOT_RELEASED:
+		errmsg("domain %s: %s refused: not released: %s (awake already; gpusleepctl status %s shows what is released)",
+		       what, op, bad[0] ? bad : "the tags", what);
+		break;
+	case GPUSLEEP_R_BUSY:
+		errmsg("domain %s: %s refused: another release or resume is running; wait for it (gpusleepctl wait %s) and try again",
+		       what, op, what);
+		break;
+	case GPUSLEEP_R_INVALID:
+		errmsg("domain %s: %s refused: the module found the tags or flags invalid",
+		       what, op);
+		break;
+	case GPUSLEEP_R_NONE:
+		if (r == -ENODEV || r == -EOWNERDEAD) {
+			errmsg("domain %s: %s refused: the domain is dead (its engine exited)",
+			       what, op);
+			break;
+		}
+		errmsg("domain %s: %s failed: %s", what, op, strerror(-r));
+		break;
+	default:
+		errmsg("domain %s: %s refused: %s", what, op,
+		       gs_reason_str(reason));
+		break;
+	}
+}
+
 static const char release_usage[] =
-	"Usage: gpusleepctl release DOMAIN|--group NAME [--tags TAGS]\n"
-	"                           [--abort-inflight] [--timeout S] [--no-wait]\n"
-	"                           [--json]\n"
+	"Usage: gpusleepctl release DOMAIN|--group NAME [-t|--tags TAGS]\n"
+	"                   [-a|--abort-inflight] [-T|--timeout S] [-n|--no-wait]\n"
 	"Release DOMAIN's GPU memory: TAGS is a comma list of the tags DOMAIN\n"
-	"declared (gpusleepctl status shows them; default: all).\n"
-	"--abort-inflight aborts running requests instead of\n"
-	"draining them; --timeout S bounds every step (default: the module's);\n"
+	"declared (gpusleepctl status shows them), or all; leave --tags out\n"
+	"for all (an empty TAGS is refused).\n"
+	"--abort-inflight aborts running requests instead of draining them;\n"
+	"--timeout S bounds every step to S seconds, 1 or more (left out: the\n"
+	"module's drain_timeout_ms and step_timeout_ms);\n"
 	"--no-wait prints the operation id and returns once it started;\n"
-	"--json prints the result (or the start) as one JSON object.\n"
+	"-j, --json prints the result (or the start, or the refusal) as one\n"
+	"JSON object; -p, --bytes raw bytes and microseconds.\n"
 	"--group NAME releases every rank of group NAME as one operation, all\n"
 	"or nothing (--timeout S then also bounds the whole operation), and\n"
 	"prints one line per rank.\n";
 
 static const char resume_usage[] =
-	"Usage: gpusleepctl resume DOMAIN|--group NAME [--tags TAGS] [--timeout S]\n"
-	"                          [--no-wait] [--json]\n"
-	"Resume DOMAIN's released tags (default: every released tag), or every\n"
-	"rank of group NAME as one operation.\n";
+	"Usage: gpusleepctl resume DOMAIN|--group NAME [-t|--tags TAGS]\n"
+	"                   [-T|--timeout S] [-n|--no-wait]\n"
+	"Resume DOMAIN's released tags (--tags left out: every released tag), or\n"
+	"every rank of group NAME as one operation. Options as for release.\n";
 
 static int cmd_op(int argc, char **argv, bool release)
 {
@@ -145,26 +241,28 @@ static int cmd_op(int argc, char **argv, bool release)
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "no-wait", no_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "bytes", no_argument, NULL, 'p' },
 		{ "group", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *usage = release ? release_usage : resume_usage;
+	const char *kind = release ? "release" : "resume";
 	const char *group = NULL;
-	bool json = false;
 	struct out o;
 	struct gpusleep_result res;
 	struct gpusleep_op op = { 0 };
 	uint32_t tags = 0, flags = 0, timeout_ms = 0, id;
 	const char *tag_list = NULL;
 	struct gpusleep_tags decl;
+	char name[GPUSLEEP_NAME_LEN + 1];
 	unsigned long secs;
 	const char *what;
-	char *end;
 	int c, r, fd;
 
+	jerr.kind = kind;
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "t:aT:njg:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:aT:njpg:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'g':
 			group = optarg;
@@ -178,19 +276,18 @@ static int cmd_op(int argc, char **argv, bool release)
 			flags |= GPUSLEEP_OPF_ABORT_INFLIGHT;
 			break;
 		case 'T':
-			errno = 0;
-			secs = strtoul(optarg, &end, 10);
-			if (errno || *end || end == optarg || secs > UINT32_MAX / 1000) {
-				errmsg("--timeout %s: not a number of seconds", optarg);
+			if (parse_timeout(optarg, UINT32_MAX / 1000, &secs))
 				return EX_USAGE;
-			}
 			timeout_ms = (uint32_t)secs * 1000;
 			break;
 		case 'n':
 			flags |= GPUSLEEP_OPF_NONBLOCK;
 			break;
 		case 'j':
-			json = true;
+			opt_json = true;
+			break;
+		case 'p':
+			opt_bytes = true;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -199,20 +296,25 @@ static int cmd_op(int argc, char **argv, bool release)
 			goto usage;
 		}
 	}
+	if (tag_list && check_tag_list(tag_list, release ? "every tag" :
+				       "every released tag"))
+		return EX_USAGE;
 	if (group && argc - optind == 0)
-		return group_op(group, release, tag_list, flags, timeout_ms,
-				json);
+		return group_op(group, release, tag_list, flags, timeout_ms);
 	if (group || argc - optind != 1)
 		goto usage;
 	what = argv[optind];
 	r = resolve(what, &id);
 	if (r)
 		return r;
+	domain_name(id, name, sizeof(name));
+	jerr_domain(id, name);
 	fd = attach_controller(id, what);
 	if (fd < 0)
 		return -fd;
 	r = gs_get_tags(fd, &decl);
 	if (r) {
+		jerr.err = r;
 		errmsg("domain %s: reading its tags: %s", what, strerror(-r));
 		close(fd);
 		return r == -ENODEV ? EX_NOTFOUND : EX_FAILED;
@@ -222,6 +324,7 @@ static int cmd_op(int argc, char **argv, bool release)
 
 		gs_tags_format_in(&decl, (uint32_t)((1ULL << decl.nr_tags) - 1),
 				  all, sizeof(all));
+		jerr.err = -EINVAL;
 		errmsg("--tags %s: domain %s has no such tag (its tags: %s, all)",
 		       tag_list, what, all);
 		close(fd);
@@ -231,26 +334,32 @@ static int cmd_op(int argc, char **argv, bool release)
 	r = release ? gs_release(fd, tags, flags, timeout_ms, &op) :
 		      gs_resume(fd, tags, flags, timeout_ms, &op);
 	if (!op.op_id) {
+		static char reason[64];
 		char bad[128] = "";
 
 		if (op.bad_tags &&
-		    gs_tags_format_in(&decl, op.bad_tags, bad, sizeof(bad)) > 0)
-			errmsg("domain %s: %s refused: %s (%s; tags %s)", what,
-			       release ? "release" : "resume",
-			       gs_reason_str(op.reason), strerror(-r), bad);
-		else
-			errmsg("domain %s: %s refused: %s (%s)", what,
-			       release ? "release" : "resume",
-			       gs_reason_str(op.reason), strerror(-r));
+		    gs_tags_format_in(&decl, op.bad_tags, bad, sizeof(bad)) <= 0)
+			bad[0] = '\0';
+		reason_lower(op.reason, reason, sizeof(reason));
+		jerr.err = r;
+		jerr.reason = op.reason ? reason : NULL;
+		if (bad[0]) {
+			jerr.has_tags = true;
+			snprintf(jerr.tags, sizeof(jerr.tags), "%s", bad);
+		}
+		refusal(what, release, op.reason, r, bad);
 		close(fd);
 		return r == -ENODEV ? EX_NOTFOUND : EX_FAILED;
 	}
 	if (flags & GPUSLEEP_OPF_NONBLOCK) {
-		out_init(&o, stdout, json);
+		out_init(&o, stdout, opt_json);
 		out_obj_open(&o, NULL);
-		out_str(&o, "domain", "domain %s: ", what);
+		if (o.json)
+			out_domain(&o, "domain", NULL, id, name);
+		else
+			out_text(&o, "domain %s: ", what);
 		out_u64(&o, "op", "op %llu ", op.op_id);
-		out_str(&o, "kind", "%s", release ? "release" : "resume");
+		out_str(&o, "kind", "%s", kind);
 		out_bool(&o, "started", " started%.0s", true);
 		out_obj_close(&o);
 		out_end_line(&o);
@@ -266,7 +375,7 @@ static int cmd_op(int argc, char **argv, bool release)
 		res.reason = op.reason;
 	}
 	close(fd);
-	return print_result(what, &decl, &res, json);
+	return print_result(what, id, name, &decl, &res);
 usage:
 	fputs(usage, stderr);
 	return EX_USAGE;
@@ -283,9 +392,11 @@ int cmd_resume(int argc, char **argv)
 }
 
 static const char wait_usage[] =
-	"Usage: gpusleepctl wait DOMAIN [OP] [--timeout S] [--json]\n"
-	"Wait for operation OP (default: the newest) of DOMAIN to finish and\n"
-	"print its result; exit 1 if it failed.\n";
+	"Usage: gpusleepctl wait DOMAIN|--group NAME [OP] [-T|--timeout S]\n"
+	"Wait for operation OP (default: the newest) of DOMAIN, or of group NAME,\n"
+	"to finish and print its result; exit 1 if it failed. --timeout S: give\n"
+	"up after S seconds, 1 or more (exit 1; left out: wait as long as it\n"
+	"takes).\n";
 
 /* Is op finished? 1 yes, 0 no, -errno (-ENOENT: never issued). */
 static int op_finished(int fd, uint64_t op)
@@ -305,11 +416,14 @@ int cmd_wait(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "bytes", no_argument, NULL, 'p' },
+		{ "group", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct epoll_event ev = { .events = EPOLLIN };
-	bool json = false;
+	char name[GPUSLEEP_NAME_LEN + 1];
+	const char *group = NULL;
 	struct gpusleep_result res;
 	struct gpusleep_state st;
 	struct gpusleep_tags decl;
@@ -323,19 +437,21 @@ int cmd_wait(int argc, char **argv)
 	char *end;
 
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "T:jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "T:jpg:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'T':
-			errno = 0;
-			secs = strtoul(optarg, &end, 10);
-			if (errno || *end || end == optarg || secs > INT_MAX / 1000) {
-				errmsg("--timeout %s: not a number of seconds", optarg);
+			if (parse_timeout(optarg, INT_MAX / 1000, &secs))
 				return EX_USAGE;
-			}
 			timeout_ms = (long)secs * 1000;
 			break;
 		case 'j':
-			json = true;
+			opt_json = true;
+			break;
+		case 'p':
+			opt_bytes = true;
+			break;
+		case 'g':
+			group = optarg;
 			break;
 		case 'h':
 			fputs(wait_usage, stdout);
@@ -345,22 +461,27 @@ int cmd_wait(int argc, char **argv)
 			return EX_USAGE;
 		}
 	}
-	if (argc - optind < 1 || argc - optind > 2) {
+	if (argc - optind > (group ? 1 : 2) || argc - optind < (group ? 0 : 1)) {
 		fputs(wait_usage, stderr);
 		return EX_USAGE;
 	}
-	what = argv[optind];
-	if (argc - optind == 2) {
+	what = group ? NULL : argv[optind++];
+	if (optind < argc) {
 		errno = 0;
-		op = strtoull(argv[optind + 1], &end, 10);
+		op = strtoull(argv[optind], &end, 10);
 		if (errno || *end || !op) {
-			errmsg("%s: not an operation id", argv[optind + 1]);
+			errmsg("%s: not an operation id", argv[optind]);
 			return EX_USAGE;
 		}
 	}
+	if (group)
+		return group_wait(group, op, timeout_ms < 0 ? 0 :
+				  (uint32_t)timeout_ms);
 	r = resolve(what, &id);
 	if (r)
 		return r;
+	domain_name(id, name, sizeof(name));
+	jerr_domain(id, name);
 	fd = attach_controller(id, what);
 	if (fd < 0)
 		return -fd;
@@ -406,7 +527,8 @@ int cmd_wait(int argc, char **argv)
 			goto out;
 		}
 		if (r == 0) {
-			errmsg("domain %s: op %llu: still running after %ld s",
+			jerr.err = -ETIMEDOUT;
+			errmsg("domain %s: op %llu: still running after %ld s (it goes on; wait again to see its result)",
 			       what, op, timeout_ms / 1000);
 			goto out;
 		}
@@ -428,7 +550,7 @@ int cmd_wait(int argc, char **argv)
 		ret = r == -ENOENT ? EX_NOTFOUND : EX_FAILED;
 		goto out;
 	}
-	ret = print_result(what, &decl, &res, json);
+	ret = print_result(what, id, name, &decl, &res);
 out:
 	if (ep >= 0)
 		close(ep);

@@ -46,6 +46,39 @@ void out_tags(struct out *o, const char *key, const char *fmt, const char *list)
 void out_tag_bits(struct out *o, const struct gpusleep_tags *decl,
 		  const char *key, const char *fmt, uint32_t tags);
 
+/*
+ * A size in bytes: JSON the number; text fmt's %s with fmt_size(). And a
+ * duration in us: JSON the number; text fmt's %s with fmt_us().
+ */
+void out_size(struct out *o, const char *key, const char *fmt, uint64_t v);
+void out_us(struct out *o, const char *key, const char *fmt, uint64_t us);
+/*
+ * A domain: JSON {"id":N,"name":"..."} (always both); text fmt's %s with
+ * the name, or the id when it has none.
+ */
+void out_domain(struct out *o, const char *key, const char *fmt,
+		uint32_t id, const char *name);
+
+/*
+ * Human units unless -p (opt_bytes): "14.0 GiB", "512 B"; raw "15032385536
+ * bytes", or the bare number when bare. Returns buf.
+ */
+const char *fmt_size(uint64_t v, bool bare, char *buf, size_t len);
+/* "31.2 ms", "950 us", "2.50 s"; raw (-p) "31245 us". Returns buf. */
+const char *fmt_us(uint64_t us, char *buf, size_t len);
+/*
+ * A domain's gpu string as a table shows it: its first token (a PCI
+ * address, a UUID...) cut to width with "..." when longer, "+" when more
+ * tokens follow; "-" when empty. Returns buf.
+ */
+const char *gpu_short(const char *gpu, size_t width, char *buf, size_t len);
+/* A reason in lower case ("already_released"), as sysfs spells them. */
+void reason_lower(uint32_t reason, char *buf, size_t len);
+
+/* JSON only: "key": and a number printed with fmt (e.g. "%lld.%06ld"). */
+void json_key_num(struct out *o, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* Text mode only. */
 void out_text(struct out *o, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

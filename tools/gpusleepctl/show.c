@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /* gpusleepctl: list and status, from sysfs, through the output layer. */
+#include <errno.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@
 static void tag_values_out(struct out *o, const struct domain *d,
 			   const struct field *f, const char *s)
 {
-	char tag[GPUSLEEP_TAG_NAME_LEN], val[24], text[sizeof(fv_TAGU64) +
+	char tag[GPUSLEEP_TAG_NAME_LEN], val[32], text[sizeof(fv_TAGU64) +
 						       sizeof(fv_TAGS)];
 	size_t i, off = 0;
 
@@ -29,6 +30,9 @@ static void tag_values_out(struct out *o, const struct domain *d,
 			out_u64(o, tag, NULL, strtoull(val, NULL, 10));
 			continue;
 		}
+		if (f->flags & F_BYTES)
+			fmt_size(strtoull(val, NULL, 10), false, val,
+				 sizeof(val));
 		off += (size_t)snprintf(text + off, sizeof(text) - off,
 					"%s%s %s", i ? ", " : "", tag, val);
 		if (off >= sizeof(text))
@@ -62,8 +66,10 @@ static void field_out(struct out *o, const struct domain *d,
 		out_bool(o, f->jkey, f->text, FIELD_U64(d, f) != 0);
 		break;
 	case K_U64:
-	case K_RES:
 		out_u64(o, f->jkey, f->text, FIELD_U64(d, f));
+		break;
+	case K_RES:
+		out_size(o, f->jkey, f->text, FIELD_U64(d, f));
 		break;
 	case K_OP:
 		v = FIELD_U64(d, f);
@@ -79,13 +85,7 @@ static void field_out(struct out *o, const struct domain *d,
 			out_null(o, f->jkey, f->text);
 			break;
 		}
-		v = FIELD_U64(d, f);
-		if (o->json) {
-			out_u64(o, f->jkey, NULL, v);
-			break;
-		}
-		snprintf(buf, sizeof(buf), "%llu us", (unsigned long long)v);
-		out_str(o, NULL, f->text, buf);
+		out_us(o, f->jkey, f->text, FIELD_U64(d, f));
 		break;
 	}
 }
@@ -126,52 +126,97 @@ static void domain_out(struct out *o, const struct domain *d, bool full)
 }
 
 static const char list_usage[] =
-	"Usage: gpusleepctl list [--json]\n"
-	"List the domains of this node: id, name, GPU, state, released tags.\n";
+	"Usage: gpusleepctl list [-j|--json] [-p|--bytes]\n"
+	"List the domains of this node: id, name, GPU, state, released tags,\n"
+	"the memory released and what stayed resident, whether an agent is\n"
+	"attached. -p: raw byte counts. -j: a JSON array (the keys of status).\n";
+
+enum { COL_ID, COL_NAME, COL_GPU, COL_STATE, COL_RELEASED, COL_MEMORY,
+       COL_RESIDENT, COL_AGENT, NCOLS };
+#define GPU_WIDTH	20	/* a PCI address fits; a UUID is cut */
+#define CELL_LEN	(GS_STR_LEN + 8)
+
+static void list_row(const struct domain *d, char cell[NCOLS][CELL_LEN])
+{
+	snprintf(cell[COL_ID], CELL_LEN, "%u", d->id);
+	snprintf(cell[COL_NAME], CELL_LEN, "%s", d->name[0] ? d->name : "-");
+	gpu_short(d->gpu, GPU_WIDTH, cell[COL_GPU], CELL_LEN);
+	snprintf(cell[COL_STATE], CELL_LEN, "%s", d->state);
+	snprintf(cell[COL_RELEASED], CELL_LEN, "%.*s", CELL_LEN - 1,
+		 d->released_tags[0] ? d->released_tags : "-");
+	if (d->released_tags[0])
+		fmt_size(domain_released_bytes(d), true, cell[COL_MEMORY], CELL_LEN);
+	else
+		snprintf(cell[COL_MEMORY], CELL_LEN, "-");
+	if (d->released_tags[0] && d->resident_source[0] &&
+	    strcmp(d->resident_source, "unknown"))
+		fmt_size(d->resident_bytes, true, cell[COL_RESIDENT], CELL_LEN);
+	else
+		snprintf(cell[COL_RESIDENT], CELL_LEN, "-");
+	snprintf(cell[COL_AGENT], CELL_LEN, "%s",
+		 d->agent_attached ? "yes" : "no");
+}
 
 int cmd_list(int argc, char **argv)
 {
-	struct domain d;
+	static const char *const head[NCOLS] = {
+		"ID", "NAME", "GPU", "STATE", "RELEASED", "MEMORY", "RESIDENT",
+		"AGENT",
+	};
+	char (*cells)[NCOLS][CELL_LEN];
+	size_t width[NCOLS], n, i, c;
+	struct domain *ds;
 	struct out o;
-	uint32_t *ids;
-	size_t n, i;
-	bool json = false;
 	int r;
 
-	if (parse_json_opt(argc, argv, &json, list_usage))
+	if (parse_json_opt(argc, argv, list_usage))
 		return EX_USAGE;
 	if (optind != argc) {
 		fputs(list_usage, stderr);
 		return EX_USAGE;
 	}
-	r = all_domain_ids(&ids, &n);
+	r = all_domains(&ds, &n);
 	if (r)
 		return r;
-	out_init(&o, stdout, json);
-	out_arr_open(&o, NULL);
-	out_text(&o, "%-6s %-20s %-16s %-10s %-18s %s\n", "ID", "NAME", "GPU",
-		 "STATE", "RELEASED", "AGENT");
-	for (i = 0; i < n; i++) {
-		if (domain_load(ids[i], &d))
-			continue;	/* went away meanwhile */
-		if (json) {
-			domain_out(&o, &d, false);
-			continue;
-		}
-		printf("%-6u %-20s %-16s %-10s %-18s %s\n", d.id, d.name,
-		       d.gpu[0] ? d.gpu : "-", d.state,
-		       d.released_tags[0] ? d.released_tags : "-",
-		       d.agent_attached ? "yes" : "no");
+	out_init(&o, stdout, opt_json);
+	if (opt_json) {
+		out_arr_open(&o, NULL);
+		for (i = 0; i < n; i++)
+			domain_out(&o, &ds[i], false);
+		out_arr_close(&o);
+		out_end_line(&o);
+		free(ds);
+		return EX_OK;
 	}
-	out_arr_close(&o);
-	if (json)
-		putchar('\n');
-	free(ids);
+	/* Columns as wide as their widest cell: nothing overflows. */
+	cells = calloc(n ? n : 1, sizeof(*cells));
+	if (!cells) {
+		free(ds);
+		errmsg("out of memory");
+		return EX_FAILED;
+	}
+	for (c = 0; c < NCOLS; c++)
+		width[c] = strlen(head[c]);
+	for (i = 0; i < n; i++) {
+		list_row(&ds[i], cells[i]);
+		for (c = 0; c < NCOLS; c++)
+			if (strlen(cells[i][c]) > width[c])
+				width[c] = strlen(cells[i][c]);
+	}
+	for (c = 0; c < NCOLS; c++)
+		printf("%-*s%s", c + 1 < NCOLS ? (int)width[c] : 0, head[c],
+		       c + 1 < NCOLS ? "  " : "\n");
+	for (i = 0; i < n; i++)
+		for (c = 0; c < NCOLS; c++)
+			printf("%-*s%s", c + 1 < NCOLS ? (int)width[c] : 0,
+			       cells[i][c], c + 1 < NCOLS ? "  " : "\n");
+	free(cells);
+	free(ds);
 	return EX_OK;
 }
 
 static const char status_usage[] =
-	"Usage: gpusleepctl status [DOMAIN] [--json]\n"
+	"Usage: gpusleepctl status [DOMAIN] [-j|--json] [-p|--bytes]\n"
 	"Show every sysfs value of DOMAIN (an id or a name), or of every domain.\n"
 	"With --json: one object for DOMAIN, an array without it.\n";
 
@@ -181,16 +226,15 @@ int cmd_status(int argc, char **argv)
 	struct out o;
 	uint32_t *ids, id;
 	size_t n, i;
-	bool json = false;
 	int r;
 
-	if (parse_json_opt(argc, argv, &json, status_usage))
+	if (parse_json_opt(argc, argv, status_usage))
 		return EX_USAGE;
 	if (argc - optind > 1) {
 		fputs(status_usage, stderr);
 		return EX_USAGE;
 	}
-	out_init(&o, stdout, json);
+	out_init(&o, stdout, opt_json);
 	if (optind < argc) {
 		r = resolve(argv[optind], &id);
 		if (r)
@@ -200,8 +244,8 @@ int cmd_status(int argc, char **argv)
 			return EX_NOTFOUND;
 		}
 		domain_out(&o, &d, true);
-		if (json)
-			putchar('\n');
+		if (opt_json)
+			out_end_line(&o);
 		return EX_OK;
 	}
 	r = all_domain_ids(&ids, &n);
@@ -212,8 +256,8 @@ int cmd_status(int argc, char **argv)
 		if (!domain_load(ids[i], &d))
 			domain_out(&o, &d, true);
 	out_arr_close(&o);
-	if (json)
-		putchar('\n');
+	if (opt_json)
+		out_end_line(&o);
 	free(ids);
 	return EX_OK;
 }

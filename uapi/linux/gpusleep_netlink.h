@@ -19,8 +19,9 @@
  *              refused), REASON, ERROR (0 or -errno) and BAD_TAGS; a
  *              refusal by the state machine is a reply, not an error.
  *   STATE_NTF  multicast on the "events" group at every state transition:
- *              the domain's attributes, FROM_STATE, OP_ID and, when an
- *              operation finished, a RESULT nest. Never requested.
+ *              the domain's attributes, FROM_STATE, OP_ID, TIME_NS (when
+ *              it happened, CLOCK_REALTIME) and, when an operation
+ *              finished, a RESULT nest. Never requested.
  */
 /*
  * GPUSLEEP_A_OWNER_PID is the creating process's pid in the pid namespace
@@ -79,6 +80,7 @@ enum {
 	GPUSLEEP_A_RESIDENT_BYTES,	/* u64, held after the newest release */
 	GPUSLEEP_A_RESIDENT_SOURCE,	/* u32, GPUSLEEP_RESIDENT_*, 0 unknown */
 	GPUSLEEP_A_GROUP,		/* string, the domain's group, if any */
+	GPUSLEEP_A_TIME_NS,		/* u64, notification: CLOCK_REALTIME */
 
 	__GPUSLEEP_A_MAX,
 	GPUSLEEP_A_MAX = (__GPUSLEEP_A_MAX - 1)

@@ -20,7 +20,8 @@ from .errors import (GpuSleepError, NotEnabled, InvalidRequest,
                      KvReleaseNotAllowed, AlreadyReleased, Busy, NotReleased,
                      Cancelled, Timeout, DrainTimeout, AgentTimeout,
                      EngineTimeout, EngineFailed, AgentFailed, AgentGone,
-                     EngineGone, NoMemory, QueueFull)
+                     EngineGone, NoMemory, QueueFull, DomainNotFound,
+                     AmbiguousDomain, ModuleNotLoaded, PermissionDenied)
 from .trainer import (Controller, Result, State, release, resume,
                       is_sleeping, state, wait, resolve_domain)
 from .group import Group, GroupResult, RankResult
@@ -42,5 +43,6 @@ __all__ = [
     "EngineFailed", "AgentFailed", "AgentGone", "EngineGone", "NoMemory",
     "QueueFull", "Controller", "Result", "State", "release", "resume",
     "is_sleeping", "state", "wait", "resolve_domain", "TAGS", "lib_path",
-    "Group", "GroupResult", "RankResult",
+    "Group", "GroupResult", "RankResult", "DomainNotFound",
+    "AmbiguousDomain", "ModuleNotLoaded", "PermissionDenied",
 ]

@@ -220,10 +220,18 @@ class MemoryManager:
         return {k: getattr(i, k) for k, _ in i._fields_ if k != "pad"}
 
     def close(self):
+        """Destroy the manager: every buffer it handed out is gone."""
         if self._mm:
             _lib.lib().gs_mm_destroy(self._mm)
             self._mm = None
             self._bufs.clear()
+
+    def __enter__(self):
+        """with MemoryManager(...) as mm: closed at the end of the block."""
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def __del__(self):
         try:

@@ -14,6 +14,13 @@ Every exception is a GpuSleepError (an OSError), carrying
   tags         the tags a refusal names (AlreadyReleased, NotReleased),
                else the tags of the failed operation, as names
   result       the operation's Result when one was fetched, else None
+
+Finding the domain: DomainNotFound (a name or an id that no live domain
+has; also a LookupError and a FileNotFoundError), AmbiguousDomain (a name
+that several domains share: pass the id; also a LookupError),
+ModuleNotLoaded (no /dev/gpusleep or sysfs class: load the module),
+PermissionDenied (not the domain's owner and no CAP_SYS_ADMIN; also a
+PermissionError).
 """
 
 import errno as _errno
@@ -26,7 +33,8 @@ from . import _lib
 _REASONS = {
     _lib.R_NONE: ("NONE", 0, "success"),
     _lib.R_NOT_ENABLED: ("NOT_ENABLED", _errno.ENOTCONN,
-                         "memory saver not enabled: no agent attached"),
+                         "no agent attached: the engine runs without its "
+                         "gpusleep agent, so its memory cannot be released"),
     _lib.R_INVALID: ("INVALID", _errno.EINVAL,
                      "invalid request: unknown tags or flags"),
     _lib.R_KV_NOT_ALLOWED: ("KV_NOT_ALLOWED", _errno.EPERM,
@@ -114,7 +122,8 @@ def _rebuild(cls, reason, err, message, op_id, tags):
 
 
 class NotEnabled(GpuSleepError):
-    """No agent attached: the memory saver is not enabled (ENOTCONN)."""
+    """No agent is attached to the domain, so none of its memory can be
+    released or resumed (ENOTCONN)."""
 
 
 class InvalidRequest(GpuSleepError, ValueError):
@@ -180,6 +189,79 @@ class NoMemory(GpuSleepError):
 
 class QueueFull(GpuSleepError):
     """An event queue overflowed (ENOBUFS)."""
+
+
+class DomainNotFound(GpuSleepError, FileNotFoundError, LookupError):
+    """No live domain has that name or id (ENOENT). .domain: what was
+    asked for."""
+
+    def __init__(self, domain, message=None):
+        super().__init__(_lib.R_NONE, _errno.ENOENT, message or
+                         f"no gpusleep domain {domain!r} "
+                         "(gpusleepctl list shows them)")
+        self.domain = domain
+
+    def __str__(self):
+        return self.message
+
+    def __reduce__(self):
+        return (type(self), (self.domain, self.message))
+
+
+class AmbiguousDomain(GpuSleepError, LookupError):
+    """Several domains have that name: pass the id (EINVAL). .domain: the
+    name; .ids: the ids that have it."""
+
+    def __init__(self, domain, ids=()):
+        self.ids = list(ids)
+        super().__init__(_lib.R_NONE, _errno.EINVAL,
+                         f"{len(self.ids)} gpusleep domains are named "
+                         f"{domain!r} (ids {self.ids}): pass the id")
+        self.domain = domain
+
+    def __str__(self):
+        return self.message
+
+    def __reduce__(self):
+        return (type(self), (self.domain, self.ids))
+
+
+class ModuleNotLoaded(GpuSleepError, FileNotFoundError):
+    """The gpusleep module is not loaded: no /dev/gpusleep, no
+    /sys/class/gpusleep (ENOENT). Load it: sudo modprobe gpusleep."""
+
+    def __init__(self, path="/dev/gpusleep", message=None):
+        super().__init__(_lib.R_NONE, _errno.ENOENT, message or
+                         f"{path}: missing: the gpusleep module is not "
+                         "loaded (load it: sudo modprobe gpusleep)")
+        self.path = path
+
+    def __str__(self):
+        return self.message
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.message))
+
+
+class PermissionDenied(GpuSleepError, PermissionError):
+    """Not the domain's owner and no CAP_SYS_ADMIN (EPERM): run as its
+    owner or root, or use a controller fd the engine granted
+    (Engine.grant, Controller.from_fd). Reading its state needs no
+    permission: gpusleep.state() reads sysfs then."""
+
+    def __init__(self, domain, message=None):
+        super().__init__(_lib.R_NONE, _errno.EPERM, message or
+                         f"domain {domain!r}: permission denied: only its "
+                         "owner or root (CAP_SYS_ADMIN) may control it; run "
+                         "with sudo, or use a controller fd the engine "
+                         "granted (Engine.grant, Controller.from_fd)")
+        self.domain = domain
+
+    def __str__(self):
+        return self.message
+
+    def __reduce__(self):
+        return (type(self), (self.domain, self.message))
 
 
 _BY_REASON = {

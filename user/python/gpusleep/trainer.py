@@ -8,47 +8,103 @@
     trainer.resume("llm0")                  # what is still released
 
 A domain is its id (int) or its name, looked up in
-/sys/class/gpusleep/*/name. Tags: None = the default (release: every tag;
-resume: exactly what is released now), or a list of names ("weights",
-"kv_cache"); [] is a ValueError. Refusals and failures raise the
-gpusleep.errors exception of their reason.
+/sys/class/gpusleep/*/name: errors.DomainNotFound when no live domain has
+it (name or id alike), errors.AmbiguousDomain when several do (pass the
+id), errors.ModuleNotLoaded without the module. Tags: None = the default
+(release: every tag; resume: exactly what is released now), or a list of
+names ("weights", "kv_cache"); [] is a ValueError. Refusals and failures
+raise the gpusleep.errors exception of their reason; bad arguments raise
+TypeError or ValueError naming the argument.
+
+state() and is_sleeping() need no privilege: for a domain the caller may
+not control they read sysfs, as `gpusleepctl status` does.
 """
+
+from __future__ import annotations
 
 import asyncio
 import ctypes
 import errno as _errno
 import glob
 import os
+from typing import Iterable, Optional, Union
 
 from . import _lib, errors
 
 SYSFS_CLASS = "/sys/class/gpusleep"
 
+#: A domain: its id, or its name.
+DomainRef = Union[int, str]
+#: Tags: None (the default), a name, names, or a mask of the domain's bits.
+Tags = Optional[Union[str, Iterable[str], int]]
 
-def resolve_domain(domain):
-    """An id (int, or a string of digits) as is; else the id of the domain
-    with that name in sysfs. LookupError if no domain has it."""
-    if isinstance(domain, bool):
-        raise TypeError("domain: want an id or a name")
+
+def _sysfs_class() -> str:
+    return os.environ.get("GPUSLEEP_SYSFS") or SYSFS_CLASS
+
+
+def _check_domain(domain: object) -> None:
+    if isinstance(domain, bool) or not isinstance(domain, (int, str)):
+        raise TypeError("domain: want an id (int) or a name (str), not "
+                        f"{type(domain).__name__}")
+    if isinstance(domain, int) and domain <= 0:
+        raise ValueError(f"domain: {domain} is not a domain id (ids are > 0)")
+    if isinstance(domain, str) and not domain:
+        raise ValueError("domain: an empty name")
+
+
+def resolve_domain(domain: DomainRef) -> int:
+    """An id (int, or a string of digits) as is; else the id of the live
+    domain with that name in sysfs. errors.DomainNotFound if none has it,
+    errors.AmbiguousDomain if several do, errors.ModuleNotLoaded without
+    the module."""
+    _check_domain(domain)
     if isinstance(domain, int):
         return domain
-    if isinstance(domain, str) and domain.isdigit():
+    if domain.isdigit():
         return int(domain)
-    if not isinstance(domain, str):
-        raise TypeError("domain: want an id or a name")
-    for d in sorted(glob.glob(os.path.join(SYSFS_CLASS, "*", "name"))):
+    root = _sysfs_class()
+    ids = []
+    for d in sorted(glob.glob(os.path.join(root, "*", "name"))):
         try:
             with open(d) as f:
                 if f.read().strip() != domain:
                     continue
             with open(os.path.join(os.path.dirname(d), "id")) as f:
-                return int(f.read().strip())
+                ids.append(int(f.read().strip()))
         except OSError:
             continue	# the domain went away meanwhile
-    if not os.path.isdir(SYSFS_CLASS):
-        raise LookupError(f"domain {domain!r}: no {SYSFS_CLASS} "
-                          "(module not loaded?); pass the id")
-    raise LookupError(f"no gpusleep domain named {domain!r}")
+    if len(ids) > 1:
+        raise errors.AmbiguousDomain(domain, sorted(ids))
+    if ids:
+        return ids[0]
+    if not os.path.isdir(root):
+        raise errors.ModuleNotLoaded(root)
+    raise errors.DomainNotFound(domain)
+
+
+def _timeout_ms(timeout: Optional[float]) -> int:
+    if timeout is None:
+        return 0
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError("timeout: want None or seconds (int or float), not "
+                        f"{type(timeout).__name__}")
+    if not timeout > 0:
+        raise ValueError(f"timeout: want None or seconds > 0, not {timeout!r}")
+    return max(1, min(int(timeout * 1000), 0xffffffff))
+
+
+def _check_bool(name: str, v: object) -> None:
+    if not isinstance(v, bool):
+        raise TypeError(f"{name}: want True or False, not "
+                        f"{type(v).__name__}")
+
+
+def _check_op_id(op_id: object) -> None:
+    if isinstance(op_id, bool) or not isinstance(op_id, int):
+        raise TypeError(f"op_id: want an int, not {type(op_id).__name__}")
+    if op_id < 0:
+        raise ValueError(f"op_id: want 0 (the newest) or an id, not {op_id}")
 
 
 class Result:
@@ -138,23 +194,74 @@ class State:
         self.prefix_caching = bool(s.caps & _lib.CAP_PREFIX_CACHING)
         self.prefix_cache_reset = bool(s.caps & _lib.CAP_PREFIX_CACHE_RESET)
 
+    #: "ioctl" (a controlling fd: every field) or "sysfs" (no fd: no
+    #: caps, last_op_id 0, last None)
+    source = "ioctl"
+
     @property
-    def is_sleeping(self):
+    def is_sleeping(self) -> bool:
+        """True while some tag is released."""
         return bool(self.released)
+
+    @classmethod
+    def from_sysfs(cls, domain_id: int) -> "State":
+        """The domain's state as /sys/class/gpusleep/domainN/ shows it,
+        readable by every user. errors.DomainNotFound when it is gone."""
+        d = os.path.join(_sysfs_class(), f"domain{domain_id}")
+
+        def rd(name, default=""):
+            try:
+                with open(os.path.join(d, name)) as f:
+                    return f.read().strip()
+            except FileNotFoundError:
+                if not os.path.isdir(d):
+                    raise errors.DomainNotFound(domain_id) from None
+                return default
+
+        def nums(name):
+            return [int(v) for v in rd(name).split(",") if v]
+
+        names = tuple(n for n in rd("tags").split(",") if n) or \
+            _lib.TAG_NAMES
+
+        def mask(name):
+            return sum(1 << names.index(t) for t in rd(name).split(",")
+                       if t in names)
+
+        s = _lib.gpusleep_state()
+        s.id = domain_id
+        st = rd("state")
+        s.state = (_lib.STATE_NAMES.index(st) if st in _lib.STATE_NAMES
+                   else len(_lib.STATE_NAMES))
+        s.released = mask("released_tags")
+        s.unconfirmed = mask("unconfirmed_tags")
+        s.shortfall = mask("shortfall_tags")
+        s.flags = ((_lib.SF_DRAIN_PENDING if rd("drain_pending") == "1"
+                    else 0) |
+                   (_lib.SF_AGENT_ATTACHED if rd("agent_attached") == "1"
+                    else 0) |
+                   (_lib.SF_KV_RELEASE_ALLOWED
+                    if rd("kv_release_allowed") == "1" else 0) |
+                   (_lib.SF_DEAD if st == "dead" else 0))
+        s.op_in_flight = int(rd("op_in_flight", "0") or 0)
+        for arr, name in ((s.bytes_released, "tag_bytes_released"),
+                          (s.freed_bytes, "tag_freed_bytes"),
+                          (s.generation, "tag_generations")):
+            for i, v in enumerate(nums(name)[:len(arr)]):
+                arr[i] = v
+        src = rd("resident_source", "unknown")
+        if src in _lib.RESIDENT_SOURCES:
+            s.resident_source = _lib.RESIDENT_SOURCES.index(src)
+            s.resident_bytes = int(rd("resident_bytes", "0") or 0)
+        self = cls(s, names)
+        self.source = "sysfs"
+        return self
 
     def __repr__(self):
         return (f"State(id={self.id}, state={self.state!r}, "
                 f"released={self.released!r}, "
                 f"op_in_flight={self.op_in_flight}, "
                 f"agent_attached={self.agent_attached})")
-
-
-def _timeout_ms(timeout):
-    if timeout is None:
-        return 0
-    if timeout <= 0:
-        raise ValueError("timeout: want None or seconds > 0")
-    return max(1, min(int(timeout * 1000), 0xffffffff))
 
 
 class _Ops:
@@ -164,24 +271,26 @@ class _Ops:
     _fd = -1
     _tag_names = None
 
-    def fileno(self):
+    def fileno(self) -> int:
         return self._fd
 
     @property
-    def tag_names(self):
+    def tag_names(self) -> tuple:
         """The domain's tags, in declaration order (its bit order): fixed
         for the domain's life, so asked once (GPUSLEEP_IOC_GET_TAGS)."""
         if self._tag_names is None:
             self._tag_names = tuple(n for n, _, _ in _lib.get_tags(self._fd))
         return self._tag_names
 
-    def tags(self):
+    def tags(self) -> list:
         """The domain's declaration: [(name, kind, generation)], kind
         "memory" or "kv_cache", generation how many times the tag's memory
         was replaced."""
         return _lib.get_tags(self._fd)
 
     def _op(self, kind, tags, flags, timeout, wait):
+        _check_bool("wait", wait)
+        tmo = _timeout_ms(timeout)
         L = _lib.lib()
         # Unknown names go to the module as an unknown bit: it refuses them
         # in its own order (not enabled, invalid, kv not allowed, already
@@ -193,8 +302,7 @@ class _Ops:
         if not wait:
             flags |= _lib.OPF_NONBLOCK
         op = _lib.gpusleep_op()
-        ret = call(self._fd, mask, flags, _timeout_ms(timeout),
-                   ctypes.byref(op))
+        ret = call(self._fd, mask, flags, tmo, ctypes.byref(op))
         if ret == -_errno.EINTR and op.op_id:
             # a signal (whose handler did not raise): the operation goes on
             return self.wait(op.op_id)
@@ -226,43 +334,51 @@ class _Ops:
         ret = _lib.lib().gs_wait(self._fd, op_id, 1, ctypes.byref(r))
         return Result(r, self.tag_names) if ret == 0 else None
 
-    def release(self, tags=None, abort_inflight=False, timeout=None,
-                wait=True):
+    def release(self, tags: Tags = None, abort_inflight: bool = False,
+                timeout: Optional[float] = None,
+                wait: bool = True) -> Union[Result, int]:
         """Release tags (None = all). timeout: seconds per step (None = the
         module's defaults). wait=True: block until done, return its Result
         (raise on failure); wait=False: return the op id once started."""
+        _check_bool("abort_inflight", abort_inflight)
         flags = _lib.OPF_ABORT_INFLIGHT if abort_inflight else 0
         return self._op(_lib.OP_RELEASE, tags, flags, timeout, wait)
 
-    def resume(self, tags=None, timeout=None, wait=True):
-        """Resume tags (None = exactly what is released now)."""
+    def resume(self, tags: Tags = None, timeout: Optional[float] = None,
+               wait: bool = True) -> Union[Result, int]:
+        """Resume tags (None = exactly what is released now). As
+        release() otherwise."""
         return self._op(_lib.OP_RESUME, tags, 0, timeout, wait)
 
-    def is_sleeping(self):
+    def is_sleeping(self) -> bool:
+        """True while some tag of the domain is released."""
         ret = _lib.lib().gs_is_sleeping(self._fd)
         if ret < 0:
             raise errors.from_code(-ret)
         return bool(ret)
 
-    def state(self):
+    def state(self) -> State:
+        """The domain's whole state (GPUSLEEP_IOC_GET_STATE): its state
+        name, released tags, flags, bytes per tag, the newest result."""
         st = _lib.gpusleep_state()
         ret = _lib.lib().gs_get_state(self._fd, ctypes.byref(st))
         if ret < 0:
             raise errors.from_code(-ret)
         return State(st, self.tag_names)
 
-    def wait(self, op_id=0, timeout=None):
-        """Wait for operation op_id (0 = the newest) to finish; its Result,
-        or its exception when it failed. errors.Timeout when timeout (s)
-        passes first."""
+    def wait(self, op_id: int = 0, timeout: Optional[float] = None) -> Result:
+        """Wait for operation op_id (0 = the newest) to finish and return
+        its Result; raise its exception (errors.DrainTimeout...) when it
+        failed, errors.Timeout when timeout (seconds) passes first."""
+        _check_op_id(op_id)
+        tmo = _timeout_ms(timeout)
         r = _lib.gpusleep_result()
-        ret = _lib.lib().gs_wait(self._fd, op_id, _timeout_ms(timeout),
-                                 ctypes.byref(r))
+        ret = _lib.lib().gs_wait(self._fd, op_id, tmo, ctypes.byref(r))
         if ret < 0:
             raise errors.from_code(-ret, op_id=op_id)
         return Result(r, self.tag_names).raise_for_error()
 
-    def register_eventfd(self, efd, events=_lib.EFD_OP_DONE):
+    def register_eventfd(self, efd: int, events: int = _lib.EFD_OP_DONE):
         """Register (events != 0), update or remove (0) an eventfd."""
         ret = _lib.lib().gs_eventfd(self._fd, efd, events)
         if ret < 0:
@@ -275,10 +391,11 @@ class _Ops:
             return True		# the domain died: WAIT tells the rest
         return op_id <= st.last_op_id and st.op_in_flight != op_id
 
-    async def wait_async(self, op_id=0):
+    async def wait_async(self, op_id: int = 0) -> Result:
         """Await operation op_id (0 = the newest at call time): an eventfd
         registered for OP_DONE wakes the loop (loop.add_reader), then the
         WAIT ioctl fetches the result. Returns the Result or raises."""
+        _check_op_id(op_id)
         loop = asyncio.get_running_loop()
         if op_id == 0:
             op_id = self.state().last_op_id
@@ -316,26 +433,37 @@ class _Ops:
 
 
 class Controller(_Ops):
-    """A controller fd on one domain (GPUSLEEP_ROLE_CONTROLLER)."""
+    """A controller fd on one domain (GPUSLEEP_ROLE_CONTROLLER); a context
+    manager that closes it. errors.DomainNotFound, AmbiguousDomain,
+    ModuleNotLoaded, PermissionDenied when it cannot be had."""
 
-    def __init__(self, domain, dev_path=None):
-        L = _lib.lib()
+    def __init__(self, domain: DomainRef, dev_path: Optional[str] = None):
+        if dev_path is not None and not isinstance(dev_path, str):
+            raise TypeError("dev_path: want None or a path (str), not "
+                            f"{type(dev_path).__name__}")
         self.domain_id = resolve_domain(domain)
+        L = _lib.lib()
         dev = L.gs_open(dev_path.encode() if dev_path else None, 0, None)
         if dev < 0:
-            raise OSError(-dev, f"{dev_path or '/dev/gpusleep'}: "
-                          f"{os.strerror(-dev)}")
+            path = dev_path or "/dev/gpusleep"
+            if -dev in (_errno.ENOENT, _errno.ENODEV, _errno.ENXIO):
+                raise errors.ModuleNotLoaded(path)
+            raise OSError(-dev, f"{path}: {os.strerror(-dev)}")
         try:
             fd = L.gs_attach(dev, self.domain_id, _lib.ROLE_CONTROLLER)
         finally:
             os.close(dev)
         if fd < 0:
+            if -fd in (_errno.ENOENT, _errno.ENODEV):
+                raise errors.DomainNotFound(domain)
+            if -fd in (_errno.EPERM, _errno.EACCES):
+                raise errors.PermissionDenied(domain)
             raise OSError(-fd, f"attaching to domain {self.domain_id}: "
                           f"{os.strerror(-fd)}")
         self._fd = fd
 
     @classmethod
-    def from_fd(cls, fd):
+    def from_fd(cls, fd: int) -> "Controller":
         """A controller over an fd granted by the engine (Engine.grant,
         received with socket.recv_fds); owned from now on."""
         self = cls.__new__(cls)
@@ -347,15 +475,15 @@ class Controller(_Ops):
         self._fd = fd
         return self
 
-    def close(self):
+    def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
 
-    def __enter__(self):
+    def __enter__(self) -> "Controller":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> None:
         self.close()
 
     def __del__(self):
@@ -367,31 +495,57 @@ class Controller(_Ops):
 
 # ---------------------------------------------------- one-call functions
 
-def release(domain, tags=None, abort_inflight=False, timeout=None,
-            wait=True, dev_path=None):
+def release(domain: DomainRef, tags: Tags = None,
+            abort_inflight: bool = False, timeout: Optional[float] = None,
+            wait: bool = True,
+            dev_path: Optional[str] = None) -> Union[Result, int]:
     """Release tags of domain (None = all). wait=True: the Result (raises on
     refusal or failure); wait=False: the op id (wait with wait())."""
+    _check_bool("abort_inflight", abort_inflight)
+    _check_bool("wait", wait)
+    _timeout_ms(timeout)
     with Controller(domain, dev_path) as c:
         return c.release(tags, abort_inflight=abort_inflight,
                          timeout=timeout, wait=wait)
 
 
-def resume(domain, tags=None, timeout=None, wait=True, dev_path=None):
+def resume(domain: DomainRef, tags: Tags = None,
+           timeout: Optional[float] = None, wait: bool = True,
+           dev_path: Optional[str] = None) -> Union[Result, int]:
     """Resume tags of domain (None = exactly what is released)."""
+    _check_bool("wait", wait)
+    _timeout_ms(timeout)
     with Controller(domain, dev_path) as c:
         return c.resume(tags, timeout=timeout, wait=wait)
 
 
-def is_sleeping(domain, dev_path=None):
-    with Controller(domain, dev_path) as c:
-        return c.is_sleeping()
+def is_sleeping(domain: DomainRef, dev_path: Optional[str] = None) -> bool:
+    """True while some tag of domain is released. Needs no privilege: for
+    a domain the caller may not control it reads sysfs."""
+    return state(domain, dev_path).is_sleeping
 
 
-def state(domain, dev_path=None):
-    with Controller(domain, dev_path) as c:
+def state(domain: DomainRef, dev_path: Optional[str] = None) -> State:
+    """The domain's State. As its owner or root: every field, through a
+    controller fd (State.source "ioctl"). Any other user: what sysfs shows,
+    as `gpusleepctl status` does (State.source "sysfs": no caps,
+    last_op_id 0, last None). errors.DomainNotFound, AmbiguousDomain,
+    ModuleNotLoaded when the domain cannot be found."""
+    try:
+        c = Controller(domain, dev_path)
+    except errors.PermissionDenied:
+        return State.from_sysfs(resolve_domain(domain))
+    with c:
         return c.state()
 
 
-def wait(domain, op_id=0, timeout=None, dev_path=None):
+def wait(domain: DomainRef, op_id: int = 0, timeout: Optional[float] = None,
+         dev_path: Optional[str] = None) -> Result:
+    """Wait for operation op_id (0 = the newest) of domain to finish: its
+    Result, or its exception when it failed; errors.Timeout when timeout
+    (seconds) passes first. Needs control of the domain (its owner, root
+    or a granted fd)."""
+    _check_op_id(op_id)
+    _timeout_ms(timeout)
     with Controller(domain, dev_path) as c:
         return c.wait(op_id, timeout)

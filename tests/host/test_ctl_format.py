@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""gpusleepctl's output on the host, against a fake sysfs tree
+(GPUSLEEP_SYSFS): human units by default and raw ones with -p, the memory
+columns of list, a GPU column that does not overflow, -j before the
+command, list --json keys those of status --json, group list and show,
+the refusals that need no module (--tags "", --timeout 0, an ambiguous
+name) and their JSON error object, and what happens without the module
+(metrics: gpusleep_up 0; the others say how to load it). What needs the
+module is tests/vm/ctl_test.py. Prints TAP.
+
+GPUSLEEP_CTL runs another gpusleepctl binary (an older one, to see these
+checks fail on it)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from test_ctl_exporter import Tap as _Tap, write_domain  # noqa: E402
+
+CTL = os.environ.get("GPUSLEEP_CTL") or os.path.join(
+    HERE, "..", "..", "build", "bin", "gpusleepctl")
+GIB14 = str(14 * 1024 ** 3)
+UUID = "GPU-5d1e0b3a-0000-1111-2222-333344445555"
+
+
+class Tap(_Tap):
+    failed = 0
+
+    def check(self, name, cond, diag=""):
+        self.failed += not cond
+        super().check(name, cond, diag)
+
+
+def ctl(env, *args):
+    return subprocess.run([CTL] + list(args), capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
+def jload(text, default):
+    """text as JSON, or default when it is not JSON."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
+def columns(header):
+    """The start of each column of a table's header line."""
+    starts, prev = [], " "
+    for i, ch in enumerate(header):
+        if ch != " " and prev == " ":
+            starts.append(i)
+        prev = ch
+    return starts
+
+
+def aligned(lines):
+    """Every row's cells start where the header's columns start."""
+    starts = columns(lines[0])
+    for ln in lines[1:]:
+        for s in starts[1:]:
+            if s >= len(ln) or ln[s - 1] != " " or ln[s] == " ":
+                return False
+    return True
+
+
+def main():
+    print("TAP version 13")
+    if not os.access(CTL, os.X_OK):
+        print("1..0 # SKIP %s not built" % CTL)
+        return 0
+    print("1..22")
+    t = Tap()
+    tmp = tempfile.mkdtemp(prefix="gs-ctl-fmt-", dir=os.path.join(HERE, "..", "..", "build"))
+    root = os.path.join(tmp, "sys")
+    os.makedirs(root)
+    write_domain(root, 1, tag_bytes_released=GIB14 + ",0,0",
+                 resident_bytes="1288490188", resident_source="process",
+                 group="g0")
+    write_domain(root, 2, name="llm1", gpu="0000:42:00.0 " + UUID,
+                 state="awake", released_tags="", agent_attached="0",
+                 group="g0")
+    write_domain(root, 3, name="dup", gpu=UUID + "," + UUID, state="awake",
+                 released_tags="", group="")
+    write_domain(root, 4, name="dup", gpu="gpu0", state="awake",
+                 released_tags="", group="")
+    env = dict(os.environ, GPUSLEEP_SYSFS=root,
+               GPUSLEEP_DEVICE=os.path.join(tmp, "no-device"))
+    gone = dict(env, GPUSLEEP_SYSFS=os.path.join(tmp, "no-module"))
+
+    r = ctl(env, "list")
+    lines = r.stdout.splitlines()
+    row1 = lines[1].split() if len(lines) > 1 else []
+    t.check("list: human units in a memory column (released, resident)",
+            r.returncode == 0 and lines and
+            lines[0].split()[:8] == ["ID", "NAME", "GPU", "STATE",
+                                     "RELEASED", "MEMORY", "RESIDENT",
+                                     "AGENT"] and
+            "14.0 GiB" in lines[1] and "1.2 GiB" in lines[1], r)
+    t.check("list: a long GPU string does not push the columns",
+            len(lines) == 5 and aligned(lines) and
+            all(len(ln) < 100 for ln in lines), r.stdout)
+    t.check("list: the GPU column shows the PCI address",
+            "0000:41:00.0" in lines[1] if len(lines) > 1 else False, r.stdout)
+    r = ctl(env, "-p", "list")
+    t.check("-p list: raw bytes", r.returncode == 0 and GIB14 in r.stdout and
+            "1288490188" in r.stdout and "GiB" not in r.stdout, r)
+    r = ctl(env, "list", "--bytes")
+    t.check("list --bytes after the command too",
+            r.returncode == 0 and GIB14 in r.stdout, r)
+
+    r = ctl(env, "-j", "list")
+    lst = jload(r.stdout, None)
+    t.check("-j before the command: JSON", r.returncode == 0 and
+            isinstance(lst, list) and len(lst) == 4, r)
+    st = json.loads(ctl(env, "status", "1", "--json").stdout or "{}")
+    t.check("list --json: status's keys, with bytes and resident",
+            bool(lst) and set(lst[0]) <= set(st) and
+            lst[0].get("bytes", {}).get("weights") == int(GIB14) and
+            lst[0].get("resident") == {"bytes": 1288490188,
+                                       "source": "process"}, (lst, st))
+    r = ctl(env, "status", "1")
+    t.check("status: human units", r.returncode == 0 and
+            "weights 14.0 GiB" in r.stdout and "resident 1.2 GiB" in r.stdout
+            and "last release 42.0 ms" in r.stdout, r)
+    r = ctl(env, "-p", "status", "1")
+    t.check("-p status: raw bytes and us", r.returncode == 0 and
+            "weights " + GIB14 in r.stdout and
+            "resident 1288490188 bytes" in r.stdout and
+            "42022 us" in r.stdout, r)
+
+    r = ctl(env, "group", "list")
+    t.check("group list: g0 with its two ranks",
+            r.returncode == 0 and any(ln.split()[:2] == ["g0", "2"]
+                                      for ln in r.stdout.splitlines()), r)
+    r = ctl(env, "-j", "group", "show", "g0")
+    g = jload(r.stdout, {})
+    t.check("group show --json: the ranks as {id, name, ...}",
+            r.returncode == 0 and g.get("group") == "g0" and
+            [(d["id"], d["name"]) for d in g.get("domains", [])] ==
+            [(1, "llm0"), (2, "llm1")], r)
+    r = ctl(env, "group", "show", "nope")
+    t.check("group show of an unknown group: exit 3, says where to look",
+            r.returncode == 3 and "group list" in r.stderr, r)
+
+    r = ctl(env, "release", "llm0", "--tags", "")
+    t.check('release --tags "": refused, exit 2 (not every tag)',
+            r.returncode == 2 and "--tags" in r.stderr, r)
+    r = ctl(env, "release", "llm0", "--timeout", "0")
+    t.check("release --timeout 0: refused, exit 2",
+            r.returncode == 2 and "--timeout 0" in r.stderr, r)
+    r = ctl(env, "-j", "release", "dup")
+    e = jload(r.stdout, {})
+    t.check("-j release of an ambiguous name: a JSON error on stdout",
+            r.returncode == 2 and e.get("status") == 2 and
+            e.get("error", 0) < 0 and "give the id" in e.get("message", ""),
+            r)
+
+    r = ctl(gone, "metrics")
+    t.check("metrics without the module: gpusleep_up 0, exit 0",
+            r.returncode == 0 and "gpusleep_up 0" in r.stdout.splitlines(), r)
+    r = ctl(gone, "list")
+    t.check("list without the module: exit 3, says how to load it",
+            r.returncode == 3 and "modprobe gpusleep" in r.stderr, r)
+    r = ctl(env, "release", "--group", "g0")
+    t.check("release --group without the device: exit 3, says how to load it",
+            r.returncode == 3 and "modprobe gpusleep" in r.stderr, r)
+    r = ctl(gone, "-j", "status")
+    e = jload(r.stdout, {})
+    t.check("-j status without the module: a JSON error object",
+            r.returncode == 3 and e.get("status") == 3 and
+            "modprobe" in e.get("message", ""), r)
+
+    r = ctl(env, "--version")
+    r2 = ctl(env, "-V")
+    t.check("--version and -V", r.returncode == 0 and r2.returncode == 0 and
+            r.stdout.startswith("gpusleepctl ") and r.stdout == r2.stdout,
+            (r, r2))
+    r = ctl(env, "-j", "frobnicate")
+    e = jload(r.stdout, {})
+    t.check("-j unknown command: exit 2 and a JSON error",
+            r.returncode == 2 and e.get("status") == 2, r)
+    r = ctl(env, "--help")
+    t.check("--help names -j, -p and the group command",
+            r.returncode == 0 and "--json" in r.stdout and
+            "--bytes" in r.stdout and "group list" in r.stdout, r)
+
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if t.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

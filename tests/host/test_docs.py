@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""The docs against what runs: gpusleepctl(8)'s JSON key lists against
+what gpusleepctl -j prints over a fixture sysfs tree (list, status, group
+list/show, error objects; the result and monitor keys are checked in the
+VM by tests/vm/ctl_test.py with mankeys.py), every option each command's
+--help names documented in the man page, the example sessions marked
+<!-- session: fixture --> in README.md and docs/*.md produced again and
+compared, every link in README.md and docs/*.md staying inside the
+repository (and resolving), and performance figures only in
+docs/benchmarks.md. Prints TAP.
+
+--update rewrites the fixture sessions with what gpusleepctl prints."""
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from mankeys import json_keys, man_keys, MAN  # noqa: E402
+from test_ctl_exporter import write_domain  # noqa: E402
+
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+CTL = os.environ.get("GPUSLEEP_CTL") or os.path.join(REPO, "build", "bin",
+                                                     "gpusleepctl")
+SESSION = "<!-- session: fixture -->"
+UUID = "GPU-5d1e0b3a-0000-1111-2222-333344445555"
+
+
+class Tap:
+    def __init__(self):
+        self.n = self.failed = 0
+
+    def check(self, name, cond, diag=""):
+        self.n += 1
+        self.failed += not cond
+        print("%s %d %s" % ("ok" if cond else "not ok", self.n, name))
+        if not cond:
+            for line in str(diag).splitlines():
+                print("# " + line)
+        sys.stdout.flush()
+
+
+def fixture(root):
+    """The node of the docs' sessions: llm0 with its weights released,
+    llm1 awake without an agent, tp0 and tp1 the two ranks of group tp,
+    released."""
+    write_domain(root, 1, name="llm0", gpu="0000:41:00.0," + UUID,
+                 owner_pid="119", tags="weights,kv_cache",
+                 tag_kinds="memory,kv_cache", released_tags="weights",
+                 tag_bytes_released="15032385536,0",
+                 tag_freed_bytes="15032385536,0", tag_generations="0,0",
+                 resident_bytes="1288490188", resident_source="process",
+                 unconfirmed_tags="", shortfall_tags="", shortfalls="0",
+                 group="")
+    write_domain(root, 2, name="llm1", gpu="0000:42:00.0", owner_pid="121",
+                 state="awake", released_tags="", agent_attached="0",
+                 tags="weights,kv_cache", tag_kinds="memory,kv_cache",
+                 tag_bytes_released="0,0", tag_freed_bytes="0,0",
+                 tag_generations="0,0", releases="0", last_release_us="0",
+                 resident_bytes="0", resident_source="unknown",
+                 unconfirmed_tags="", shortfall_tags="", shortfalls="0",
+                 group="")
+    for did in (3, 4):
+        write_domain(root, did, name="tp%d" % (did - 3),
+                     gpu="0000:%02x:00.0" % (0x40 + did), owner_pid="130",
+                     tags="weights,kv_cache", tag_kinds="memory,kv_cache",
+                     released_tags="weights,kv_cache", group="tp",
+                     tag_bytes_released="8589934592,4294967296",
+                     tag_freed_bytes="0,0", tag_generations="1,1",
+                     unconfirmed_tags="", shortfall_tags="", shortfalls="0",
+                     resident_bytes="0", resident_source="unknown")
+
+
+def run(env, argv):
+    r = subprocess.run([CTL] + argv, capture_output=True, text=True,
+                       env=env, timeout=60)
+    return r
+
+
+def doc_files():
+    yield os.path.join(REPO, "README.md")
+    d = os.path.join(REPO, "docs")
+    for f in sorted(os.listdir(d)):
+        if f.endswith(".md"):
+            yield os.path.join(d, f)
+
+
+def sessions(text, env):
+    """text with every fixture session's output produced again."""
+    out, lines, i = [], text.split("\n"), 0
+    while i < len(lines):
+        out.append(lines[i])
+        if lines[i].strip() != SESSION:
+            i += 1
+            continue
+        i += 1
+        out.append(lines[i])		# ```
+        i += 1
+        while not lines[i].startswith("```"):
+            ln = lines[i]
+            i += 1
+            if not ln.startswith("$ gpusleepctl "):
+                continue		# an old output line
+            out.append(ln)
+            r = run(env, shlex.split(ln[2:])[1:])
+            out.extend(r.stdout.rstrip("\n").split("\n"))
+            if r.returncode:
+                out.append("[exit %d]" % r.returncode)
+        out.append(lines[i])		# ```
+        i += 1
+    return "\n".join(out)
+
+
+def man_sessions(text, env):
+    """The man page with its fixture session (.\\" session: fixture,
+    then .nf ... .fi) produced again."""
+    out, lines, i = [], text.split("\n"), 0
+    while i < len(lines):
+        out.append(lines[i])
+        i += 1
+        if not lines[i - 1].startswith('.\\" session: fixture'):
+            continue
+        out.append(lines[i])		# .nf
+        i += 1
+        while lines[i] != ".fi":
+            ln = lines[i]
+            i += 1
+            if not ln.startswith("$ gpusleepctl "):
+                continue
+            out.append(ln)
+            r = run(env, shlex.split(ln[2:].replace("\\-", "-"))[1:])
+            out.extend(o.replace("\\", "\\\\").replace("-", "\\-")
+                       for o in r.stdout.rstrip("\n").split("\n"))
+    return "\n".join(out)
+
+
+def unman(s):
+    return s.replace("\\-", "-").replace("\\fB", "").replace("\\fR", "")
+
+
+def main():
+    update = "--update" in sys.argv
+    print("TAP version 13")
+    if not os.access(CTL, os.X_OK):
+        print("1..0 # SKIP %s not built" % CTL)
+        return 0
+    t = Tap()
+    tmp = tempfile.TemporaryDirectory(prefix="gs-docs-",
+                                      dir=os.path.join(REPO, "build"))
+    root = os.path.join(tmp.name, "sys")
+    os.makedirs(root)
+    fixture(root)
+    env = dict(os.environ, GPUSLEEP_SYSFS=root,
+               GPUSLEEP_DEVICE=os.path.join(tmp.name, "no-device"))
+    print("1..9")
+
+    # JSON keys against the man page
+    lst = json.loads(run(env, ["-j", "list"]).stdout or "[]")
+    st = json.loads(run(env, ["-j", "status"]).stdout or "[]")
+    have_list = set().union(*(json_keys(d) for d in lst)) if lst else set()
+    have_status = set().union(*(json_keys(d) for d in st)) if st else set()
+    t.check("gpusleepctl(8): the keys of list --json",
+            have_list and have_list == man_keys("list"),
+            "printed %s\ndocumented %s" % (sorted(have_list),
+                                           sorted(man_keys("list"))))
+    doc = man_keys("list") | man_keys("status")
+    t.check("gpusleepctl(8): the keys of status --json",
+            have_status and have_status == doc,
+            "printed, not documented: %s\ndocumented, not printed: %s" %
+            (sorted(have_status - doc), sorted(doc - have_status)))
+    gl = json.loads(run(env, ["-j", "group", "list"]).stdout or "[]")
+    gs = json.loads(run(env, ["-j", "group", "show", "tp"]).stdout or "{}")
+    have_gl = set().union(*(json_keys(g) for g in gl)) if gl else set()
+    t.check("gpusleepctl(8): the keys of group list and group show",
+            have_gl == man_keys("group-list") and
+            json_keys(gs) == man_keys("group-list") | man_keys("group-show"),
+            (sorted(have_gl), sorted(json_keys(gs))))
+    errs = [run(env, a) for a in (["-j", "release", "llm0", "--tags", ""],
+                                  ["-j", "group", "show", "nope"],
+                                  ["-j", "status", "nope"],
+                                  ["-j", "release", "--group", "tp"])]
+    have_err = set()
+    for r in errs:
+        have_err |= json_keys(json.loads(r.stdout or "{}"))
+    t.check("gpusleepctl(8): the keys of a JSON error",
+            {"error", "status", "message"} <= have_err <= man_keys("error"),
+            "%s\n%s" % (sorted(have_err), errs))
+
+    # options: what --help names, the man page documents
+    man = unman(open(MAN).read())
+    missing = []
+    for cmd in (["list"], ["status"], ["release"], ["resume"], ["wait"],
+                ["group"], ["monitor"], ["metrics"], []):
+        text = run(env, cmd + ["--help"]).stdout
+        for opt in set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", text)):
+            if opt not in man:
+                missing.append("%s: %s" % (" ".join(cmd) or "gpusleepctl",
+                                           opt))
+    t.check("gpusleepctl(8) documents every option --help names",
+            not missing, "\n".join(missing))
+
+    # sessions
+    stale = []
+    for f in doc_files():
+        text = open(f).read()
+        if SESSION not in text:
+            continue
+        new = sessions(text, env)
+        if new != text:
+            if update:
+                with open(f, "w") as fh:
+                    fh.write(new)
+            else:
+                stale.append(os.path.relpath(f, REPO))
+    text = open(MAN).read()
+    new = man_sessions(text, env)
+    if new != text:
+        if update:
+            with open(MAN, "w") as fh:
+                fh.write(new)
+        else:
+            stale.append("tools/gpusleepctl.8")
+    t.check("the fixture sessions in the docs are what gpusleepctl prints",
+            not stale, "differ (python3 tests/host/test_docs.py --update): "
+            + ", ".join(stale))
+
+    # links stay inside the repository
+    bad = []
+    link = re.compile(r"\]\(([^)\s]+)\)")
+    for f in doc_files():
+        text = open(f).read()
+        if "../shared" in text or "ANCHORS.md" in text:
+            bad.append("%s: names a file outside the repository"
+                       % os.path.relpath(f, REPO))
+        for m in link.finditer(text):
+            target = m.group(1).split("#")[0]
+            if not target or re.match(r"^[a-z]+:", target):
+                continue
+            path = os.path.normpath(os.path.join(os.path.dirname(f), target))
+            if not path.startswith(REPO + os.sep) or not os.path.exists(path):
+                bad.append("%s: %s" % (os.path.relpath(f, REPO), target))
+    t.check("links in README.md and docs/ stay in the repository and resolve",
+            not bad, "\n".join(bad))
+
+    # performance figures in one place
+    ratio = re.compile(r"\b\d+\.\d+x\b")
+    seen = []
+    for f in doc_files():
+        if f.endswith("benchmarks.md"):
+            continue
+        for n, ln in enumerate(open(f), 1):
+            if ratio.search(ln):
+                seen.append("%s:%d: %s" % (os.path.relpath(f, REPO), n,
+                                          ln.strip()[:120]))
+    t.check("performance figures only in docs/benchmarks.md", not seen,
+            "\n".join(seen))
+    with open(os.path.join(REPO, "README.md")) as f:
+        readme = f.read()
+    t.check("README links to the figures", "docs/benchmarks.md" in readme)
+    tmp.cleanup()
+    return 1 if t.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
