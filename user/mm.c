@@ -94,6 +94,8 @@ struct gs_mm {
 	void **fence_streams;	/* declared engine streams; none: context */
 	unsigned int nfence;
 	unsigned int fence_ms;	/* bound of a fence; 0: none */
+	uint64_t pinned;	/* staging pinned now, all tags */
+	uint64_t pin_limit;	/* cap on it; 0: none */
 	pthread_mutex_t lock;
 	/*
 	 * The fence thread: waits for the GPU on behalf of a caller that
@@ -174,30 +176,121 @@ static void chunk_free_blocks(struct chunk *c)
 	c->blocks = NULL;
 }
 
+/* Pin one piece of staging, within the cap; 0 or -errno. */
+static int piece_pin(struct gs_mm *mm, struct piece *pc)
+{
+	int ret;
+
+	if (pc->host)
+		return 0;
+	if (mm->pin_limit && mm->pinned + pc->size > mm->pin_limit)
+		return -ENOMEM;
+	ret = mm->b->host_alloc(mm->b, pc->size, &pc->host);
+	if (ret) {
+		pc->host = NULL;
+		return ret;
+	}
+	mm->pinned += pc->size;
+	return 0;
+}
+
+static void piece_unpin(struct gs_mm *mm, struct piece *pc)
+{
+	if (!pc->host)
+		return;
+	mm->b->host_free(mm->b, pc->host, pc->size);
+	pc->host = NULL;
+	mm->pinned -= pc->size;
+}
+
 /* Give the chunk's pinned staging back (no copy may be queued on it). */
 static void chunk_unpin(struct gs_mm *mm, struct chunk *c)
 {
 	for (unsigned int i = 0; i < c->npieces; i++)
-		if (c->pieces[i].host) {
-			mm->b->host_free(mm->b, c->pieces[i].host,
-					 c->pieces[i].size);
-			c->pieces[i].host = NULL;
-		}
+		piece_unpin(mm, &c->pieces[i]);
 }
 
-/* Pin what is missing of c's staging, piece by piece; 0 or -errno. */
+/* Does a live allocation of c lie in piece k? */
+static bool piece_live(const struct chunk *c, unsigned int k)
+{
+	size_t lo = (size_t)k * GS_MM_PIN_PIECE, hi = lo + c->pieces[k].size;
+
+	for (const struct block *bl = c->blocks; bl; bl = bl->next)
+		if (bl->used && bl->off < hi && bl->off + bl->size > lo)
+			return true;
+	return false;
+}
+
+/*
+ * Pin what is missing of the staging of c's live allocations, piece by
+ * piece, and give back the pieces that hold none; 0 or -errno.
+ */
 static int chunk_pin(struct gs_mm *mm, struct chunk *c)
 {
 	for (unsigned int i = 0; i < c->npieces; i++) {
-		struct piece *pc = &c->pieces[i];
 		int ret;
 
-		if (pc->host)
+		if (!piece_live(c, i)) {
+			piece_unpin(mm, &c->pieces[i]);
 			continue;
-		ret = mm->b->host_alloc(mm->b, pc->size, &pc->host);
-		if (ret) {
-			pc->host = NULL;
+		}
+		ret = piece_pin(mm, &c->pieces[i]);
+		if (ret)
 			return ret;
+	}
+	return 0;
+}
+
+/* Pin the staging of [off, off+size) of c (a new allocation), ahead. */
+static void chunk_pin_range(struct gs_mm *mm, struct chunk *c, size_t off,
+			    size_t size)
+{
+	for (size_t k = off / GS_MM_PIN_PIECE;
+	     k <= (off + size - 1) / GS_MM_PIN_PIECE && k < c->npieces; k++) {
+		int ret = piece_pin(mm, &c->pieces[k]);
+
+		if (ret) {
+			fprintf(stderr, "gpusleep: mm: pinning %zu bytes of backup staging ahead of time failed (%s); the pause will try again\n",
+				c->pieces[k].size, strerror(-ret));
+			return;
+		}
+	}
+}
+
+/*
+ * Copy the live allocations of c to (to_host) or from its staging, each
+ * run of adjacent ones at once, split at the pieces' edges: the slack and
+ * the free blocks (an allocator's cache) are not copied. Queued; the
+ * caller syncs.
+ */
+static int chunk_copy(struct gs_mm *mm, struct chunk *c, bool to_host)
+{
+	struct gs_backend *b = mm->b;
+
+	for (const struct block *bl = c->blocks; bl; bl = bl->next) {
+		size_t pos, end;
+
+		if (!bl->used || (bl->prev && bl->prev->used))
+			continue;	/* not the start of a run */
+		end = bl->off + bl->size;
+		for (const struct block *n = bl->next; n && n->used; n = n->next)
+			end = n->off + n->size;
+		for (pos = bl->off; pos < end; ) {
+			size_t k = pos / GS_MM_PIN_PIECE;
+			size_t in = pos - k * GS_MM_PIN_PIECE;
+			size_t len = c->pieces[k].size - in;
+			char *host = (char *)c->pieces[k].host + in;
+			int ret;
+
+			if (len > end - pos)
+				len = end - pos;
+			if (!c->pieces[k].host)
+				return -ENOMEM;	/* not pinned: cannot be */
+			ret = to_host ? b->backup(b, host, c->va + pos, len) :
+					b->restore(b, c->va + pos, host, len);
+			if (ret)
+				return ret;
+			pos += len;
 		}
 	}
 	return 0;
@@ -333,6 +426,24 @@ static int mm_fence_unlocked(struct gs_mm *mm)
 	return ret;
 }
 
+int gs_mm_set_pin_limit(struct gs_mm *mm, uint64_t max_bytes)
+{
+	pthread_mutex_lock(&mm->lock);
+	mm->pin_limit = max_bytes;
+	pthread_mutex_unlock(&mm->lock);
+	return 0;
+}
+
+void gs_mm_pinned(struct gs_mm *mm, uint64_t *bytes, uint64_t *limit)
+{
+	pthread_mutex_lock(&mm->lock);
+	if (bytes)
+		*bytes = mm->pinned;
+	if (limit)
+		*limit = mm->pin_limit;
+	pthread_mutex_unlock(&mm->lock);
+}
+
 int gs_mm_set_fence_timeout(struct gs_mm *mm, unsigned int timeout_ms)
 {
 	pthread_mutex_lock(&mm->lock);
@@ -399,7 +510,7 @@ static void tag_pin_ahead(struct gs_mm *mm, struct tag *t)
 	if (t->policy != GS_MM_BACKUP || (t->staging_flags & GS_MM_STAGING_LAZY))
 		return;
 	for (struct chunk *c = t->chunks; c; c = c->next) {
-		int ret = chunk_pin(mm, c);
+		int ret = c->nr_allocs ? chunk_pin(mm, c) : 0;
 
 		if (ret) {
 			fprintf(stderr, "gpusleep: mm: pinning %zu bytes of backup staging ahead of time failed (%s); the pause will try again\n",
@@ -471,16 +582,14 @@ int gs_mm_pin_staging(struct gs_mm *mm, uint32_t tag, uint64_t max_bytes,
 			for (unsigned int k = 0; k < c->npieces; k++) {
 				struct piece *pc = &c->pieces[k];
 
-				if (pc->host)
+				if (pc->host || !piece_live(c, k))
 					continue;
 				if (ret || (max_bytes && done >= max_bytes)) {
 					todo += pc->size;
 					continue;
 				}
-				ret = mm->b->host_alloc(mm->b, pc->size,
-							&pc->host);
+				ret = piece_pin(mm, pc);
 				if (ret) {
-					pc->host = NULL;
 					todo += pc->size;
 				} else {
 					done += pc->size;
@@ -548,14 +657,6 @@ static int chunk_new(struct gs_mm *mm, struct tag *t, size_t need,
 		pp = &(*pp)->next;
 	*pp = c;
 	*out = c;
-	/* the staging of a backed-up tag is pinned now, not in the pause */
-	if (t->policy == GS_MM_BACKUP &&
-	    !(t->staging_flags & GS_MM_STAGING_LAZY)) {
-		ret = chunk_pin(mm, c);
-		if (ret)
-			fprintf(stderr, "gpusleep: mm: pinning %zu bytes of backup staging ahead of time failed (%s); the pause will try again\n",
-				size, strerror(-ret));
-	}
 	return 0;
 
 err_unreserve:
@@ -602,6 +703,7 @@ static void *tag_alloc(struct gs_mm *mm, struct tag *t, size_t size, int *err)
 {
 	struct chunk *c;
 	void *p = NULL;
+	bool fresh = false;
 
 	*err = 0;
 	if (t->paused || t->pausing) {
@@ -609,15 +711,22 @@ static void *tag_alloc(struct gs_mm *mm, struct tag *t, size_t size, int *err)
 		return NULL;
 	}
 	for (c = t->chunks; c && !p && !*err; c = c->next)
-		if (c->size - c->used >= size)
-			p = chunk_carve(c, size, err);
+		if (c->size - c->used >= size &&
+		    (p = chunk_carve(c, size, err)))
+			break;
 	if (p || *err)
-		return p;
+		goto pin;
 	*err = chunk_new(mm, t, size, &c);
 	if (*err)
 		return NULL;
 	p = chunk_carve(c, size, err);
-	if (!p) {
+	fresh = true;
+pin:
+	/* a backed-up tag's staging is pinned now, not in the pause */
+	if (p && t->policy == GS_MM_BACKUP &&
+	    !(t->staging_flags & GS_MM_STAGING_LAZY))
+		chunk_pin_range(mm, c, (size_t)((char *)p - c->va), size);
+	if (!p && fresh) {
 		/* only -ENOMEM for the split block can get here */
 		struct chunk **pp = &t->chunks;
 
@@ -870,20 +979,10 @@ int gs_mm_trim(struct gs_mm *mm, uint32_t tags, uint64_t *bytes)
 	return ret;
 }
 
-/* Queue the restore of c from its staging; the caller syncs. */
+/* Queue the restore of c's live allocations; the caller syncs. */
 static int chunk_restore(struct gs_mm *mm, struct chunk *c)
 {
-	size_t off = 0;
-
-	for (unsigned int i = 0; i < c->npieces; i++) {
-		int ret = mm->b->restore(mm->b, c->va + off, c->pieces[i].host,
-					 c->pieces[i].size);
-
-		if (ret)
-			return ret;
-		off += c->pieces[i].size;
-	}
-	return 0;
+	return chunk_copy(mm, c, false);
 }
 
 /* Map c again and bring its contents back if they are in staging. */
@@ -935,17 +1034,12 @@ static int tag_backup(struct gs_mm *mm, struct tag *t)
 	int ret = 0;
 
 	for (struct chunk *c = t->chunks; c && !ret; c = c->next) {
-		size_t off = 0;
-
 		if (!c->nr_allocs)
 			continue;	/* empty: nothing to keep */
 		/* pinned ahead; what is missing now, piece by piece */
 		ret = chunk_pin(mm, c);
-		for (unsigned int i = 0; i < c->npieces && !ret; i++) {
-			ret = b->backup(b, c->pieces[i].host, c->va + off,
-					c->pieces[i].size);
-			off += c->pieces[i].size;
-		}
+		if (!ret)
+			ret = chunk_copy(mm, c, true);
 	}
 	if (ret) {
 		b->sync(b);	/* never return with copies in flight */

@@ -183,6 +183,7 @@ static bool async_faults;
 static bool fault_pending;
 static long capture_errors;	/* calls refused because of a capture */
 static long host_free_syncs;	/* cuMemFreeHost: an implicit device sync */
+static unsigned long long d2h_bytes, h2d_bytes;	/* copied so far */
 /* device memory: cuMemGetInfo, cuMemCreate's OUT_OF_MEMORY */
 static unsigned long long capacity = 64ULL << 30;
 static unsigned long long used_bytes, other_bytes, freeing_bytes;
@@ -476,6 +477,8 @@ EXPORT void fakecuda_stats(struct fakecuda_stats *st)
 	st->rdma_handles = rdma_handles;
 	st->capture_errors = capture_errors;
 	st->host_free_syncs = host_free_syncs;
+	st->d2h_bytes = d2h_bytes;
+	st->h2d_bytes = h2d_bytes;
 	st->misuse = misuse;
 	st->pageable_copies = pageable_copies;
 	pthread_mutex_unlock(&lock);
@@ -1314,6 +1317,10 @@ static CUresult queue_copy(const char *fn, bool to_host, void *host,
 	if (s && find_stream(s) < 0)
 		return bad(fn, "unknown stream");
 	op.pinned = find_host(host, size) >= 0;
+	if (to_host)
+		d2h_bytes += size;
+	else
+		h2d_bytes += size;
 	if (to_host && s && races_pending_write(s, dev, size)) {
 		races++;
 		bad(fn, "copies device memory that a kernel on another stream may still be writing (synchronize or cuStreamWaitEvent first)");

@@ -36,6 +36,8 @@ struct fakecuda_stats {
 	long rdma_handles;	/* cuMemCreate with gpuDirectRDMACapable */
 	long capture_errors;	/* calls refused while a stream is captured */
 	long host_free_syncs;	/* cuMemFreeHost calls (each syncs the device) */
+	unsigned long long d2h_bytes;	/* copied device to host so far */
+	unsigned long long h2d_bytes;	/* copied host to device so far */
 };
 
 /* fakecuda_stats(): fill *st with the live counters */

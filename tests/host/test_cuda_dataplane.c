@@ -1105,4 +1105,55 @@ TEST_F(dp, chunk_growth_survives_policy_changes)
 		EXPECT_EQ(0, gs_mm_free(self->mm, p[i]));
 }
 
+/*
+ * Item 8: a pause backs up only what is live (not the chunk's slack nor
+ * its free blocks), pins only the pieces that hold it, and the pinned
+ * staging has a cap the trainer can read.
+ */
+TEST_F(dp, backup_copies_and_pins_only_live_allocations)
+{
+	struct gs_mm_tag_info info;
+	struct fakecuda_stats st0;
+	uint64_t bytes, pinned, limit;
+	void *a, *b, *cache;
+
+	NEED_MM();
+	/* one 512 MiB chunk: two pieces of 256 MiB */
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, W, GS_MM_BACKUP, 512 * MiB));
+	a = gs_mm_alloc(self->mm, W, 4 * MiB);
+	cache = gs_mm_alloc(self->mm, W, 8 * MiB);
+	b = gs_mm_alloc(self->mm, W, 2 * MiB);
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	ASSERT_NE(NULL, cache);
+	ASSERT_EQ(0, gs_mm_free(self->mm, cache));	/* a cached free block */
+	ASSERT_EQ(0, launch(self, a, 4 * MiB, 0x81, UNTIL_SYNC));
+	ASSERT_EQ(0, launch(self, b, 2 * MiB, 0x82, UNTIL_SYNC));
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, W, &info));
+	EXPECT_EQ(256 * MiB, info.staging_bytes);	/* the live piece */
+	gs_mm_pinned(self->mm, &pinned, &limit);
+	EXPECT_EQ(256 * MiB, pinned);
+	EXPECT_EQ(0, limit);
+	st0 = stats(self);
+	ASSERT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+	EXPECT_EQ(512 * MiB, bytes);
+	EXPECT_EQ(6 * MiB, stats(self).d2h_bytes - st0.d2h_bytes);
+	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+	EXPECT_EQ(6 * MiB, stats(self).h2d_bytes - st0.h2d_bytes);
+	EXPECT_TRUE(all_u32(a, 4 * MiB, 0x81));
+	EXPECT_TRUE(all_u32(b, 2 * MiB, 0x82));
+	/* a cap below what a pause needs: -ENOMEM, nothing unmapped */
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, KV, GS_MM_BACKUP, 0));
+	ASSERT_EQ(0, gs_mm_set_staging(self->mm, KV, GS_MM_STAGING_LAZY));
+	ASSERT_NE(NULL, gs_mm_alloc(self->mm, KV, 1 * MiB));
+	ASSERT_EQ(0, gs_mm_set_pin_limit(self->mm, 256 * MiB));
+	EXPECT_EQ(-ENOMEM, gs_mm_pause(self->mm, KV, &bytes));
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, KV, &info));
+	EXPECT_EQ(0, info.paused);
+	EXPECT_EQ(info.chunk_bytes, info.mapped_bytes);
+	gs_mm_pinned(self->mm, &pinned, &limit);
+	EXPECT_EQ(256 * MiB, pinned);
+	EXPECT_EQ(256 * MiB, limit);
+}
+
 TEST_HARNESS_MAIN

@@ -425,6 +425,17 @@ int gs_mm_set_staging(struct gs_mm *mm, uint32_t tag, unsigned int flags);
  * pin. Call repeatedly for progress in bounded steps. */
 int gs_mm_pin_staging(struct gs_mm *mm, uint32_t tag, uint64_t max_bytes,
 		      uint64_t *left);
+/*
+ * Only what is live is staged: a piece is pinned when an allocation lands
+ * in it (or at the pause), and given back at a pause when no allocation
+ * is left in it; the copies skip a chunk's slack and free blocks (an
+ * allocator's cache). gs_mm_set_pin_limit caps the pinned staging of all
+ * tags (0: no cap, the default): past it a piece is not pinned (said on
+ * stderr when ahead) and a pause that needs it fails with -ENOMEM,
+ * nothing unmapped. gs_mm_pinned: pinned now, and the cap.
+ */
+int gs_mm_set_pin_limit(struct gs_mm *mm, uint64_t max_bytes);
+void gs_mm_pinned(struct gs_mm *mm, uint64_t *bytes, uint64_t *limit);
 
 /*
  * The device memory this process holds now, as the driver sees it (what
