@@ -443,6 +443,23 @@ EXPORT long fakecuda_calls(const char *fn)
 	return n;
 }
 
+EXPORT long long fakecuda_counter(const char *name)
+{
+	long long v = -1;
+
+	pthread_mutex_lock(&lock);
+	if (!strcmp(name, "capture_errors"))
+		v = capture_errors;
+	else if (!strcmp(name, "host_free_syncs"))
+		v = host_free_syncs;
+	else if (!strcmp(name, "d2h_bytes"))
+		v = (long long)d2h_bytes;
+	else if (!strcmp(name, "h2d_bytes"))
+		v = (long long)h2d_bytes;
+	pthread_mutex_unlock(&lock);
+	return v;
+}
+
 EXPORT void fakecuda_stats(struct fakecuda_stats *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -475,10 +492,6 @@ EXPORT void fakecuda_stats(struct fakecuda_stats *st)
 	st->max_pin = max_pin;
 	st->pin_us = pin_us_total;
 	st->rdma_handles = rdma_handles;
-	st->capture_errors = capture_errors;
-	st->host_free_syncs = host_free_syncs;
-	st->d2h_bytes = d2h_bytes;
-	st->h2d_bytes = h2d_bytes;
 	st->misuse = misuse;
 	st->pageable_copies = pageable_copies;
 	pthread_mutex_unlock(&lock);

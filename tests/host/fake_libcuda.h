@@ -34,11 +34,15 @@ struct fakecuda_stats {
 	unsigned long long max_pin;	 /* largest single cuMemHostAlloc */
 	long long pin_us;		 /* time spent pinning (simulated) */
 	long rdma_handles;	/* cuMemCreate with gpuDirectRDMACapable */
-	long capture_errors;	/* calls refused while a stream is captured */
-	long host_free_syncs;	/* cuMemFreeHost calls (each syncs the device) */
-	unsigned long long d2h_bytes;	/* copied device to host so far */
-	unsigned long long h2d_bytes;	/* copied host to device so far */
 };
+/*
+ * The layout above is fixed (bench/gpu/check.py mirrors it with ctypes);
+ * later counters are read by name: fakecuda_counter("capture_errors")
+ * (calls refused while a stream is captured), "host_free_syncs"
+ * (cuMemFreeHost calls, each a device synchronisation), "d2h_bytes",
+ * "h2d_bytes" (bytes copied each way so far); -1 for an unknown name.
+ */
+typedef long long (*fakecuda_counter_fn)(const char *name);
 
 /* fakecuda_stats(): fill *st with the live counters */
 typedef void (*fakecuda_stats_fn)(struct fakecuda_stats *st);
