@@ -223,15 +223,18 @@ static bool piece_live(const struct chunk *c, unsigned int k)
 
 /*
  * Pin what is missing of the staging of c's live allocations, piece by
- * piece, and give back the pieces that hold none; 0 or -errno.
+ * piece, and (give_back: at a pause) give back the pieces that hold none:
+ * cuMemFreeHost synchronises the device, which is not allowed everywhere
+ * (a policy change may come during a graph capture); 0 or -errno.
  */
-static int chunk_pin(struct gs_mm *mm, struct chunk *c)
+static int chunk_pin(struct gs_mm *mm, struct chunk *c, bool give_back)
 {
 	for (unsigned int i = 0; i < c->npieces; i++) {
 		int ret;
 
 		if (!piece_live(c, i)) {
-			piece_unpin(mm, &c->pieces[i]);
+			if (give_back)
+				piece_unpin(mm, &c->pieces[i]);
 			continue;
 		}
 		ret = piece_pin(mm, &c->pieces[i]);
@@ -510,7 +513,7 @@ static void tag_pin_ahead(struct gs_mm *mm, struct tag *t)
 	if (t->policy != GS_MM_BACKUP || (t->staging_flags & GS_MM_STAGING_LAZY))
 		return;
 	for (struct chunk *c = t->chunks; c; c = c->next) {
-		int ret = c->nr_allocs ? chunk_pin(mm, c) : 0;
+		int ret = c->nr_allocs ? chunk_pin(mm, c, false) : 0;
 
 		if (ret) {
 			fprintf(stderr, "gpusleep: mm: pinning %zu bytes of backup staging ahead of time failed (%s); the pause will try again\n",
@@ -1037,7 +1040,7 @@ static int tag_backup(struct gs_mm *mm, struct tag *t)
 		if (!c->nr_allocs)
 			continue;	/* empty: nothing to keep */
 		/* pinned ahead; what is missing now, piece by piece */
-		ret = chunk_pin(mm, c);
+		ret = chunk_pin(mm, c, true);
 		if (!ret)
 			ret = chunk_copy(mm, c, true);
 	}

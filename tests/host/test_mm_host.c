@@ -583,6 +583,8 @@ static long run_world(struct __test_metadata *_metadata, long fail_at)
 	long ops;
 
 	ASSERT_EQ(0, gs_mm_new(wrap_new(fail_at), &wd.mm));
+	/* unbounded fences run in this thread: no fence thread per world */
+	ASSERT_EQ(0, gs_mm_set_fence_timeout(wd.mm, 0));
 	ASSERT_EQ(0, gs_mm_set_policy(wd.mm, GPUSLEEP_TAG_WEIGHTS,
 				      GS_MM_BACKUP, 4 * MiB));
 	ASSERT_EQ(0, gs_mm_set_policy(wd.mm, GPUSLEEP_TAG_KV_CACHE,
