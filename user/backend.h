@@ -32,7 +32,15 @@ struct gs_backend {
 	 */
 	int (*map_nozero)(struct gs_backend *b, void *va, size_t size,
 			  void **handle);
-	/* drop the backing memory of [va, va+size); the range stays reserved */
+	/*
+	 * Drop the backing memory of [va, va+size); the range stays reserved.
+	 * A failure says what it left with GS_UNMAP_* bits in the -errno
+	 * (gs_unmap_errno(), gs_unmap_left()): none, nothing changed (still
+	 * mapped, contents intact); GS_UNMAP_LOST, still mapped but its
+	 * contents are gone; GS_UNMAP_GONE, no longer mapped (the range's
+	 * contents are gone) and the handle kept: unmap again with it only
+	 * finishes the release, and the range may be mapped anew meanwhile.
+	 */
 	int (*unmap)(struct gs_backend *b, void *va, size_t size, void *handle);
 	/* staging memory for backup (pinned on CUDA), allocated once, reused */
 	int (*host_alloc)(struct gs_backend *b, size_t size, void **host);
@@ -59,6 +67,13 @@ struct gs_backend {
 			     unsigned int n);
 	int (*mem_info)(struct gs_backend *b, uint64_t *free_b, uint64_t *total);
 	/*
+	 * Optional (NULL: never): 1 if work queued now on stream (CUstream;
+	 * NULL: the legacy default stream), or on any stream a
+	 * synchronisation would wait for, is being captured into a CUDA
+	 * graph, or if that cannot be told: then nothing may synchronise.
+	 */
+	int (*capturing)(struct gs_backend *b, void *stream);
+	/*
 	 * Optional (NULL: not known): the device memory this process still
 	 * holds as the driver sees it. Returns GPUSLEEP_RESIDENT_PROCESS (the
 	 * process's own figure), GPUSLEEP_RESIDENT_DEVICE (the whole device's
@@ -67,6 +82,21 @@ struct gs_backend {
 	int (*resident)(struct gs_backend *b, uint64_t *bytes);
 	void (*destroy)(struct gs_backend *b);
 };
+
+#define GS_UNMAP_LOST	(1 << 16)	/* failed: mapped, contents gone */
+#define GS_UNMAP_GONE	(1 << 17)	/* failed: unmapped, handle kept */
+
+/* the errno of an unmap's result (its GS_UNMAP_* bits removed) */
+static inline int gs_unmap_errno(int ret)
+{
+	return ret < 0 ? -((-ret) & 0xffff) : ret;
+}
+
+/* the GS_UNMAP_* bits of an unmap's result */
+static inline int gs_unmap_left(int ret)
+{
+	return ret < 0 ? (-ret) & (GS_UNMAP_LOST | GS_UNMAP_GONE) : 0;
+}
 
 /* every int-returning op returns 0 or -errno */
 struct gs_backend *gs_backend_host_new(void);

@@ -110,6 +110,8 @@ struct cuda_api {
 	CUresult (*EventDestroy)(CUevent ev);
 	CUresult (*DeviceGetPCIBusId)(char *id, int len, CUdevice dev);
 	CUresult (*DeviceGetUuid)(CUuuid *uuid, CUdevice dev);
+	CUresult (*StreamIsCapturing)(CUstream stream,
+			CUstreamCaptureStatus *status);
 };
 
 /* base name for cuGetProcAddress, exported name for dlsym */
@@ -162,6 +164,8 @@ static const struct {
 	SYM(DeviceGetPCIBusId, "cuDeviceGetPCIBusId", "cuDeviceGetPCIBusId",
 	    true),
 	SYM(DeviceGetUuid, "cuDeviceGetUuid", "cuDeviceGetUuid_v2", true),
+	SYM(StreamIsCapturing, "cuStreamIsCapturing", "cuStreamIsCapturing",
+	    true),
 #undef SYM
 };
 
@@ -226,6 +230,21 @@ static int cu_errno(CUresult rc)
 		return -EOPNOTSUPP;
 	case CUDA_ERROR_NOT_FOUND:
 		return -ENOENT;
+	/*
+	 * Sticky errors: a kernel faulted, the context is lost and every
+	 * later call answers the same (the process must restart its CUDA
+	 * work): not an I/O error that a retry could clear.
+	 */
+	case CUDA_ERROR_ECC_UNCORRECTABLE:
+	case CUDA_ERROR_ILLEGAL_ADDRESS:
+	case CUDA_ERROR_ASSERT:
+	case CUDA_ERROR_HARDWARE_STACK_ERROR:
+	case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+	case CUDA_ERROR_MISALIGNED_ADDRESS:
+	case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+	case CUDA_ERROR_INVALID_PC:
+	case CUDA_ERROR_LAUNCH_FAILED:
+		return -ENOTRECOVERABLE;
 	default:
 		return -EIO;
 	}
@@ -428,6 +447,15 @@ static int cuda_unmap(struct gs_backend *b, void *va, size_t size,
 		if (rc != CUDA_SUCCESS)
 			return cu_fail(&cb->api, rc, "cuMemUnmap");
 		hs->mapped = false;
+	} else {
+		/* unmapped before: only the release is left (the range may
+		 * be mapped with another handle meanwhile) */
+		rc = cb->api.MemRelease(hs->h);
+		if (rc != CUDA_SUCCESS)
+			return -(-cu_fail(&cb->api, rc, "cuMemRelease") |
+				 GS_UNMAP_GONE);
+		free(hs);
+		return 0;
 	}
 	rc = cb->api.MemRelease(hs->h);
 	if (rc != CUDA_SUCCESS) {
@@ -444,7 +472,7 @@ static int cuda_unmap(struct gs_backend *b, void *va, size_t size,
 		cu_fail(&cb->api, rc, "mapping back after the failed release");
 		fprintf(stderr, "gpusleep: cuda: [%p, +%zu) stays unmapped; its handle is kept until unmap succeeds\n",
 			va, size);
-		return ret;
+		return -(-ret | GS_UNMAP_GONE);
 	}
 	free(hs);
 	return 0;
@@ -606,6 +634,29 @@ static int cuda_fence_streams(struct gs_backend *b, void *const *streams,
 	if (rc != CUDA_SUCCESS)
 		cu_fail(&cb->api, rc, "cuEventDestroy");
 	return ret;
+}
+
+/*
+ * Is stream, or the legacy default stream (which a cuCtxSynchronize
+ * orders with every blocking stream), being captured into a graph? Asking
+ * the legacy stream while another stream is captured answers
+ * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: that counts as captured, as does
+ * anything that cannot be asked.
+ */
+static int cuda_capturing(struct gs_backend *b, void *stream)
+{
+	struct cuda_backend *cb = cb_of(b);
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+
+	if (!cb->api.StreamIsCapturing || use_ctx(cb))
+		return 1;
+	if (stream && (cb->api.StreamIsCapturing((CUstream)stream, &st) !=
+		       CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE))
+		return 1;
+	if (cb->api.StreamIsCapturing(NULL, &st) != CUDA_SUCCESS ||
+	    st != CU_STREAM_CAPTURE_STATUS_NONE)
+		return 1;
+	return 0;
 }
 
 static int cuda_mem_info(struct gs_backend *b, uint64_t *free_b,
@@ -888,6 +939,7 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 		.fence = cuda_fence,
 		.fence_streams = cuda_fence_streams,
 		.mem_info = cuda_mem_info,
+		.capturing = cuda_capturing,
 		.resident = cuda_resident,
 		.destroy = cuda_destroy,
 	};

@@ -84,8 +84,9 @@ static int host_unmap(struct gs_backend *b, void *va, size_t size, void *handle)
 	(void)handle;
 	if (madvise(va, size, MADV_DONTNEED))
 		return -errno;
+	/* the pages are gone; still accessible (as zeros) */
 	if (mprotect(va, size, PROT_NONE))
-		return -errno;
+		return -(errno | GS_UNMAP_LOST);
 	return 0;
 }
 

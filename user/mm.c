@@ -46,6 +46,8 @@
 #define GS_MM_CHUNK_DEFAULT	(16UL << 20)
 #define GS_MM_CHUNK_MAX		(1UL << 30)
 #define GS_MM_PIN_PIECE		(256UL << 20)
+/* a pause's fence, bounded below the module's default step timeout */
+#define GS_MM_FENCE_MS		25000
 
 struct block {
 	struct block *prev, *next;	/* address order */
@@ -63,6 +65,7 @@ struct chunk {
 	char *va;
 	size_t size;
 	void *handle;
+	void *stale;		/* unmapped, its release failed: retried */
 	struct piece *pieces;	/* staging: size split in GS_MM_PIN_PIECE */
 	unsigned int npieces;
 	bool mapped;
@@ -80,6 +83,7 @@ struct tag {
 	size_t next_chunk;
 	struct chunk *chunks;		/* in creation order */
 	bool paused;
+	bool pausing;		/* a pause waits for the GPU, unlocked */
 	bool lost;
 	uint64_t pauses, resumes;
 };
@@ -89,7 +93,23 @@ struct gs_mm {
 	size_t gran;
 	void **fence_streams;	/* declared engine streams; none: context */
 	unsigned int nfence;
+	unsigned int fence_ms;	/* bound of a fence; 0: none */
+	uint64_t pinned;	/* staging pinned now, all tags */
+	uint64_t pin_limit;	/* cap on it; 0: none */
 	pthread_mutex_t lock;
+	/*
+	 * The fence thread: waits for the GPU on behalf of a caller that
+	 * gives up at its deadline (a fence cannot be interrupted). Requests
+	 * are numbered; done is the last one answered, ret its result.
+	 */
+	pthread_mutex_t flock;
+	pthread_cond_t fcv;
+	pthread_t fthread;
+	bool fthread_up, fstop;
+	uint64_t fasked, fdone;
+	int fret;
+	void **fstreams;	/* the streams of the newest request */
+	unsigned int fn;
 	struct tag tags[GPUSLEEP_MAX_TAGS];
 };
 
@@ -125,7 +145,17 @@ int gs_mm_new(struct gs_backend *b, struct gs_mm **out)
 	}
 	mm->b = b;
 	mm->gran = gran;
+	mm->fence_ms = GS_MM_FENCE_MS;
 	pthread_mutex_init(&mm->lock, NULL);
+	pthread_mutex_init(&mm->flock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&mm->fcv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	for (int i = 0; i < GPUSLEEP_MAX_TAGS; i++) {
 		mm->tags[i].policy = GS_MM_DISCARD;
 		mm->tags[i].first_chunk = GS_MM_CHUNK_DEFAULT;
@@ -146,30 +176,124 @@ static void chunk_free_blocks(struct chunk *c)
 	c->blocks = NULL;
 }
 
+/* Pin one piece of staging, within the cap; 0 or -errno. */
+static int piece_pin(struct gs_mm *mm, struct piece *pc)
+{
+	int ret;
+
+	if (pc->host)
+		return 0;
+	if (mm->pin_limit && mm->pinned + pc->size > mm->pin_limit)
+		return -ENOMEM;
+	ret = mm->b->host_alloc(mm->b, pc->size, &pc->host);
+	if (ret) {
+		pc->host = NULL;
+		return ret;
+	}
+	mm->pinned += pc->size;
+	return 0;
+}
+
+static void piece_unpin(struct gs_mm *mm, struct piece *pc)
+{
+	if (!pc->host)
+		return;
+	mm->b->host_free(mm->b, pc->host, pc->size);
+	pc->host = NULL;
+	mm->pinned -= pc->size;
+}
+
 /* Give the chunk's pinned staging back (no copy may be queued on it). */
 static void chunk_unpin(struct gs_mm *mm, struct chunk *c)
 {
 	for (unsigned int i = 0; i < c->npieces; i++)
-		if (c->pieces[i].host) {
-			mm->b->host_free(mm->b, c->pieces[i].host,
-					 c->pieces[i].size);
-			c->pieces[i].host = NULL;
-		}
+		piece_unpin(mm, &c->pieces[i]);
 }
 
-/* Pin what is missing of c's staging, piece by piece; 0 or -errno. */
-static int chunk_pin(struct gs_mm *mm, struct chunk *c)
+/* Does a live allocation of c lie in piece k? */
+static bool piece_live(const struct chunk *c, unsigned int k)
+{
+	size_t lo = (size_t)k * GS_MM_PIN_PIECE, hi = lo + c->pieces[k].size;
+
+	for (const struct block *bl = c->blocks; bl; bl = bl->next)
+		if (bl->used && bl->off < hi && bl->off + bl->size > lo)
+			return true;
+	return false;
+}
+
+/*
+ * Pin what is missing of the staging of c's live allocations, piece by
+ * piece, and (give_back: at a pause) give back the pieces that hold none:
+ * cuMemFreeHost synchronises the device, which is not allowed everywhere
+ * (a policy change may come during a graph capture); 0 or -errno.
+ */
+static int chunk_pin(struct gs_mm *mm, struct chunk *c, bool give_back)
 {
 	for (unsigned int i = 0; i < c->npieces; i++) {
-		struct piece *pc = &c->pieces[i];
 		int ret;
 
-		if (pc->host)
+		if (!piece_live(c, i)) {
+			if (give_back)
+				piece_unpin(mm, &c->pieces[i]);
 			continue;
-		ret = mm->b->host_alloc(mm->b, pc->size, &pc->host);
-		if (ret) {
-			pc->host = NULL;
+		}
+		ret = piece_pin(mm, &c->pieces[i]);
+		if (ret)
 			return ret;
+	}
+	return 0;
+}
+
+/* Pin the staging of [off, off+size) of c (a new allocation), ahead. */
+static void chunk_pin_range(struct gs_mm *mm, struct chunk *c, size_t off,
+			    size_t size)
+{
+	for (size_t k = off / GS_MM_PIN_PIECE;
+	     k <= (off + size - 1) / GS_MM_PIN_PIECE && k < c->npieces; k++) {
+		int ret = piece_pin(mm, &c->pieces[k]);
+
+		if (ret) {
+			fprintf(stderr, "gpusleep: mm: pinning %zu bytes of backup staging ahead of time failed (%s); the pause will try again\n",
+				c->pieces[k].size, strerror(-ret));
+			return;
+		}
+	}
+}
+
+/*
+ * Copy the live allocations of c to (to_host) or from its staging, each
+ * run of adjacent ones at once, split at the pieces' edges: the slack and
+ * the free blocks (an allocator's cache) are not copied. Queued; the
+ * caller syncs.
+ */
+static int chunk_copy(struct gs_mm *mm, struct chunk *c, bool to_host)
+{
+	struct gs_backend *b = mm->b;
+
+	for (const struct block *bl = c->blocks; bl; bl = bl->next) {
+		size_t pos, end;
+
+		if (!bl->used || (bl->prev && bl->prev->used))
+			continue;	/* not the start of a run */
+		end = bl->off + bl->size;
+		for (const struct block *n = bl->next; n && n->used; n = n->next)
+			end = n->off + n->size;
+		for (pos = bl->off; pos < end; ) {
+			size_t k = pos / GS_MM_PIN_PIECE;
+			size_t in = pos - k * GS_MM_PIN_PIECE;
+			size_t len = c->pieces[k].size - in;
+			char *host = (char *)c->pieces[k].host + in;
+			int ret;
+
+			if (len > end - pos)
+				len = end - pos;
+			if (!c->pieces[k].host)
+				return -ENOMEM;	/* not pinned: cannot be */
+			ret = to_host ? b->backup(b, host, c->va + pos, len) :
+					b->restore(b, c->va + pos, host, len);
+			if (ret)
+				return ret;
+			pos += len;
 		}
 	}
 	return 0;
@@ -183,6 +307,8 @@ static void chunk_destroy(struct gs_mm *mm, struct chunk *c)
 {
 	if (c->mapped)
 		mm->b->unmap(mm->b, c->va, c->size, c->handle);
+	if (c->stale)
+		mm->b->unmap(mm->b, c->va, c->size, c->stale);
 	mm->b->unreserve(mm->b, c->va, c->size);
 	chunk_unpin(mm, c);
 	free(c->pieces);
@@ -190,13 +316,143 @@ static void chunk_destroy(struct gs_mm *mm, struct chunk *c)
 	free(c);
 }
 
-/* Wait for all GPU work of the context (the engine's too). */
-static int mm_fence(struct gs_mm *mm)
+/* Wait for the GPU work of the context (n = 0) or of the n streams. */
+static int backend_fence(struct gs_backend *b, void *const *streams,
+			 unsigned int n)
 {
-	if (mm->nfence && mm->b->fence_streams)
-		return mm->b->fence_streams(mm->b, mm->fence_streams,
-					    mm->nfence);
-	return mm->b->fence ? mm->b->fence(mm->b) : 0;
+	if (n && b->fence_streams)
+		return b->fence_streams(b, streams, n);
+	return b->fence ? b->fence(b) : 0;
+}
+
+static void *fence_main(void *p)
+{
+	struct gs_mm *mm = p;
+
+	pthread_mutex_lock(&mm->flock);
+	for (;;) {
+		uint64_t gen;
+		void **st;
+		unsigned int n;
+		int ret;
+
+		while (!mm->fstop && mm->fdone == mm->fasked)
+			pthread_cond_wait(&mm->fcv, &mm->flock);
+		if (mm->fdone == mm->fasked)
+			break;		/* stopping, nothing asked */
+		gen = mm->fasked;
+		st = mm->fstreams;
+		n = mm->fn;
+		mm->fstreams = NULL;
+		pthread_mutex_unlock(&mm->flock);
+		ret = backend_fence(mm->b, st, n);
+		free(st);
+		pthread_mutex_lock(&mm->flock);
+		mm->fdone = gen;
+		mm->fret = ret;
+		pthread_cond_broadcast(&mm->fcv);
+	}
+	pthread_mutex_unlock(&mm->flock);
+	return NULL;
+}
+
+/*
+ * Fence on the fence thread, waiting at most ms: -ETIMEDOUT then (the
+ * thread goes on waiting for the GPU; a later request is answered after
+ * it). Takes st (n streams; NULL, 0: the context).
+ */
+static int fence_bounded(struct gs_mm *mm, void **st, unsigned int n,
+			 unsigned int ms)
+{
+	struct timespec dl;
+	uint64_t mine;
+	int ret = 0, wr = 0;
+
+	pthread_mutex_lock(&mm->flock);
+	if (!mm->fthread_up) {
+		if (pthread_create(&mm->fthread, NULL, fence_main, mm)) {
+			/* no thread: wait here, unbounded */
+			pthread_mutex_unlock(&mm->flock);
+			ret = backend_fence(mm->b, st, n);
+			free(st);
+			return ret;
+		}
+		mm->fthread_up = true;
+	}
+	free(mm->fstreams);
+	mm->fstreams = st;
+	mm->fn = n;
+	mine = ++mm->fasked;
+	pthread_cond_broadcast(&mm->fcv);
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += ms / 1000;
+	dl.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	while (mm->fdone < mine && wr != ETIMEDOUT)
+		wr = pthread_cond_timedwait(&mm->fcv, &mm->flock, &dl);
+	ret = mm->fdone >= mine ? mm->fret : -ETIMEDOUT;
+	pthread_mutex_unlock(&mm->flock);
+	return ret;
+}
+
+/*
+ * Wait for the GPU work of the context (the engine's too), or of the
+ * declared streams, with mm->lock held on entry and on return but not
+ * while waiting: allocations go on meanwhile. Bounded by fence_ms.
+ */
+static int mm_fence_unlocked(struct gs_mm *mm)
+{
+	unsigned int n = mm->b->fence_streams ? mm->nfence : 0;
+	unsigned int ms = mm->fence_ms;
+	void **st = NULL;
+	int ret;
+
+	if (!mm->b->fence && !n)
+		return 0;
+	if (n) {
+		st = malloc(n * sizeof(*st));
+		if (!st)
+			return -ENOMEM;
+		memcpy(st, mm->fence_streams, n * sizeof(*st));
+	}
+	pthread_mutex_unlock(&mm->lock);
+	if (ms) {
+		ret = fence_bounded(mm, st, n, ms);
+	} else {
+		ret = backend_fence(mm->b, st, n);
+		free(st);
+	}
+	pthread_mutex_lock(&mm->lock);
+	return ret;
+}
+
+int gs_mm_set_pin_limit(struct gs_mm *mm, uint64_t max_bytes)
+{
+	pthread_mutex_lock(&mm->lock);
+	mm->pin_limit = max_bytes;
+	pthread_mutex_unlock(&mm->lock);
+	return 0;
+}
+
+void gs_mm_pinned(struct gs_mm *mm, uint64_t *bytes, uint64_t *limit)
+{
+	pthread_mutex_lock(&mm->lock);
+	if (bytes)
+		*bytes = mm->pinned;
+	if (limit)
+		*limit = mm->pin_limit;
+	pthread_mutex_unlock(&mm->lock);
+}
+
+int gs_mm_set_fence_timeout(struct gs_mm *mm, unsigned int timeout_ms)
+{
+	pthread_mutex_lock(&mm->lock);
+	mm->fence_ms = timeout_ms;
+	pthread_mutex_unlock(&mm->lock);
+	return 0;
 }
 
 int gs_mm_set_fence_streams(struct gs_mm *mm, void *const *streams,
@@ -224,8 +480,16 @@ void gs_mm_destroy(struct gs_mm *mm)
 {
 	if (!mm)
 		return;
+	if (mm->fthread_up) {
+		pthread_mutex_lock(&mm->flock);
+		mm->fstop = true;
+		pthread_cond_broadcast(&mm->fcv);
+		pthread_mutex_unlock(&mm->flock);
+		pthread_join(mm->fthread, NULL);
+	}
+	free(mm->fstreams);
 	/* nothing is unmapped under the engine's kernels, even now */
-	mm_fence(mm);
+	backend_fence(mm->b, mm->fence_streams, mm->nfence);
 	for (int i = 0; i < GPUSLEEP_MAX_TAGS; i++) {
 		struct tag *t = &mm->tags[i];
 		struct chunk *c, *n;
@@ -237,6 +501,8 @@ void gs_mm_destroy(struct gs_mm *mm)
 	}
 	mm->b->destroy(mm->b);
 	pthread_mutex_destroy(&mm->lock);
+	pthread_mutex_destroy(&mm->flock);
+	pthread_cond_destroy(&mm->fcv);
 	free(mm->fence_streams);
 	free(mm);
 }
@@ -247,7 +513,7 @@ static void tag_pin_ahead(struct gs_mm *mm, struct tag *t)
 	if (t->policy != GS_MM_BACKUP || (t->staging_flags & GS_MM_STAGING_LAZY))
 		return;
 	for (struct chunk *c = t->chunks; c; c = c->next) {
-		int ret = chunk_pin(mm, c);
+		int ret = c->nr_allocs ? chunk_pin(mm, c, false) : 0;
 
 		if (ret) {
 			fprintf(stderr, "gpusleep: mm: pinning %zu bytes of backup staging ahead of time failed (%s); the pause will try again\n",
@@ -267,7 +533,7 @@ int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 	    chunk_size > GS_MM_CHUNK_MAX)
 		return -EINVAL;
 	pthread_mutex_lock(&mm->lock);
-	if (mm->tags[i].paused) {
+	if (mm->tags[i].paused || mm->tags[i].pausing) {
 		ret = -EBUSY;
 	} else {
 		size_t cs = chunk_size ? chunk_size : GS_MM_CHUNK_DEFAULT;
@@ -275,7 +541,13 @@ int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 		cs = round_up(cs, mm->gran);
 		mm->tags[i].policy = p;
 		mm->tags[i].first_chunk = cs;
-		mm->tags[i].next_chunk = cs;
+		/*
+		 * Growth goes on across policy changes (the torch adapter
+		 * sets the policy at every region entry and exit); it starts
+		 * again only for a tag without chunks, or a larger first size.
+		 */
+		if (!mm->tags[i].chunks || cs > mm->tags[i].next_chunk)
+			mm->tags[i].next_chunk = cs;
 		if (p == GS_MM_DISCARD)	/* awake: no chunk needs its staging */
 			for (struct chunk *c = mm->tags[i].chunks; c; c = c->next)
 				chunk_unpin(mm, c);
@@ -313,16 +585,14 @@ int gs_mm_pin_staging(struct gs_mm *mm, uint32_t tag, uint64_t max_bytes,
 			for (unsigned int k = 0; k < c->npieces; k++) {
 				struct piece *pc = &c->pieces[k];
 
-				if (pc->host)
+				if (pc->host || !piece_live(c, k))
 					continue;
 				if (ret || (max_bytes && done >= max_bytes)) {
 					todo += pc->size;
 					continue;
 				}
-				ret = mm->b->host_alloc(mm->b, pc->size,
-							&pc->host);
+				ret = piece_pin(mm, pc);
 				if (ret) {
-					pc->host = NULL;
 					todo += pc->size;
 				} else {
 					done += pc->size;
@@ -390,14 +660,6 @@ static int chunk_new(struct gs_mm *mm, struct tag *t, size_t need,
 		pp = &(*pp)->next;
 	*pp = c;
 	*out = c;
-	/* the staging of a backed-up tag is pinned now, not in the pause */
-	if (t->policy == GS_MM_BACKUP &&
-	    !(t->staging_flags & GS_MM_STAGING_LAZY)) {
-		ret = chunk_pin(mm, c);
-		if (ret)
-			fprintf(stderr, "gpusleep: mm: pinning %zu bytes of backup staging ahead of time failed (%s); the pause will try again\n",
-				size, strerror(-ret));
-	}
 	return 0;
 
 err_unreserve:
@@ -439,12 +701,54 @@ static void *chunk_carve(struct chunk *c, size_t size, int *err)
 	return NULL;
 }
 
-void *gs_mm_alloc(struct gs_mm *mm, uint32_t tag, size_t size)
+/* Allocate from t's chunks, or a new one; mm->lock held. */
+static void *tag_alloc(struct gs_mm *mm, struct tag *t, size_t size, int *err)
+{
+	struct chunk *c;
+	void *p = NULL;
+	bool fresh = false;
+
+	*err = 0;
+	if (t->paused || t->pausing) {
+		*err = -EBUSY;
+		return NULL;
+	}
+	for (c = t->chunks; c && !p && !*err; c = c->next)
+		if (c->size - c->used >= size &&
+		    (p = chunk_carve(c, size, err)))
+			break;
+	if (p || *err)
+		goto pin;
+	*err = chunk_new(mm, t, size, &c);
+	if (*err)
+		return NULL;
+	p = chunk_carve(c, size, err);
+	fresh = true;
+pin:
+	/* a backed-up tag's staging is pinned now, not in the pause */
+	if (p && t->policy == GS_MM_BACKUP &&
+	    !(t->staging_flags & GS_MM_STAGING_LAZY))
+		chunk_pin_range(mm, c, (size_t)((char *)p - c->va), size);
+	if (!p && fresh) {
+		/* only -ENOMEM for the split block can get here */
+		struct chunk **pp = &t->chunks;
+
+		while (*pp != c)
+			pp = &(*pp)->next;
+		*pp = NULL;
+		chunk_destroy(mm, c);
+	}
+	return p;
+}
+
+static uint64_t tag_trim(struct gs_mm *mm, struct tag *t);
+
+void *gs_mm_alloc_on(struct gs_mm *mm, uint32_t tag, size_t size,
+		     void *stream)
 {
 	int i = tag_index(tag);
 	struct tag *t;
-	struct chunk *c;
-	void *p = NULL;
+	void *p;
 	int err = 0;
 
 	if (i < 0 || size > GS_MM_CHUNK_MAX * 64) {
@@ -454,33 +758,32 @@ void *gs_mm_alloc(struct gs_mm *mm, uint32_t tag, size_t size)
 	size = round_up(size ? size : 1, GS_MM_ALIGN);
 	t = &mm->tags[i];
 	pthread_mutex_lock(&mm->lock);
-	if (t->paused) {
-		err = -EBUSY;
-		goto out;
-	}
-	for (c = t->chunks; c && !p && !err; c = c->next)
-		if (c->size - c->used >= size)
-			p = chunk_carve(c, size, &err);
-	if (p || err)
-		goto out;
-	err = chunk_new(mm, t, size, &c);
-	if (err)
-		goto out;
-	p = chunk_carve(c, size, &err);
-	if (!p) {
-		/* only -ENOMEM for the split block can get here */
-		struct chunk **pp = &t->chunks;
+	p = tag_alloc(mm, t, size, &err);
+	/*
+	 * Out of device memory: the empty chunks kept as a cache (of any
+	 * tag) go back once the GPU is done with them, then once more.
+	 * Not while a graph is captured: nothing may synchronise then.
+	 */
+	if (!p && err == -ENOMEM &&
+	    !(mm->b->capturing && mm->b->capturing(mm->b, stream)) &&
+	    !mm_fence_unlocked(mm)) {
+		uint64_t got = 0;
 
-		while (*pp != c)
-			pp = &(*pp)->next;
-		*pp = NULL;
-		chunk_destroy(mm, c);
+		for (int k = 0; k < GPUSLEEP_MAX_TAGS; k++)
+			if (!mm->tags[k].pausing)
+				got += tag_trim(mm, &mm->tags[k]);
+		if (got)
+			p = tag_alloc(mm, t, size, &err);
 	}
-out:
 	pthread_mutex_unlock(&mm->lock);
 	if (!p)
 		errno = err ? -err : ENOMEM;
 	return p;
+}
+
+void *gs_mm_alloc(struct gs_mm *mm, uint32_t tag, size_t size)
+{
+	return gs_mm_alloc_on(mm, tag, size, NULL);
 }
 
 static struct chunk *find_chunk(struct gs_mm *mm, const void *ptr,
@@ -592,14 +895,38 @@ static uint64_t tag_chunk_bytes(const struct tag *t)
 	return sum;
 }
 
+/* not holding their contents: unmapped, or mapped and not restored */
 static uint64_t tag_unmapped_bytes(const struct tag *t)
 {
 	uint64_t sum = 0;
 
 	for (const struct chunk *c = t->chunks; c; c = c->next)
-		if (!c->mapped)
+		if (!c->mapped || c->saved)
 			sum += c->size;
 	return sum;
+}
+
+/*
+ * After a failed unmap of c: note what it left (ret, GS_UNMAP_*). Returns
+ * true if c lost its contents (unmapped, or its pages dropped).
+ */
+static bool chunk_unmap_failed(struct chunk *c, int ret)
+{
+	int left = gs_unmap_left(ret);
+
+	if (left & GS_UNMAP_GONE) {
+		c->mapped = false;
+		c->stale = c->handle;
+		c->handle = NULL;
+	}
+	return left != 0;
+}
+
+/* Retry the release of a handle whose range was unmapped before. */
+static void chunk_release_stale(struct gs_mm *mm, struct chunk *c)
+{
+	if (c->stale && !mm->b->unmap(mm->b, c->va, c->size, c->stale))
+		c->stale = NULL;
 }
 
 /*
@@ -613,12 +940,20 @@ static uint64_t tag_trim(struct gs_mm *mm, struct tag *t)
 
 	while (*pp) {
 		struct chunk *c = *pp;
+		int ret;
 
-		if (c->nr_allocs || !c->mapped || c->saved ||
-		    mm->b->unmap(mm->b, c->va, c->size, c->handle)) {
+		if (c->nr_allocs || !c->mapped || c->saved) {
 			pp = &c->next;
 			continue;
 		}
+		ret = mm->b->unmap(mm->b, c->va, c->size, c->handle);
+		/* still mapped: stays; unmapped, release failed: goes too */
+		if (ret && !(gs_unmap_left(ret) & GS_UNMAP_GONE)) {
+			pp = &c->next;
+			continue;
+		}
+		if (ret)
+			chunk_unmap_failed(c, ret);
 		c->mapped = false;
 		bytes += c->size;
 		*pp = c->next;
@@ -635,10 +970,11 @@ int gs_mm_trim(struct gs_mm *mm, uint32_t tags, uint64_t *bytes)
 	if (tags & ~(uint32_t)((1ULL << GPUSLEEP_MAX_TAGS) - 1))
 		return -EINVAL;
 	pthread_mutex_lock(&mm->lock);
-	ret = mm_fence(mm);
+	ret = mm_fence_unlocked(mm);
 	if (!ret)
 		for (int i = 0; i < GPUSLEEP_MAX_TAGS; i++)
-			if (!tags || (tags & (1U << i)))
+			if ((!tags || (tags & (1U << i))) &&
+			    !mm->tags[i].pausing)
 				sum += tag_trim(mm, &mm->tags[i]);
 	pthread_mutex_unlock(&mm->lock);
 	if (bytes)
@@ -646,20 +982,10 @@ int gs_mm_trim(struct gs_mm *mm, uint32_t tags, uint64_t *bytes)
 	return ret;
 }
 
-/* Queue the restore of c from its staging; the caller syncs. */
+/* Queue the restore of c's live allocations; the caller syncs. */
 static int chunk_restore(struct gs_mm *mm, struct chunk *c)
 {
-	size_t off = 0;
-
-	for (unsigned int i = 0; i < c->npieces; i++) {
-		int ret = mm->b->restore(mm->b, c->va + off, c->pieces[i].host,
-					 c->pieces[i].size);
-
-		if (ret)
-			return ret;
-		off += c->pieces[i].size;
-	}
-	return 0;
+	return chunk_copy(mm, c, false);
 }
 
 /* Map c again and bring its contents back if they are in staging. */
@@ -669,6 +995,7 @@ static int chunk_bring_back(struct gs_mm *mm, struct chunk *c)
 	int ret;
 
 	if (!c->mapped) {
+		chunk_release_stale(mm, c);
 		ret = chunk_map(mm, c, !c->saved);
 		if (ret)
 			return ret;
@@ -710,17 +1037,12 @@ static int tag_backup(struct gs_mm *mm, struct tag *t)
 	int ret = 0;
 
 	for (struct chunk *c = t->chunks; c && !ret; c = c->next) {
-		size_t off = 0;
-
 		if (!c->nr_allocs)
 			continue;	/* empty: nothing to keep */
 		/* pinned ahead; what is missing now, piece by piece */
-		ret = chunk_pin(mm, c);
-		for (unsigned int i = 0; i < c->npieces && !ret; i++) {
-			ret = b->backup(b, c->pieces[i].host, c->va + off,
-					c->pieces[i].size);
-			off += c->pieces[i].size;
-		}
+		ret = chunk_pin(mm, c, true);
+		if (!ret)
+			ret = chunk_copy(mm, c, true);
 	}
 	if (ret) {
 		b->sync(b);	/* never return with copies in flight */
@@ -736,7 +1058,7 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 	struct tag *t;
 	struct chunk *c, *failed = NULL;
 	uint64_t start = now_ns(), done = 0;
-	bool measured;
+	bool measured, gone = false;
 	int ret = 0;
 
 	memset(res, 0, sizeof(*res));
@@ -750,26 +1072,34 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 		ret = -EALREADY;
 		goto out;
 	}
+	if (t->pausing) {
+		ret = -EBUSY;
+		goto out;
+	}
+	/* no allocation in t, no policy change while the lock is dropped */
+	t->pausing = true;
 	/*
 	 * The engine's kernels may still be running (it answered its drain
 	 * when the requests were done on the CPU): wait for all of them
-	 * before the first copy, so the backup holds what they wrote.
+	 * before the first copy, so the backup holds what they wrote. At
+	 * most fence_ms (a kernel that never ends: -ETIMEDOUT, nothing
+	 * done), and without mm->lock (allocations go on meanwhile).
 	 */
-	ret = mm_fence(mm);
+	ret = mm_fence_unlocked(mm);
 	if (ret)
-		goto out;
+		goto out_pausing;
 	if (t->policy == GS_MM_BACKUP && t->chunks) {
 		uint64_t c0 = now_ns();
 
 		ret = tag_backup(mm, t);
 		res->copy_ns = now_ns() - c0;
 		if (ret)
-			goto out;	/* nothing unmapped: state unchanged */
+			goto out_pausing;	/* nothing unmapped */
 	}
 	/* and before the first unmap: nothing is unmapped under a kernel */
-	ret = mm_fence(mm);
+	ret = mm_fence_unlocked(mm);
 	if (ret)
-		goto out;
+		goto out_pausing;
 	measured = mm_free_now(mm, &res->free_before);
 	/* empty chunks are given back with the rest */
 	done = tag_trim(mm, t);
@@ -777,6 +1107,8 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 		ret = b->unmap(b, c->va, c->size, c->handle);
 		if (ret) {
 			failed = c;
+			gone = chunk_unmap_failed(c, ret);
+			ret = gs_unmap_errno(ret);
 			break;
 		}
 		c->mapped = false;
@@ -787,16 +1119,20 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 	if (failed) {
 		/*
 		 * Undo: map the chunks unmapped here again and restore them.
-		 * The failed chunk may have lost its pages (host: madvise done,
-		 * mprotect failed): restore it too when there is a backup.
-		 * What cannot be mapped back stays unmapped (and saved, for
-		 * BACKUP) and is said in res: the tag is then partly released
+		 * The failed chunk kept its contents unless the backend says
+		 * otherwise (host: pages dropped, then mprotect failed; CUDA:
+		 * unmapped, then the release and the map-back failed): then
+		 * it is restored from the backup, or lost. What cannot be
+		 * mapped back or restored stays "not back" (unmapped, or
+		 * saved) and is said in res: the tag is then partly released
 		 * and a resume brings it back.
 		 */
-		if (t->policy == GS_MM_BACKUP)
-			failed->saved = failed->nr_allocs != 0;
-		else if (failed->nr_allocs)
-			res->lost_bytes += failed->size;	/* may be */
+		if (gone && failed->nr_allocs) {
+			if (t->policy == GS_MM_BACKUP)
+				failed->saved = true;
+			else
+				res->lost_bytes += failed->size;
+		}
 		for (c = t->chunks; c; c = c->next) {
 			if (c != failed && c->mapped)
 				continue;
@@ -808,24 +1144,50 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 			if (c == failed)
 				break;
 		}
-		if (t->policy == GS_MM_DISCARD)
+		/*
+		 * A chunk mapped back whose restore failed holds garbage
+		 * until a resume restores it: lost for now (the weights are
+		 * reloaded, KV repaired), and not back.
+		 */
+		for (c = t->chunks; c; c = c->next)
+			if (c->mapped && c->saved)
+				res->lost_bytes += c->size;
+		if (t->policy == GS_MM_DISCARD && res->lost_bytes)
 			t->lost = true;
 		tag_update_paused(t);
 		res->bytes = 0;
 		res->unmapped_bytes = tag_unmapped_bytes(t);
 		if (res->unmapped_bytes)
 			res->flags |= GS_MM_RES_PARTIAL;
-		goto out;
+		goto out_pausing;
 	}
 	t->paused = t->chunks != NULL;
-	t->pauses++;
 	res->bytes = done;
 	res->unmapped_bytes = tag_unmapped_bytes(t);
 	/*
-	 * Verified free: after a synchronisation, how much device memory the
-	 * driver now reports free that was not before.
+	 * After the unmaps, a synchronisation: on a GPU an unmap under a
+	 * kernel still running (one the fence did not cover: an undeclared
+	 * stream, work queued since) is not refused, the kernel faults and
+	 * the sticky error shows here. Then the pause failed: the memory is
+	 * unmapped (the tag stays released) and the context is lost.
 	 */
-	if (measured && !mm_fence(mm) && mm_free_now(mm, &res->free_after)) {
+	ret = mm_fence_unlocked(mm);
+	if (ret) {
+		if (ret == -ENOTRECOVERABLE)
+			res->flags |= GS_MM_RES_FAULT;
+		fprintf(stderr, "gpusleep: mm: the synchronisation after unmapping %llu bytes failed (%s)%s\n",
+			(unsigned long long)done, strerror(-ret),
+			ret == -ENOTRECOVERABLE ?
+			": a kernel still used the memory; the GPU context is lost" : "");
+		res->unmapped_bytes = tag_unmapped_bytes(t);
+		goto out_pausing;
+	}
+	t->pauses++;
+	/*
+	 * Verified free: after that synchronisation, how much device memory
+	 * the driver now reports free that was not before.
+	 */
+	if (measured && mm_free_now(mm, &res->free_after)) {
 		res->flags |= GS_MM_RES_MEASURED;
 		res->freed_bytes = res->free_after > res->free_before ?
 				   res->free_after - res->free_before : 0;
@@ -838,6 +1200,8 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 		if (res->freed_bytes + slack < done)
 			res->flags |= GS_MM_RES_SHORTFALL;
 	}
+out_pausing:
+	t->pausing = false;
 out:
 	pthread_mutex_unlock(&mm->lock);
 	res->status = ret;
@@ -852,7 +1216,7 @@ int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 	struct tag *t;
 	struct chunk *c;
 	uint64_t start = now_ns(), done = 0, copy0;
-	int ret = 0;
+	int ret = 0, r;
 
 	memset(res, 0, sizeof(*res));
 	if (i < 0)
@@ -864,9 +1228,14 @@ int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 		ret = -EALREADY;
 		goto out;
 	}
+	if (t->pausing) {
+		ret = -EBUSY;
+		goto out;
+	}
 	for (c = t->chunks; c; c = c->next) {
 		if (c->mapped)
 			continue;
+		chunk_release_stale(mm, c);
 		/* DISCARD: zeros; a backup about to be restored: no memset */
 		ret = chunk_map(mm, c, !c->saved);
 		if (ret)
@@ -910,9 +1279,12 @@ undo:
 		if (!c->fresh)
 			continue;
 		c->fresh = false;
-		if (!b->unmap(b, c->va, c->size, c->handle)) {
+		r = b->unmap(b, c->va, c->size, c->handle);
+		if (!r) {
 			c->mapped = false;
 			c->handle = NULL;
+		} else {
+			chunk_unmap_failed(c, r);
 		}
 	}
 	tag_update_paused(t);

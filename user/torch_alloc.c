@@ -144,7 +144,8 @@ static int mm_init(int device)
 	return 0;
 }
 
-static void *torch_malloc(uint32_t tag, ssize_t size, int device)
+/* stream: the allocating stream (out of memory: reclaim unless captured) */
+static void *torch_malloc(uint32_t tag, ssize_t size, int device, void *stream)
 {
 	void *p;
 	int ret = 0;
@@ -162,7 +163,7 @@ static void *torch_malloc(uint32_t tag, ssize_t size, int device)
 			device, torch_device);
 	if (ret)
 		return NULL;
-	p = gs_mm_alloc(torch_mm, tag, (size_t)size);
+	p = gs_mm_alloc_on(torch_mm, tag, (size_t)size, stream);
 	if (!p) {
 		char name[GPUSLEEP_TAG_NAME_LEN + 8];
 
@@ -175,28 +176,24 @@ static void *torch_malloc(uint32_t tag, ssize_t size, int device)
 
 void *gpusleep_malloc(ssize_t size, int device, void *stream)
 {
-	(void)stream;
-	return torch_malloc(cur_tag(), size, device);
+	return torch_malloc(cur_tag(), size, device, stream);
 }
 
 void *gpusleep_malloc_weights(ssize_t size, int device, void *stream)
 {
-	(void)stream;
-	return torch_malloc(GPUSLEEP_TAG_WEIGHTS, size, device);
+	return torch_malloc(GPUSLEEP_TAG_WEIGHTS, size, device, stream);
 }
 
 void *gpusleep_malloc_kv_cache(ssize_t size, int device, void *stream)
 {
-	(void)stream;
-	return torch_malloc(GPUSLEEP_TAG_KV_CACHE, size, device);
+	return torch_malloc(GPUSLEEP_TAG_KV_CACHE, size, device, stream);
 }
 
 /* One entry point per tag bit: a MemPool's allocator names one. */
 #define GS_MALLOC_TAG(i)						\
 void *gpusleep_malloc_tag##i(ssize_t size, int device, void *stream)	\
 {									\
-	(void)stream;							\
-	return torch_malloc(1U << (i), size, device);			\
+	return torch_malloc(1U << (i), size, device, stream);		\
 }
 GS_MALLOC_TAG(0)
 GS_MALLOC_TAG(1)

@@ -57,6 +57,7 @@
 #undef cuMemGetInfo
 #undef cuStreamWaitEvent
 #undef cuEventRecord
+#undef cuStreamIsCapturing
 
 #define EXPORT __attribute__((visibility("default")))
 #define GRAN FAKECUDA_GRANULARITY
@@ -79,7 +80,8 @@
 	X(cuCtxSynchronize) X(cuStreamWaitEvent)		\
 	X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)	\
 	X(cuEventQuery) X(cuEventDestroy) X(cuMemGetInfo)	\
-	X(cuDeviceGetAttribute) X(cuDeviceGetPCIBusId)
+	X(cuDeviceGetAttribute) X(cuDeviceGetPCIBusId)	\
+	X(cuStreamIsCapturing)
 
 #define AS_ENUM(n) E_##n,
 enum entry { ENTRY_POINTS(AS_ENUM) E_COUNT };
@@ -95,6 +97,7 @@ struct copy_op {
 	bool memset;		/* cuMemsetD32Async of value */
 	bool kernel;		/* fakecuda_launch(): engine work */
 	bool writes;		/* kernel: writes value over the range */
+	bool hung;		/* kernel: never ends until fakecuda_unhang() */
 	unsigned int value;
 	bool to_host;
 	void *host;
@@ -116,6 +119,7 @@ struct CUstream_st {
 	bool live;
 	bool engine;		/* made by fakecuda_engine_stream() */
 	bool failed;		/* a queued copy hit unmapped memory */
+	bool capturing;		/* fakecuda_capture(): a CUDA graph capture */
 	struct copy_op *ops;
 	size_t nops, cap;
 	uint64_t seq;		/* of the last op queued */
@@ -146,6 +150,7 @@ struct fault {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hung_cv = PTHREAD_COND_INITIALIZER;
 static __thread struct CUctx_st *current;
 static bool initialized;
 static int ndevices = 1;
@@ -170,6 +175,15 @@ static int nevents;
 /* the context's sticky error: once set, every call answers it */
 static CUresult sticky;
 static long races, illegal;
+/*
+ * async_faults: cuMemUnmap under a running kernel succeeds, as on a GPU;
+ * the kernel's fault surfaces (sticky) at the next synchronisation.
+ */
+static bool async_faults;
+static bool fault_pending;
+static long capture_errors;	/* calls refused because of a capture */
+static long host_free_syncs;	/* cuMemFreeHost: an implicit device sync */
+static unsigned long long d2h_bytes, h2d_bytes;	/* copied so far */
 /* device memory: cuMemGetInfo, cuMemCreate's OUT_OF_MEMORY */
 static unsigned long long capacity = 64ULL << 30;
 static unsigned long long used_bytes, other_bytes, freeing_bytes;
@@ -194,12 +208,18 @@ static CUresult bad(const char *fn, const char *why)
  * Called with the lock held.
  */
 static void retire_due(void);
+static void fault_surface(void);
 
 static CUresult enter(enum entry e)
 {
 	long n = ++calls[e];
 
 	retire_due();
+	if (fault_pending && (e == E_cuCtxSynchronize ||
+			      e == E_cuStreamSynchronize ||
+			      e == E_cuEventSynchronize || e == E_cuEventQuery ||
+			      e == E_cuMemFreeHost))
+		fault_surface();
 	if (sticky && e != E_cuGetErrorName && e != E_cuGetProcAddress)
 		return sticky;
 
@@ -262,6 +282,8 @@ static void fault_sticky(const char *what, uintptr_t dev, size_t size);
 static CUresult queue_op(struct CUstream_st *s, struct copy_op *op);
 static int find_stream(CUstream s);
 static uint64_t now_ns(void);
+static bool run_all(void);
+static void synchronized(void);
 
 /* ---- control interface for the tests ---- */
 
@@ -319,10 +341,58 @@ EXPORT int fakecuda_launch(void *stream, void *va, size_t size,
 	} else {
 		op.writes = value >= 0;
 		op.value = (unsigned int)value;
+		op.hung = delay_us == FAKECUDA_HANG;
 		op.due = delay_us < 0 ? 0 : now_ns() + (uint64_t)delay_us * 1000;
 		if (!op.due && delay_us >= 0)
 			op.due = 1;
 		ret = queue_op(s, &op) == CUDA_SUCCESS ? 0 : -1;
+	}
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+/* the hung kernels end (when something waits for them) */
+EXPORT void fakecuda_unhang(void)
+{
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < nstreams; i++)
+		for (size_t j = 0; j < streams[i]->nops; j++)
+			streams[i]->ops[j].hung = false;
+	pthread_cond_broadcast(&hung_cv);
+	pthread_mutex_unlock(&lock);
+}
+
+/*
+ * A synchronisation that waits for a hung kernel (on s, or on any stream
+ * when s is NULL) blocks, without the lock, until fakecuda_unhang().
+ */
+static bool has_hung(struct CUstream_st *s)
+{
+	for (int i = 0; i < nstreams; i++) {
+		if (s && streams[i] != s)
+			continue;
+		for (size_t j = 0; j < streams[i]->nops; j++)
+			if (streams[i]->ops[j].hung)
+				return true;
+	}
+	return false;
+}
+
+static void wait_hung(struct CUstream_st *s)
+{
+	while (has_hung(s))
+		pthread_cond_wait(&hung_cv, &lock);
+}
+
+EXPORT int fakecuda_capture(void *stream, int on)
+{
+	struct CUstream_st *s = stream;
+	int ret = -1;
+
+	pthread_mutex_lock(&lock);
+	if (s && find_stream(s) >= 0) {
+		s->capturing = on != 0;
+		ret = 0;
 	}
 	pthread_mutex_unlock(&lock);
 	return ret;
@@ -347,6 +417,8 @@ EXPORT int fakecuda_set(const char *knob, long long value)
 		rdma_vmm = (int)value;
 	else if (!strcmp(knob, "numa_id"))
 		numa_id = (int)value;
+	else if (!strcmp(knob, "async_faults"))
+		async_faults = value != 0;
 	else
 		ret = -1;
 	pthread_mutex_unlock(&lock);
@@ -369,6 +441,23 @@ EXPORT long fakecuda_calls(const char *fn)
 	n = e >= 0 ? calls[e] : -1;
 	pthread_mutex_unlock(&lock);
 	return n;
+}
+
+EXPORT long long fakecuda_counter(const char *name)
+{
+	long long v = -1;
+
+	pthread_mutex_lock(&lock);
+	if (!strcmp(name, "capture_errors"))
+		v = capture_errors;
+	else if (!strcmp(name, "host_free_syncs"))
+		v = host_free_syncs;
+	else if (!strcmp(name, "d2h_bytes"))
+		v = (long long)d2h_bytes;
+	else if (!strcmp(name, "h2d_bytes"))
+		v = (long long)h2d_bytes;
+	pthread_mutex_unlock(&lock);
+	return v;
 }
 
 EXPORT void fakecuda_stats(struct fakecuda_stats *st)
@@ -533,6 +622,19 @@ static bool pending_on_kind(uintptr_t dev, size_t dsize, const void *host,
 	return false;
 }
 
+/* does a queued copy or memset (not a kernel) still use dev? */
+static bool pending_copy_on(uintptr_t dev, size_t dsize)
+{
+	for (int s = 0; s < nstreams; s++)
+		for (size_t i = 0; i < streams[s]->nops; i++) {
+			struct copy_op *op = &streams[s]->ops[i];
+
+			if (!op->kernel && overlaps(op->dev, op->size, dev, dsize))
+				return true;
+		}
+	return false;
+}
+
 static bool pending_on(uintptr_t dev, size_t dsize, const void *host,
 		       size_t hsize)
 {
@@ -555,6 +657,54 @@ static void fault_sticky(const char *what, uintptr_t dev, size_t size)
 	fprintf(stderr, "fakecuda: %s of %zu bytes at %#lx: memory not mapped: CUDA_ERROR_ILLEGAL_ADDRESS (sticky: every later call fails)\n",
 		what, size, (unsigned long)dev);
 	sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+/*
+ * async_faults: a kernel ran into memory unmapped under it. The driver
+ * learns of it asynchronously; the next synchronising call (and every
+ * call after it) answers the sticky error. The lost context runs nothing
+ * more: the kernels still queued are dropped.
+ */
+static void fault_surface(void)
+{
+	fault_pending = false;
+	illegal++;
+	fprintf(stderr, "fakecuda: a kernel faulted on memory unmapped under it: CUDA_ERROR_ILLEGAL_ADDRESS at this synchronisation (sticky)\n");
+	sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+	for (int i = 0; i < nstreams; i++) {
+		struct CUstream_st *s = streams[i];
+		size_t k = 0;
+
+		for (size_t j = 0; j < s->nops; j++)
+			if (!s->ops[j].kernel)
+				s->ops[k++] = s->ops[j];
+		s->nops = k;
+	}
+}
+
+/* a stream of this context is being captured into a CUDA graph */
+static bool any_capture(void)
+{
+	for (int i = 0; i < nstreams; i++)
+		if (streams[i]->capturing)
+			return true;
+	return false;
+}
+
+/*
+ * A call that synchronises or may not run while a graph is captured:
+ * refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (the driver also
+ * invalidates the capture), counted.
+ */
+static CUresult capture_check(const char *fn)
+{
+	if (!any_capture())
+		return CUDA_SUCCESS;
+	capture_errors++;
+	misuse++;
+	fprintf(stderr, "fakecuda: %s: not allowed while a stream is captured (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)\n",
+		fn);
+	return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
 /* execute one op; false if its memory is gone */
@@ -702,7 +852,8 @@ EXPORT CUresult cuGetErrorName(CUresult error, const char **str)
 		N(CUDA_ERROR_CONTEXT_IS_DESTROYED), N(CUDA_ERROR_NOT_FOUND),
 		N(CUDA_ERROR_ILLEGAL_ADDRESS), N(CUDA_ERROR_INVALID_HANDLE),
 		N(CUDA_ERROR_NOT_PERMITTED), N(CUDA_ERROR_NOT_SUPPORTED),
-		N(CUDA_ERROR_UNKNOWN),
+		N(CUDA_ERROR_UNKNOWN), N(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED),
+		N(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT),
 #undef N
 	};
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
@@ -1061,11 +1212,16 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 	}
 	if (pending_on_kind(ptr, size, NULL, 0, true)) {
 		/* on a GPU the unmap goes through and the kernel faults */
-		fault_sticky("cuMemUnmap under a running kernel", ptr, size);
-		rc_ = sticky;
-		goto out;
+		if (async_faults) {
+			fault_pending = true;	/* seen at the next sync */
+		} else {
+			fault_sticky("cuMemUnmap under a running kernel", ptr,
+				     size);
+			rc_ = sticky;
+			goto out;
+		}
 	}
-	if (pending_on(ptr, size, NULL, 0)) {
+	if (pending_copy_on(ptr, size)) {
 		rc_ = bad("cuMemUnmap", "a queued copy still uses the range (synchronize first)");
 		goto out;
 	}
@@ -1131,7 +1287,13 @@ EXPORT CUresult cuMemFreeHost(void *p)
 		rc_ = bad("cuMemFreeHost", "not a cuMemHostAlloc pointer");
 	} else if (pending_on(0, 0, p, hosts[i].size)) {
 		rc_ = bad("cuMemFreeHost", "a queued copy still uses the buffer (synchronize first)");
+	} else if ((rc_ = capture_check("cuMemFreeHost")) != CUDA_SUCCESS) {
+		goto out;
 	} else {
+		/* the driver synchronises the device before freeing */
+		host_free_syncs++;
+		run_all();
+		synchronized();
 		munmap(p, hosts[i].size);
 		hosts[i] = hosts[--nhosts];
 	}
@@ -1168,6 +1330,10 @@ static CUresult queue_copy(const char *fn, bool to_host, void *host,
 	if (s && find_stream(s) < 0)
 		return bad(fn, "unknown stream");
 	op.pinned = find_host(host, size) >= 0;
+	if (to_host)
+		d2h_bytes += size;
+	else
+		h2d_bytes += size;
 	if (to_host && s && races_pending_write(s, dev, size)) {
 		races++;
 		bad(fn, "copies device memory that a kernel on another stream may still be writing (synchronize or cuStreamWaitEvent first)");
@@ -1283,9 +1449,11 @@ EXPORT CUresult cuStreamSynchronize(CUstream hs)
 	i = find_stream(hs);
 	if (i < 0)
 		rc = bad("cuStreamSynchronize", "unknown stream");
+	else if (streams[i]->capturing)
+		rc = capture_check("cuStreamSynchronize");
 	else if (fault != CUDA_SUCCESS)
 		streams[i]->nops = 0;
-	else if (!run_stream(streams[i]))
+	else if (wait_hung(streams[i]), !run_stream(streams[i]))
 		rc = CUDA_ERROR_ILLEGAL_ADDRESS;
 	else
 		synchronized();
@@ -1339,6 +1507,10 @@ static bool run_all(void)
 EXPORT CUresult cuCtxSynchronize(void)
 {
 	BEGIN_CTX(E_cuCtxSynchronize, "cuCtxSynchronize");
+	rc_ = capture_check("cuCtxSynchronize");
+	if (rc_ != CUDA_SUCCESS)
+		goto out;
+	wait_hung(NULL);
 	if (!run_all())
 		rc_ = CUDA_ERROR_ILLEGAL_ADDRESS;
 	else
@@ -1400,6 +1572,7 @@ EXPORT CUresult cuEventSynchronize(CUevent hev)
 		goto out;
 	}
 	if (events[i]->s) {
+		wait_hung(events[i]->s);
 		run_upto(events[i]->s, events[i]->seq, 0);
 		if (events[i]->s->failed)
 			rc_ = CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -1508,6 +1681,37 @@ EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib,
 	END;
 }
 
+/*
+ * The legacy NULL stream is never captured itself, but asking about it
+ * while another stream is captured is CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+ * (it would synchronise with the captured stream).
+ */
+EXPORT CUresult cuStreamIsCapturing(CUstream hs,
+				    CUstreamCaptureStatus *status)
+{
+	int i;
+
+	BEGIN_CTX(E_cuStreamIsCapturing, "cuStreamIsCapturing");
+	if (!status) {
+		rc_ = bad("cuStreamIsCapturing", "NULL status");
+		goto out;
+	}
+	if (!hs) {
+		*status = CU_STREAM_CAPTURE_STATUS_NONE;
+		if (any_capture())
+			rc_ = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+		goto out;
+	}
+	i = find_stream(hs);
+	if (i < 0) {
+		rc_ = bad("cuStreamIsCapturing", "unknown stream");
+		goto out;
+	}
+	*status = streams[i]->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE :
+		  CU_STREAM_CAPTURE_STATUS_NONE;
+	END;
+}
+
 /* Device n sits at bus n + 1: "00000000:01:00.0" for device 0. */
 EXPORT CUresult cuDeviceGetPCIBusId(char *id, int len, CUdevice dev)
 {
@@ -1560,6 +1764,7 @@ static const struct { const char *name; void *fn; } procs[] = {
 	{ "cuMemGetInfo", (void *)cuMemGetInfo_v2 },
 	{ "cuDeviceGetAttribute", (void *)cuDeviceGetAttribute },
 	{ "cuDeviceGetPCIBusId", (void *)cuDeviceGetPCIBusId },
+	{ "cuStreamIsCapturing", (void *)cuStreamIsCapturing },
 };
 
 /*

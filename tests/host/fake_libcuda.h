@@ -35,6 +35,14 @@ struct fakecuda_stats {
 	long long pin_us;		 /* time spent pinning (simulated) */
 	long rdma_handles;	/* cuMemCreate with gpuDirectRDMACapable */
 };
+/*
+ * The layout above is fixed (bench/gpu/check.py mirrors it with ctypes);
+ * later counters are read by name: fakecuda_counter("capture_errors")
+ * (calls refused while a stream is captured), "host_free_syncs"
+ * (cuMemFreeHost calls, each a device synchronisation), "d2h_bytes",
+ * "h2d_bytes" (bytes copied each way so far); -1 for an unknown name.
+ */
+typedef long long (*fakecuda_counter_fn)(const char *name);
 
 /* fakecuda_stats(): fill *st with the live counters */
 typedef void (*fakecuda_stats_fn)(struct fakecuda_stats *st);
@@ -60,8 +68,12 @@ typedef void (*fakecuda_clear_faults_fn)(void);
  * cuStreamSynchronize/cuEventSynchronize that waits for it). Launching on
  * unmapped memory, or unmapping memory a pending kernel uses, is a device
  * fault: CUDA_ERROR_ILLEGAL_ADDRESS, sticky (every later call fails).
+ * delay_us FAKECUDA_HANG: a kernel that does not end (a collective waiting
+ * for a rank that never comes): whatever synchronises with it blocks until
+ * fakecuda_unhang(), other threads' calls go on meanwhile.
  * Returns 0 or -1.
  */
+#define FAKECUDA_HANG (-2LL)	/* delay_us: ends only after fakecuda_unhang() */
 typedef void *(*fakecuda_engine_stream_fn)(void);
 typedef int (*fakecuda_launch_fn)(void *stream, void *va, unsigned long size,
 				  long long value, long long delay_us);
@@ -71,9 +83,22 @@ typedef int (*fakecuda_launch_fn)(void *stream, void *va, unsigned long size,
  * free in cuMemGetInfo only after the next synchronisation), "hold_free"
  * (with lazy_free: never, as if someone else took it at once),
  * "pin_us_per_gib" (cuMemHostAlloc takes that long per GiB), "rdma_vmm"
- * (GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED), "numa_id" (HOST_NUMA_ID).
+ * (GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED), "numa_id" (HOST_NUMA_ID),
+ * "async_faults" (cuMemUnmap under a pending kernel succeeds, as on a GPU,
+ * and the fault surfaces, sticky, at the next synchronising call).
  * Returns 0, -1 for an unknown knob.
  */
 typedef int (*fakecuda_set_fn)(const char *knob, long long value);
+/*
+ * fakecuda_capture(stream, on): stream is (on = 1) or is no longer being
+ * captured into a CUDA graph. While any stream is captured,
+ * cuCtxSynchronize, cuMemFreeHost and cuStreamSynchronize of the captured
+ * stream answer CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (counted as
+ * capture_errors and misuse), and cuStreamIsCapturing of the legacy NULL
+ * stream CUDA_ERROR_STREAM_CAPTURE_IMPLICIT. Returns 0 or -1.
+ */
+typedef int (*fakecuda_capture_fn)(void *stream, int on);
+/* fakecuda_unhang(): the FAKECUDA_HANG kernels may end now */
+typedef void (*fakecuda_unhang_fn)(void);
 
 #endif /* GPUSLEEP_TESTS_FAKE_LIBCUDA_H */

@@ -501,8 +501,8 @@ FAULT(zeroing_sync_unknown, "cuStreamSynchronize", CU_UNKNOWN, OP_MAP, -EIO);
 FAULT(unmap_not_permitted, "cuMemUnmap", CU_NOT_PERMITTED, OP_UNMAP, -EPERM);
 FAULT(release_not_supported, "cuMemRelease", CU_NOT_SUPPORTED, OP_UNMAP, -EOPNOTSUPP);
 FAULT(host_alloc_oom, "cuMemHostAlloc", CU_OUT_OF_MEMORY, OP_HOST_ALLOC, -ENOMEM);
-FAULT(backup_illegal, "cuMemcpyDtoHAsync", CU_ILLEGAL_ADDRESS, OP_BACKUP, -EIO);
-FAULT(restore_illegal, "cuMemcpyHtoDAsync", CU_ILLEGAL_ADDRESS, OP_RESTORE, -EIO);
+FAULT(backup_illegal, "cuMemcpyDtoHAsync", CU_ILLEGAL_ADDRESS, OP_BACKUP, -ENOTRECOVERABLE);
+FAULT(restore_illegal, "cuMemcpyHtoDAsync", CU_ILLEGAL_ADDRESS, OP_RESTORE, -ENOTRECOVERABLE);
 FAULT(sync_unknown, "cuStreamSynchronize", CU_UNKNOWN, OP_SYNC, -EIO);
 FAULT(no_device, "cuMemCreate", CU_NO_DEVICE, OP_MAP, -ENODEV);
 

@@ -162,6 +162,15 @@ FIXTURE_TEARDOWN(dp)
 		SKIP(return, "built without cuda.h (set CUDA_HOME)"); \
 } while (0)
 
+static long long counter(const char *name)
+{
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	fakecuda_counter_fn fn = lib ? (fakecuda_counter_fn)dlsym(lib,
+					"fakecuda_counter") : NULL;
+
+	return fn ? fn(name) : -2;
+}
+
 static struct fakecuda_stats stats(struct _test_data_dp *self)
 {
 	struct fakecuda_stats st;
@@ -444,6 +453,7 @@ TEST_F(dp, agent_result_says_what_a_rollback_lost)
 	ASSERT_NE(NULL, a);
 	ASSERT_NE(NULL, b);
 	ASSERT_EQ(0, launch(self, a, 10 * MiB, 7, UNTIL_SYNC));
+	ASSERT_EQ(0, launch(self, b, 20 * MiB, 8, UNTIL_SYNC));
 	ASSERT_EQ(0, self->fail("cuMemUnmap", 2, 1, 999));
 	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG, KV, 1));
 	ASSERT_EQ(1, gs_agent_dispatch(self->a));
@@ -453,11 +463,15 @@ TEST_F(dp, agent_result_says_what_a_rollback_lost)
 	EXPECT_EQ(1, r.op_id);
 	EXPECT_EQ(rec[0].status, r.mm.status);
 	EXPECT_EQ(0, r.mm.unmapped_bytes);
-	/* chunk 1 came back fresh (zeros); chunk 2 may have lost its pages */
-	EXPECT_EQ(48 * MiB, r.mm.lost_bytes);
+	/*
+	 * chunk 1 came back fresh (zeros); chunk 2 never unmapped (the
+	 * backend said its contents are intact): only chunk 1 is lost
+	 */
+	EXPECT_EQ(16 * MiB, r.mm.lost_bytes);
 	EXPECT_TRUE(all_u32(a, 10 * MiB, 0));
+	EXPECT_TRUE(all_u32(b, 20 * MiB, 8));
 	gs_agent_get_stats(self->a, &as);
-	EXPECT_EQ(48 * MiB, as.lost_bytes);
+	EXPECT_EQ(16 * MiB, as.lost_bytes);
 	EXPECT_EQ(-ENOENT, gs_agent_last_result(self->a, W, &r));
 	ASSERT_EQ(0, stats(self).sticky);
 }
@@ -722,7 +736,7 @@ TEST_F(dp, stand_in_orders_copies_by_events_and_faults_stick)
 	st = stats(self);
 	EXPECT_EQ(700, st.sticky);	/* CUDA_ERROR_ILLEGAL_ADDRESS */
 	EXPECT_EQ(700, ctx_sync());
-	EXPECT_EQ(-EIO, gs_mm_resume(self->mm, KV, &bytes));
+	EXPECT_EQ(-ENOTRECOVERABLE, gs_mm_resume(self->mm, KV, &bytes));
 	/* the teardown would count the fault: this test wanted it */
 	gs_mm_destroy(self->mm);
 	self->mm = NULL;
@@ -848,7 +862,7 @@ TEST_F(dp, discard_rollback_left_unmapped_is_lost_and_reported)
 	ASSERT_EQ(0, gs_agent_last_result(self->a, KV, &r));
 	EXPECT_TRUE(r.mm.flags & GS_MM_RES_PARTIAL);
 	EXPECT_EQ(16 * MiB, r.mm.unmapped_bytes);
-	EXPECT_EQ(48 * MiB, r.mm.lost_bytes);
+	EXPECT_EQ(16 * MiB, r.mm.lost_bytes);	/* chunk 2 kept its data */
 	ASSERT_EQ(0, send_ev(self->sv[1], 2, GPUSLEEP_EV_RESUME_TAG, KV, 1));
 	ASSERT_EQ(1, gs_agent_dispatch(self->a));
 	EXPECT_EQ(0, rec[1].status);
@@ -856,6 +870,300 @@ TEST_F(dp, discard_rollback_left_unmapped_is_lost_and_reported)
 	EXPECT_TRUE(all_u32(a, 10 * MiB, 0));
 	EXPECT_TRUE(all_u32(b, 20 * MiB, 9));	/* never unmapped */
 	ASSERT_EQ(0, stats(self).sticky);
+}
+
+/* ---- issue 21 ---- */
+
+/*
+ * Item 1: on a GPU an unmap under a running kernel is not refused; the
+ * kernel faults and the sticky error shows at the next synchronisation,
+ * the post-unmap fence. The pause must fail with it (ENOTRECOVERABLE, the
+ * fault flag, the bytes unmapped), and the agent answer so.
+ */
+TEST_F(dp, fault_at_the_post_unmap_fence_fails_the_pause)
+{
+	fakecuda_engine_stream_fn es;
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	struct gs_agent_result r;
+	void *other, *w;
+
+	NEED_MM();
+	ASSERT_EQ(0, self->set("async_faults", 1));
+	es = (fakecuda_engine_stream_fn)dlsym(lib, "fakecuda_engine_stream");
+	other = es();
+	ASSERT_NE(NULL, other);
+	agent_up(_metadata, self);
+	/* the engine declared one stream but uses another on the tag */
+	ASSERT_EQ(0, gs_mm_set_fence_streams(self->mm, &self->engine, 1));
+	w = gs_mm_alloc(self->mm, KV, 4 * MiB);
+	ASSERT_NE(NULL, w);
+	ASSERT_EQ(0, self->launch(other, w, 4 * MiB, 0x55, UNTIL_SYNC));
+	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG, KV, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	ASSERT_EQ(1, nrec);
+	EXPECT_EQ(-ENOTRECOVERABLE, rec[0].status);
+	EXPECT_EQ(16 * MiB, rec[0].bytes);	/* unmapped: stays released */
+	ASSERT_EQ(0, gs_agent_last_result(self->a, KV, &r));
+	EXPECT_TRUE(r.mm.flags & GS_MM_RES_FAULT);
+	EXPECT_EQ(16 * MiB, r.mm.unmapped_bytes);
+	EXPECT_EQ(700, stats(self).sticky);
+	/* the context is lost: the teardown would count the fault */
+	gs_agent_destroy(self->a);
+	gs_mm_destroy(self->mm);
+	self->mm = NULL;
+	_exit(_metadata->passed ? 0 : 1);
+}
+
+struct pause_arg {
+	struct gs_mm *mm;
+	struct gs_mm_result r;
+	volatile int done;
+};
+
+static void *pause_thread(void *p)
+{
+	struct pause_arg *pa = p;
+
+	gs_mm_pause_ex(pa->mm, W, &pa->r);
+	__atomic_store_n(&pa->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/*
+ * Item 2: a kernel that never ends (a collective waiting for a rank that
+ * is itself pausing). The fence is bounded: -ETIMEDOUT, nothing unmapped,
+ * and allocations go on while the pause waits.
+ */
+TEST_F(dp, fence_is_bounded_and_holds_no_allocator_lock)
+{
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	fakecuda_unhang_fn unhang = (fakecuda_unhang_fn)dlsym(lib,
+							"fakecuda_unhang");
+	struct pause_arg pa = { 0 };
+	struct gs_mm_tag_info info;
+	pthread_t th;
+	void *w, *kv;
+	long syncs;
+	uint64_t bytes;
+
+	NEED_MM();
+	ASSERT_NE(NULL, unhang);
+	ASSERT_EQ(0, gs_mm_set_fence_timeout(self->mm, 3000));
+	w = gs_mm_alloc(self->mm, W, 4 * MiB);
+	ASSERT_NE(NULL, w);
+	ASSERT_EQ(0, self->launch(self->engine, w, 4 * MiB, 0x5, FAKECUDA_HANG));
+	syncs = self->calls("cuCtxSynchronize");
+	pa.mm = self->mm;
+	ASSERT_EQ(0, pthread_create(&th, NULL, pause_thread, &pa));
+	while (self->calls("cuCtxSynchronize") == syncs)
+		usleep(1000);
+	/* the pause is waiting for the GPU: the allocator is not */
+	kv = gs_mm_alloc(self->mm, KV, 1 * MiB);
+	EXPECT_NE(NULL, kv);
+	EXPECT_EQ(0, __atomic_load_n(&pa.done, __ATOMIC_SEQ_CST))
+		TH_LOG("the allocation waited for the pause's fence");
+	pthread_join(th, NULL);
+	EXPECT_EQ(-ETIMEDOUT, pa.r.status);
+	EXPECT_EQ(0, pa.r.unmapped_bytes);
+	EXPECT_EQ(0, pa.r.bytes);
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, W, &info));
+	EXPECT_EQ(0, info.paused);
+	EXPECT_EQ(info.chunk_bytes, info.mapped_bytes);
+	/* the kernel ends: the next pause goes through, its data backed up */
+	unhang();
+	ASSERT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+	EXPECT_TRUE(all_u32(w, 4 * MiB, 0x5));
+	EXPECT_EQ(0, gs_mm_free(self->mm, kv));
+}
+
+/*
+ * Item 3: a rollback whose restore fails after the map-back leaves that
+ * chunk mapped over garbage: it counts as not back (PARTIAL, its bytes,
+ * lost), and a resume restores it.
+ */
+TEST_F(dp, rollback_whose_restore_fails_is_partial_and_lost)
+{
+	struct gs_agent_result r;
+	void *a, *b;
+
+	NEED_MM();
+	agent_up(_metadata, self);
+	a = gs_mm_alloc(self->mm, W, 10 * MiB);	/* chunk 1: 16 MiB */
+	b = gs_mm_alloc(self->mm, W, 20 * MiB);	/* chunk 2: 32 MiB */
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	ASSERT_EQ(0, launch(self, a, 10 * MiB, 0x11, UNTIL_SYNC));
+	ASSERT_EQ(0, launch(self, b, 20 * MiB, 0x12, UNTIL_SYNC));
+	/* chunk 2 will not unmap; chunk 1 maps back but is not restored */
+	ASSERT_EQ(0, self->fail("cuMemUnmap", 2, 1, 999));
+	ASSERT_EQ(0, self->fail("cuMemcpyHtoDAsync", 1, 1, 999));
+	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG, W, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	EXPECT_NE(0, rec[0].status);
+	EXPECT_EQ(16 * MiB, rec[0].bytes);	/* not back: stays released */
+	EXPECT_EQ(16 * MiB, rec[0].lost_bytes);	/* reload forced */
+	ASSERT_EQ(0, gs_agent_last_result(self->a, W, &r));
+	EXPECT_TRUE(r.mm.flags & GS_MM_RES_PARTIAL);
+	EXPECT_EQ(16 * MiB, r.mm.lost_bytes);
+	ASSERT_EQ(0, send_ev(self->sv[1], 2, GPUSLEEP_EV_RESUME_TAG, W, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	EXPECT_EQ(0, rec[1].status);
+	EXPECT_TRUE(all_u32(a, 10 * MiB, 0x11));
+	EXPECT_TRUE(all_u32(b, 20 * MiB, 0x12));
+	ASSERT_EQ(0, stats(self).sticky);
+}
+
+/*
+ * Item 4: the unmap went through, the release failed and mapping back
+ * failed too: the chunk is unmapped with its handle kept. The pause says
+ * so, and a resume releases the old handle and brings the chunk back.
+ */
+TEST_F(dp, unmapped_chunk_whose_release_failed_resumes)
+{
+	struct gs_mm_result r;
+	struct gs_mm_tag_info info;
+	void *a;
+
+	NEED_MM();
+	a = gs_mm_alloc(self->mm, W, 10 * MiB);
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, launch(self, a, 10 * MiB, 0x21, UNTIL_SYNC));
+	ASSERT_EQ(0, self->fail("cuMemRelease", 1, 1, 999));
+	ASSERT_EQ(0, self->fail("cuMemMap", 1, 2, 2));
+	EXPECT_NE(0, gs_mm_pause_ex(self->mm, W, &r));
+	EXPECT_TRUE(r.flags & GS_MM_RES_PARTIAL);
+	EXPECT_EQ(16 * MiB, r.unmapped_bytes);
+	EXPECT_EQ(0, stats(self).misuse);
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, W, &info));
+	EXPECT_EQ(1, info.paused);
+	EXPECT_EQ(0, info.mapped_bytes);
+	EXPECT_EQ(0, gs_mm_resume_ex(self->mm, W, &r));
+	EXPECT_EQ(16 * MiB, r.bytes);
+	EXPECT_TRUE(all_u32(a, 10 * MiB, 0x21));
+	EXPECT_EQ(1, stats(self).handles);	/* the old one released */
+	EXPECT_EQ(0, stats(self).misuse);
+}
+
+/*
+ * Item 6: a freed KV allocation's empty chunk is given back when another
+ * tag needs the memory (after the GPU's work on it is done).
+ */
+TEST_F(dp, out_of_memory_reclaims_empty_chunks)
+{
+	void *kv, *w;
+
+	NEED_MM();
+	ASSERT_EQ(0, self->set("capacity", 64 * MiB));
+	kv = gs_mm_alloc(self->mm, KV, 40 * MiB);
+	ASSERT_NE(NULL, kv);
+	ASSERT_EQ(0, launch(self, kv, 40 * MiB, 3, UNTIL_SYNC));
+	ASSERT_EQ(0, gs_mm_free(self->mm, kv));
+	w = gs_mm_alloc(self->mm, W, 40 * MiB);
+	EXPECT_NE(NULL, w);
+	EXPECT_EQ(0, stats(self).illegal);
+	EXPECT_EQ(0, gs_mm_free(self->mm, w));
+}
+
+/* ... but not while the allocating stream is captured into a graph. */
+TEST_F(dp, out_of_memory_in_a_capture_does_not_synchronise)
+{
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	fakecuda_capture_fn capture = (fakecuda_capture_fn)dlsym(lib,
+							"fakecuda_capture");
+	void *kv, *w;
+
+	NEED_MM();
+	ASSERT_NE(NULL, capture);
+	ASSERT_EQ(0, self->set("capacity", 64 * MiB));
+	kv = gs_mm_alloc(self->mm, KV, 40 * MiB);
+	ASSERT_NE(NULL, kv);
+	ASSERT_EQ(0, gs_mm_free(self->mm, kv));
+	ASSERT_EQ(0, capture(self->engine, 1));
+	errno = 0;
+	EXPECT_EQ(NULL, gs_mm_alloc_on(self->mm, W, 40 * MiB, self->engine));
+	EXPECT_EQ(ENOMEM, errno);
+	/* the legacy stream while another is captured: no reclaim either */
+	EXPECT_EQ(NULL, gs_mm_alloc_on(self->mm, W, 40 * MiB, NULL));
+	EXPECT_EQ(0, counter("capture_errors"));
+	ASSERT_EQ(0, capture(self->engine, 0));
+	w = gs_mm_alloc_on(self->mm, W, 40 * MiB, self->engine);
+	EXPECT_NE(NULL, w);
+	EXPECT_EQ(0, gs_mm_free(self->mm, w));
+}
+
+/*
+ * Item 7: the torch adapter sets the policy at each region entry and
+ * exit; chunk growth must not restart at 16 MiB each time.
+ */
+TEST_F(dp, chunk_growth_survives_policy_changes)
+{
+	struct gs_mm_tag_info info;
+	void *p[8];
+
+	NEED_MM();
+	for (int i = 0; i < 8; i++) {
+		ASSERT_EQ(0, gs_mm_set_policy(self->mm, W, GS_MM_BACKUP, 0));
+		p[i] = gs_mm_alloc(self->mm, W, 12 * MiB);
+		ASSERT_NE(NULL, p[i]);
+	}
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, W, &info));
+	/* 16, 32, 64 MiB chunks hold 1 + 2 + 5 of them */
+	EXPECT_EQ(3, info.nr_chunks);
+	for (int i = 0; i < 8; i++)
+		EXPECT_EQ(0, gs_mm_free(self->mm, p[i]));
+}
+
+/*
+ * Item 8: a pause backs up only what is live (not the chunk's slack nor
+ * its free blocks), pins only the pieces that hold it, and the pinned
+ * staging has a cap the trainer can read.
+ */
+TEST_F(dp, backup_copies_and_pins_only_live_allocations)
+{
+	struct gs_mm_tag_info info;
+	long long d2h0, h2d0;
+	uint64_t bytes, pinned, limit;
+	void *a, *b, *cache;
+
+	NEED_MM();
+	/* one 512 MiB chunk: two pieces of 256 MiB */
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, W, GS_MM_BACKUP, 512 * MiB));
+	a = gs_mm_alloc(self->mm, W, 4 * MiB);
+	cache = gs_mm_alloc(self->mm, W, 8 * MiB);
+	b = gs_mm_alloc(self->mm, W, 2 * MiB);
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	ASSERT_NE(NULL, cache);
+	ASSERT_EQ(0, gs_mm_free(self->mm, cache));	/* a cached free block */
+	ASSERT_EQ(0, launch(self, a, 4 * MiB, 0x81, UNTIL_SYNC));
+	ASSERT_EQ(0, launch(self, b, 2 * MiB, 0x82, UNTIL_SYNC));
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, W, &info));
+	EXPECT_EQ(256 * MiB, info.staging_bytes);	/* the live piece */
+	gs_mm_pinned(self->mm, &pinned, &limit);
+	EXPECT_EQ(256 * MiB, pinned);
+	EXPECT_EQ(0, limit);
+	d2h0 = counter("d2h_bytes");
+	h2d0 = counter("h2d_bytes");
+	ASSERT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+	EXPECT_EQ(512 * MiB, bytes);
+	EXPECT_EQ(6 * MiB, counter("d2h_bytes") - d2h0);
+	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+	EXPECT_EQ(6 * MiB, counter("h2d_bytes") - h2d0);
+	EXPECT_TRUE(all_u32(a, 4 * MiB, 0x81));
+	EXPECT_TRUE(all_u32(b, 2 * MiB, 0x82));
+	/* a cap below what a pause needs: -ENOMEM, nothing unmapped */
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, KV, GS_MM_BACKUP, 0));
+	ASSERT_EQ(0, gs_mm_set_staging(self->mm, KV, GS_MM_STAGING_LAZY));
+	ASSERT_NE(NULL, gs_mm_alloc(self->mm, KV, 1 * MiB));
+	ASSERT_EQ(0, gs_mm_set_pin_limit(self->mm, 256 * MiB));
+	EXPECT_EQ(-ENOMEM, gs_mm_pause(self->mm, KV, &bytes));
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, KV, &info));
+	EXPECT_EQ(0, info.paused);
+	EXPECT_EQ(info.chunk_bytes, info.mapped_bytes);
+	gs_mm_pinned(self->mm, &pinned, &limit);
+	EXPECT_EQ(256 * MiB, pinned);
+	EXPECT_EQ(256 * MiB, limit);
 }
 
 TEST_HARNESS_MAIN

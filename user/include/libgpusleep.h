@@ -306,8 +306,10 @@ void gs_mm_destroy(struct gs_mm *mm);
  * Per tag: policy (default GS_MM_DISCARD) and chunk_size, the size of the
  * tag's first chunk of virtual memory (0 = 16 MiB); each later chunk doubles
  * the previous one up to 1 GiB, an allocation larger than that gets a chunk
- * of its own size, so a big tag lives in a few large chunks. -EBUSY while
- * the tag is paused.
+ * of its own size, so a big tag lives in a few large chunks. Calling it
+ * again keeps the growth reached (it restarts only for a tag without
+ * chunks, or a larger chunk_size). -EBUSY while the tag is paused or
+ * being paused.
  */
 int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 		     size_t chunk_size);
@@ -316,6 +318,17 @@ int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
  * (EINVAL, ENOMEM, EBUSY while the tag is paused, or the backend's). */
 #define GS_MM_ALIGN	512
 void *gs_mm_alloc(struct gs_mm *mm, uint32_t tag, size_t size);
+/*
+ * The same, for work on stream (a CUstream; NULL: the legacy default
+ * stream). Out of device memory, the empty chunks of every tag (kept
+ * mapped as a cache after their frees) are given back once the GPU's work
+ * is done (a fence, as gs_mm_trim), and the allocation is tried again;
+ * not while stream, or a stream the fence would wait for, is captured
+ * into a CUDA graph (nothing may synchronise then): ENOMEM.
+ * gs_mm_alloc(mm, tag, size) is gs_mm_alloc_on(mm, tag, size, NULL).
+ */
+void *gs_mm_alloc_on(struct gs_mm *mm, uint32_t tag, size_t size,
+		     void *stream);
 /* Free ptr (also allowed while its tag is paused). -EINVAL if unknown. */
 int gs_mm_free(struct gs_mm *mm, void *ptr);
 /* The tag of an allocation's pointer, 0 if not ours. */
@@ -341,11 +354,15 @@ struct gs_mm_result {
 	uint32_t flags;		/* GS_MM_RES_* */
 	uint64_t bytes;		/* pause: unmapped (and given back) by this
 				 * call; resume: mapped by this call */
-	uint64_t unmapped_bytes; /* of the tag, not backed by memory after
-				 * the call (non-zero after a failed pause:
-				 * the tag is partly released, resume it) */
+	uint64_t unmapped_bytes; /* of the tag, not holding its contents
+				 * after the call: unmapped, or mapped back
+				 * and not restored (non-zero after a failed
+				 * pause: the tag is partly released, resume
+				 * it) */
 	uint64_t lost_bytes;	/* contents lost: DISCARD chunks a failed
-				 * pause had to map back fresh (zeros) */
+				 * pause had to map back fresh (zeros) or
+				 * could not map back, chunks mapped back
+				 * whose restore failed (until a resume) */
 	uint64_t freed_bytes;	/* pause: device memory the driver saw come
 				 * free (cuMemGetInfo after a synchronise) */
 	uint64_t free_before;	/* cuMemGetInfo free, before and after */
@@ -358,6 +375,11 @@ struct gs_mm_result {
 #define GS_MM_RES_SHORTFALL	(1U << 1)	/* freed_bytes short of bytes by
 						 * more than 1% or 1 MiB */
 #define GS_MM_RES_PARTIAL	(1U << 2)	/* failed, tag left partly unmapped */
+#define GS_MM_RES_FAULT		(1U << 3)	/* failed: the synchronisation
+						 * after the unmaps saw a GPU
+						 * fault (status
+						 * -ENOTRECOVERABLE: the CUDA
+						 * context is lost) */
 int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res);
 int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res);
 
@@ -371,6 +393,15 @@ int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res);
  */
 int gs_mm_set_fence_streams(struct gs_mm *mm, void *const *streams,
 			    unsigned int n);
+/*
+ * How long a fence (a pause's, gs_mm_trim's, an allocation's reclaim) may
+ * wait for the GPU: timeout_ms (0: no bound; default 25000, under the
+ * module's default step timeout of 30 s: set it below the domain's step
+ * timeout). Past it the call fails with -ETIMEDOUT and has unmapped
+ * nothing. The wait never holds the memory manager's lock: allocations
+ * and frees go on meanwhile.
+ */
+int gs_mm_set_fence_timeout(struct gs_mm *mm, unsigned int timeout_ms);
 
 /*
  * Give the empty chunks of tags (0 = all) back to the backend, after
@@ -394,6 +425,17 @@ int gs_mm_set_staging(struct gs_mm *mm, uint32_t tag, unsigned int flags);
  * pin. Call repeatedly for progress in bounded steps. */
 int gs_mm_pin_staging(struct gs_mm *mm, uint32_t tag, uint64_t max_bytes,
 		      uint64_t *left);
+/*
+ * Only what is live is staged: a piece is pinned when an allocation lands
+ * in it (or at the pause), and given back at a pause when no allocation
+ * is left in it; the copies skip a chunk's slack and free blocks (an
+ * allocator's cache). gs_mm_set_pin_limit caps the pinned staging of all
+ * tags (0: no cap, the default): past it a piece is not pinned (said on
+ * stderr when ahead) and a pause that needs it fails with -ENOMEM,
+ * nothing unmapped. gs_mm_pinned: pinned now, and the cap.
+ */
+int gs_mm_set_pin_limit(struct gs_mm *mm, uint64_t max_bytes);
+void gs_mm_pinned(struct gs_mm *mm, uint64_t *bytes, uint64_t *limit);
 
 /*
  * The device memory this process holds now, as the driver sees it (what

@@ -288,6 +288,7 @@ class gpusleep_group_wait(ctypes.Structure):
 GS_MM_RES_MEASURED = 1 << 0
 GS_MM_RES_SHORTFALL = 1 << 1
 GS_MM_RES_PARTIAL = 1 << 2
+GS_MM_RES_FAULT = 1 << 3
 GS_MM_STAGING_LAZY = 1 << 0
 GS_MM_STAGING_FREE_AFTER_RESUME = 1 << 1
 
@@ -393,6 +394,9 @@ PROTOTYPES = {
     "gs_mm_resume_ex": (c_int, [c_void_p, u32, P(gs_mm_result)]),
     "gs_mm_trim": (c_int, [c_void_p, u32, P(u64)]),
     "gs_mm_set_fence_streams": (c_int, [c_void_p, P(c_void_p), c_uint]),
+    "gs_mm_set_fence_timeout": (c_int, [c_void_p, c_uint]),
+    "gs_mm_set_pin_limit": (c_int, [c_void_p, u64]),
+    "gs_mm_pinned": (None, [c_void_p, P(u64), P(u64)]),
     "gs_mm_set_staging": (c_int, [c_void_p, u32, c_uint]),
     "gs_mm_pin_staging": (c_int, [c_void_p, u32, u64, P(u64)]),
     # agent

@@ -71,6 +71,7 @@ def result_dict(r):
     d["measured"] = bool(r.flags & _lib.GS_MM_RES_MEASURED)
     d["shortfall"] = bool(r.flags & _lib.GS_MM_RES_SHORTFALL)
     d["partial"] = bool(r.flags & _lib.GS_MM_RES_PARTIAL)
+    d["fault"] = bool(r.flags & _lib.GS_MM_RES_FAULT)
     return d
 
 
@@ -190,6 +191,23 @@ class MemoryManager:
         arr = (ctypes.c_void_p * max(len(streams), 1))(*streams)
         _lib.check(_lib.lib().gs_mm_set_fence_streams(
             self._mm, arr, len(streams)), "set_fence_streams")
+
+    def set_fence_timeout(self, ms):
+        """How long a fence may wait for the GPU (0: no bound; default
+        25000): past it the pause fails with ETIMEDOUT, nothing unmapped."""
+        _lib.check(_lib.lib().gs_mm_set_fence_timeout(self._mm, ms),
+                   "set_fence_timeout")
+
+    def set_pin_limit(self, max_bytes):
+        """Cap the pinned backup staging of all tags (0: none)."""
+        _lib.check(_lib.lib().gs_mm_set_pin_limit(self._mm, max_bytes),
+                   "set_pin_limit")
+
+    def pinned(self):
+        """(pinned staging bytes now, the cap or 0)."""
+        b, lim = ctypes.c_uint64(), ctypes.c_uint64()
+        _lib.lib().gs_mm_pinned(self._mm, ctypes.byref(b), ctypes.byref(lim))
+        return b.value, lim.value
 
     def set_staging(self, tag, lazy=False, free_after_resume=False):
         """Backup staging: pinned ahead (default) or at the pause (lazy);
