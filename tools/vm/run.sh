@@ -300,7 +300,7 @@ fi
 # the kernel's boot-time check of the IO-APIC timer, which then panics
 # ("IO-APIC + timer doesn't work!"); qemu's timer is known to work.
 : > "$OUT/output.log"
-# shellcheck disable=SC2046
+# shellcheck disable=SC2207
 qemu=($(qemu_base "$ACCEL")
 	-serial "file:$OUT/console.log"
 	-virtfs "local,path=/,mount_tag=hostroot,readonly=on,security_model=none,multidevs=remap"
