@@ -12,8 +12,9 @@
 #   --timeout kill a test executable after S seconds (default 300), times
 #            the scale
 #   --scale  auto: measure how slow this machine is now and stretch every
-#            timeout by as much (used in the VM: a debug kernel, TCG, a
-#            busy host); PCT: a fixed factor in percent; default 100
+#            timeout by as much (for the VM: a debug kernel, TCG, a busy
+#            host); PCT: a fixed factor in percent; default auto in the VM
+#            (GPUSLEEP_VM=1), else 100
 #   --out    where each executable's full output goes, as NAME.log
 #            (default $GPUSLEEP_OUT/tests, else /tmp/gpusleep-tests)
 #
@@ -38,6 +39,7 @@
 prefix=""
 timeout=300
 scale=100
+[ "${GPUSLEEP_VM:-}" = 1 ] && scale=auto
 # The calibration step's cost (ms) in a quiet TCG guest of Debian's 6.1 on
 # a 2-core host: on the low side, so that an error stretches timeouts.
 REF_STEP_MS=100
