@@ -15,8 +15,10 @@
 #            timeout by as much (for the VM: a debug kernel, TCG, a busy
 #            host); PCT: a fixed factor in percent; default auto in the VM
 #            (GPUSLEEP_VM=1), else 100
-#   --out    where each executable's full output goes, as NAME.log
-#            (default $GPUSLEEP_OUT/tests, else /tmp/gpusleep-tests)
+#   --out    where each executable's full output goes, as NAME.log, and
+#            "NAME SECONDS LIMIT" lines in durations (what each took, and
+#            its timeout) (default $GPUSLEEP_OUT/tests, else
+#            /tmp/gpusleep-tests)
 #
 # --scale auto: a calibration step (5 runs of /bin/true: fork, exec, the
 # dynamic loader, page faults, what a test does most) is timed at the start
@@ -127,8 +129,10 @@ run_one() {
 
 	measure
 	limit=$((timeout * pct / 100))
+	t0=$(now_ms)
 	GPUSLEEP_TIME_SCALE=$pct timeout -k 10 "$limit" "$exe" > "$log" 2>&1 < /dev/null
 	rc=$?
+	echo "$name $((($(now_ms) - t0) / 1000)) $limit" >> "$out/durations"
 
 	# Result lines of the executable, named after it.
 	sed -n -E "s/^(not ok|ok) +([0-9]+) +(- +)?(.*)$/\1 \2 $(printf '%s' "$prefix$name" | sed 's/[\/&]/\\&/g'): \4/p" \
