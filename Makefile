@@ -5,7 +5,10 @@
 #                  fragments user/user.mk and tools/tools.mk, kselftests
 #   check          deps, build, lint, host tests, VM suite (+ debug kernel)
 #   lint           checkpatch --strict and sparse on the module
-#   demo           deps, build, tools/demo.sh in the VM
+#   demo           deps (the demo's only), build what it runs, tools/demo.sh
+#                  in the VM
+#   vm-shell       a shell in the VM: gpusleep.ko loaded, gpusleepctl and
+#                  the Python package on the path
 #   install, uninstall, clean
 # Variables: KDIR (kernel build tree), DEBUG_KERNEL=0 (skip the debug-kernel
 # suite in check), PREFIX, DESTDIR, VM_TIMEOUT, TEST_TIMEOUT.
@@ -20,6 +23,19 @@
 # (typeof, statement expressions, __attribute__((constructor))).
 
 BUILD		:= build
+
+# The test VM sees this machine's root but mounts a /tmp of its own: a tree
+# under /tmp cannot boot it. Say so before anything is built.
+VM_GOALS	:= check check-vm check-vm-only check-vm-6.12 check-debug \
+		   check-harness demo vm-shell
+ifneq ($(filter $(VM_GOALS),$(MAKECMDGOALS)),)
+ifneq ($(filter /tmp /tmp/%,$(CURDIR)),)
+$(error this tree is in $(CURDIR), under /tmp, which the test VM cannot see \
+(the guest has a /tmp of its own). Clone it elsewhere, e.g. \
+`git clone $(CURDIR) ~/gpusleep`, and run `make $(firstword \
+$(filter $(VM_GOALS),$(MAKECMDGOALS)))` there)
+endif
+endif
 CC		?= cc
 CFLAGS		:= -std=gnu11 -O2 -g -Wall -Wextra -Werror -Iuapi
 LDFLAGS		?=
@@ -64,8 +80,8 @@ VM_TESTS	:=
 
 
 .DEFAULT_GOAL := all
-.PHONY: all module userspace kselftests check lint demo install uninstall \
-	clean deps
+.PHONY: all module userspace kselftests check lint demo vm-shell install \
+	uninstall clean deps
 
 -include user/user.mk tools/tools.mk
 -include user/python/python.mk

@@ -21,6 +21,8 @@ HARNESS_KSFT	:= $(BUILD)/tests/harness/ksft-fail
 # The netlink spec is the source: the uAPI header and the policies follow;
 # the kernel's own YNL client drives the module with it.
 HOST_TESTS	+= tests/host/test_netlink_spec.py
+# The quickstart's traps: a tree under /tmp, the demo's packages.
+HOST_TESTS	+= tests/host/test_quickstart.sh
 VM_TESTS	+= tests/vm/ynl_test.py
 
 kselftests: $(VM_TEST_BINS) $(HARNESS_KSFT)
@@ -39,8 +41,22 @@ $(BUILD)/tests/harness/%: tests/harness/%.c $(KSFT_STAMP)
 # Each check-* phase prints TAP result lines and never fails by itself;
 # tests/tap-summary.sh numbers them, prints the summary and sets the status.
 .PHONY: check-lint check-host check-vm check-harness check-debug check-vm-only \
-	check-kernels check-vm-6.12 check-dkms \
+	check-kernels check-vm-6.12 check-dkms pycache \
 	lint-checkpatch lint-sparse harness-warnmod debug-module
+
+# Python bytecode for the VM, whose read-only root keeps Python from
+# caching it: compiled here into $(PYCACHE) (PYTHONPYCACHEPREFIX's layout),
+# which tools/vm/guest.sh copies into the guest's own cache. Our packages
+# and tests, and the YNL library of every kernel source tree under build/
+# (ynl_test). A stale file is only recompiled in the guest.
+PYCACHE		:= $(BUILD)/pycache
+pycache:
+	@PYTHONPYCACHEPREFIX=$(CURDIR)/$(PYCACHE) python3 -m compileall -q \
+		$(CURDIR)/user/python $(CURDIR)/tests/vm $(CURDIR)/tests/vm-py \
+		$(wildcard $(CURDIR)/$(BUILD)/kernels/*/src/tools/net/ynl \
+			$(CURDIR)/$(BUILD)/debug-kernel/src-*/tools/net/ynl) \
+		> $(BUILD)/pycache.log 2>&1 || \
+		echo "# pycache: some files did not compile (see $(BUILD)/pycache.log)"
 
 check:
 	@tools/deps.sh --kernels
@@ -101,7 +117,7 @@ check-host:
 		echo "ok - host: host tests # SKIP none defined yet"; \
 	fi
 
-check-vm:
+check-vm: pycache
 	@tools/vm/suite.sh --prefix '' --out $(VM_SUITE_OUT) \
 		--vm-timeout $(VM_TIMEOUT) --test-timeout $(TEST_TIMEOUT) \
 		--module gpusleep.ko --kernel /boot/vmlinuz-$(KVER) \
@@ -126,7 +142,7 @@ check-harness: $(HARNESS_KSFT)
 # built against its headers in build/kmod-6.12/ and the whole VM suite runs
 # on it, booted with its own virtio/9p modules, test names prefixed "6.12: ".
 KMOD_612	:= $(BUILD)/kmod-6.12
-check-vm-6.12:
+check-vm-6.12: pycache
 	@mkdir -p $(CHECK_DIR); \
 	if ! tools/kernels.sh 6.12 > $(CHECK_DIR)/kernels-6.12.log 2>&1; then \
 		echo "ok - 6.12: vm suite # SKIP cannot fetch Debian's 6.12 (see $(CHECK_DIR)/kernels-6.12.log)"; \
@@ -191,22 +207,10 @@ check-debug:
 			echo "not ok - debug: building gpusleep.ko for the debug kernel (see $(CHECK_DIR)/kmod-debug.log)"; \
 			tail -n 20 $(CHECK_DIR)/kmod-debug.log | sed 's/^/# /'; \
 		else \
+			$(MAKE_SUB) pycache; \
 			tools/vm/suite.sh --prefix 'debug: ' --out $(BUILD)/vm/debug \
 				--vm-timeout $(VM_TIMEOUT) --test-timeout $(TEST_TIMEOUT) \
 				--module $(BUILD)/kmod-debug/gpusleep.ko \
 				--kernel "$$bz" --modules none -- $(VM_SUITE) || true; \
 		fi; \
-	fi
-
-# ----------------------------------------------------------------- demo
-demo:
-	@tools/deps.sh
-	@$(MAKE) --no-print-directory all
-	@if [ -f tools/demo.sh ]; then \
-		tools/vm/run.sh --module gpusleep.ko --kernel /boot/vmlinuz-$(KVER) \
-			--out $(BUILD)/vm/demo -- sh tools/demo.sh $(DEMO_ARGS); \
-	else \
-		echo "demo: tools/demo.sh does not exist yet; running the VM smoke test instead"; \
-		tools/vm/run.sh --module gpusleep.ko --kernel /boot/vmlinuz-$(KVER) \
-			--out $(BUILD)/vm/demo -- tests/run-in-vm.sh $(BUILD)/tests/vm/00-smoke; \
 	fi

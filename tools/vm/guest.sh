@@ -1,13 +1,20 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# Guest side of tools/vm/run.sh: runs inside the VM, chrooted into the host
-# root (read-only), with the results dir mounted read-write at its host path.
+# Guest side of tools/vm/run.sh: runs inside the VM with the host root
+# (read-only) as its root (a mount root, not a chroot: user namespaces work),
+# with the results dir mounted read-write at its host path.
 # Argument: the config file written by run.sh. Steps: insmod the modules in
 # order, run the command in the repository dir with its output in
 # $VM_OUT/output.log, rmmod the modules in reverse order, save dmesg, and
 # record every step in $VM_OUT/.vm/result, which run.sh reads afterwards.
 # Only /tmp (tmpfs) and the results dir are writable here.
+#
+# Python cannot write its bytecode caches beside the sources here: they go
+# to /tmp/pycache (PYTHONPYCACHEPREFIX), filled first with what the host
+# compiled into build/pycache (make pycache), so that each test does not
+# compile the same modules again (under TCG and a debug kernel, seconds per
+# Python start).
 
 . "$1"
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -16,6 +23,11 @@ export HOME=/tmp GPUSLEEP_VM=1 GPUSLEEP_OUT="$VM_OUT"
 export GPUSLEEP_VM_MODULES="$VM_MODULES"
 res="$VM_OUT/.vm/result"
 : > "$res"
+
+export PYTHONPYCACHEPREFIX=/tmp/pycache
+if [ -d "$VM_REPO/build/pycache" ]; then
+	cp -R "$VM_REPO/build/pycache" "$PYTHONPYCACHEPREFIX" 2>/dev/null
+fi
 
 kmemleak=/sys/kernel/debug/kmemleak
 # Objects allocated before this point are not ours to report.
@@ -37,7 +49,19 @@ done
 
 if [ "$ok" = 1 ]; then
 	cd "$VM_CWD" || echo "cd_failed $VM_CWD" >> "$res"
-	sh "$VM_OUT/.vm/cmd" > "$VM_OUT/output.log" 2>&1 < /dev/null
+	if [ "${VM_INTERACTIVE:-0}" = 1 ]; then
+		# run.sh --interactive: the second serial port is the user's
+		# terminal, and the command's controlling tty.
+		tty=/dev/ttyS1
+		set -- $VM_TTY_SIZE
+		if [ $# = 2 ]; then
+			stty -F "$tty" rows "$1" cols "$2" 2>/dev/null
+		fi
+		TERM=${TERM:-vt100} setsid -c -w sh "$VM_OUT/.vm/cmd" \
+			< "$tty" > "$tty" 2>&1
+	else
+		sh "$VM_OUT/.vm/cmd" > "$VM_OUT/output.log" 2>&1 < /dev/null
+	fi
 	echo "status $?" >> "$res"
 	cd /
 fi

@@ -27,7 +27,15 @@
 #                    absent when there was none). Inside the guest it is
 #                    mounted read-write at the same absolute path and exported
 #                    as $GPUSLEEP_OUT.
-#   --timeout S      kill the VM after S seconds (default 600)
+#   --timeout S      kill the VM after S seconds (default 600; 0: never),
+#                    stretched by the factor the guest last wrote to
+#                    .vm/time-scale in the results dir (percent; the test
+#                    runner tests/run-in-vm.sh --scale auto writes the
+#                    slowness it measured there)
+#   --interactive    give the command the terminal: a second serial port
+#                    (the guest's /dev/ttyS1, its controlling tty) on our
+#                    stdin/stdout, the kernel console staying in
+#                    console.log; no timeout; Ctrl-A X stops the VM
 #   --mem SIZE       guest memory (default 2G);  --smp N  vCPUs (default 2)
 #   --accel auto|kvm|tcg
 #                    auto (default) uses KVM only when /dev/kvm is usable and a
@@ -62,6 +70,10 @@ SMP=2
 ACCEL=auto
 APPEND=""
 QUIET=0
+INTERACTIVE=0
+# The KVM device (a variable so that the harness self-tests can point the
+# probe at a stand-in).
+KVM_DEV=${GPUSLEEP_KVM_DEV:-/dev/kvm}
 
 BAD_PATTERNS=(
 	'BUG:' 'WARNING:' 'Oops' 'general protection' 'KASAN'
@@ -87,6 +99,7 @@ while [ $# -gt 0 ]; do
 	--accel) ACCEL=$2; shift 2 ;;
 	--append) APPEND=$2; shift 2 ;;
 	--quiet) QUIET=1; shift ;;
+	--interactive) INTERACTIVE=1; TIMEOUT=0; shift ;;
 	--) shift; break ;;
 	-h|--help) sed -n '3,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option $1 (see --help)" ;;
@@ -233,6 +246,9 @@ case "$OUT" in *[!A-Za-z0-9_./+-]*) die "results dir path $OUT has unusual chara
 	printf 'VM_MODULES='
 	q "${MODULES[*]-}"
 	echo
+	echo "VM_INTERACTIVE=$INTERACTIVE"
+	# rows and columns of our terminal, for the guest's tty
+	echo "VM_TTY_SIZE='$( { stty size < /dev/tty; } 2>/dev/null | tr -cd '0-9 ')'"
 } > "$OUT/.vm/config"
 {
 	printf 'exec'
@@ -254,18 +270,23 @@ qemu_base() {
 # KVM only when it really works here (it can exist and still fail nested).
 if [ "$ACCEL" = auto ]; then
 	ACCEL=tcg
-	if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
-		probe="$VMDIR/kvm-probe-$(basename "$KERNEL")-$(stat -c %Y /dev/kvm)"
+	if [ -r "$KVM_DEV" ] && [ -w "$KVM_DEV" ]; then
+		probe="$VMDIR/kvm-probe-$(basename "$KERNEL")-$(stat -c %Y "$KVM_DEV")"
 		if [ ! -f "$probe" ]; then
 			plog="$VMDIR/kvm-probe.log"
+			rm -f "$plog"
+			# A qemu that cannot use KVM may abort: its "Aborted" job
+			# message (from this subshell) and core dump are not news,
+			# the verdict below is.
 			# shellcheck disable=SC2046
-			(timeout -k 2 30 $(qemu_base kvm) -serial "file:$plog" \
-				-append "console=ttyS0 panic=-1 gpusleep.probe=1" \
-				> /dev/null 2>&1 || true)
+			(ulimit -c 0; timeout -k 2 30 $(qemu_base kvm) -serial "file:$plog" \
+				-append "console=ttyS0 panic=-1 no_timer_check gpusleep.probe=1" \
+				> /dev/null 2>&1 || true) 2> /dev/null
 			if grep -q GPUSLEEP-VM-PROBE-OK "$plog" 2>/dev/null; then
 				echo kvm > "$probe"
 			else
 				echo tcg > "$probe"
+				echo "run.sh: $KVM_DEV is there but a probe VM did not boot with it (see $plog); using TCG, which is slower" >&2
 			fi
 		fi
 		ACCEL=$(cat "$probe")
@@ -274,24 +295,55 @@ fi
 
 # Boot. The serial console goes to console.log; the command's output is
 # written by the guest into output.log (9p, uncached), which we follow.
+# With --interactive the command has a second serial port, on our stdio.
+# no_timer_check: on a busy host a TCG guest's timer interrupt can miss
+# the kernel's boot-time check of the IO-APIC timer, which then panics
+# ("IO-APIC + timer doesn't work!"); qemu's timer is known to work.
 : > "$OUT/output.log"
-# shellcheck disable=SC2046
-timeout -k 5 "$TIMEOUT" $(qemu_base "$ACCEL") \
-	-serial "file:$OUT/console.log" \
-	-virtfs "local,path=/,mount_tag=hostroot,readonly=on,security_model=none,multidevs=remap" \
-	-virtfs "local,path=$OUT,mount_tag=out,security_model=none" \
-	-append "console=ttyS0 panic=-1 mitigations=off $APPEND" \
-	> "$OUT/qemu.log" 2>&1 &
-qpid=$!
-# timeout(1) puts qemu in a process group of its own: take it down with us.
-trap 'kill "$qpid" 2>/dev/null; exit 130' INT TERM HUP
-if [ "$QUIET" = 0 ]; then
-	tail -n +1 -s 0.2 -f --pid="$qpid" "$OUT/output.log" &
-	tpid=$!
-fi
+# shellcheck disable=SC2207
+qemu=($(qemu_base "$ACCEL")
+	-serial "file:$OUT/console.log"
+	-virtfs "local,path=/,mount_tag=hostroot,readonly=on,security_model=none,multidevs=remap"
+	-virtfs "local,path=$OUT,mount_tag=out,security_model=none"
+	-append "console=ttyS0 panic=-1 mitigations=off no_timer_check $APPEND")
 qrc=0
-wait "$qpid" || qrc=$?
-[ "$QUIET" = 0 ] && wait "$tpid"
+timed_out=0
+limit=$TIMEOUT
+if [ "$INTERACTIVE" = 1 ]; then
+	# In the foreground, on the terminal: no timeout, the user ends it.
+	"${qemu[@]}" -serial mon:stdio 2> "$OUT/qemu.log" || qrc=$?
+else
+	"${qemu[@]}" > "$OUT/qemu.log" 2>&1 < /dev/null &
+	qpid=$!
+	trap 'kill "$qpid" 2>/dev/null; exit 130' INT TERM HUP
+	if [ "$QUIET" = 0 ]; then
+		tail -n +1 -s 0.2 -f --pid="$qpid" "$OUT/output.log" &
+		tpid=$!
+	fi
+	# The timeout, stretched by the slowness the guest measured and
+	# reported in .vm/time-scale (percent; tests/run-in-vm.sh --scale
+	# auto writes it). 0: none.
+	start=$SECONDS
+	while kill -0 "$qpid" 2>/dev/null; do
+		pct=$(cat "$OUT/.vm/time-scale" 2>/dev/null || true)
+		case "$pct" in ''|*[!0-9]*) pct=100 ;; esac
+		[ "$pct" -lt 100 ] && pct=100
+		limit=$((TIMEOUT * pct / 100))
+		if [ "$TIMEOUT" != 0 ] && [ $((SECONDS - start)) -ge "$limit" ]; then
+			timed_out=1
+			kill "$qpid" 2>/dev/null || true
+			for _ in 1 2 3 4 5; do
+				kill -0 "$qpid" 2>/dev/null || break
+				sleep 1
+			done
+			kill -9 "$qpid" 2>/dev/null || true
+			break
+		fi
+		sleep 1
+	done
+	wait "$qpid" || qrc=$?
+	[ "$QUIET" = 0 ] && wait "$tpid"
+fi
 
 # Verdict.
 init_error() {
@@ -300,8 +352,12 @@ init_error() {
 }
 problems=()
 status=""
-if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
-	problems+=("timed out after ${TIMEOUT}s (see console.log)")
+if [ "$timed_out" = 1 ]; then
+	if [ "$limit" = "$TIMEOUT" ]; then
+		problems+=("timed out after ${TIMEOUT}s (see console.log)")
+	else
+		problems+=("timed out after ${limit}s (${TIMEOUT}s stretched by the measured slowness; see console.log)")
+	fi
 fi
 res="$OUT/.vm/result"
 if [ -f "$res" ]; then
@@ -335,7 +391,7 @@ if [ ${#problems[@]} -gt 0 ]; then
 	for p in "${problems[@]}"; do
 		echo "run.sh: vm: $p" >&2
 	done
-	if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+	if [ "$timed_out" = 1 ]; then
 		exit 124
 	fi
 	if [ -z "$status" ] || [ "$status" = 0 ]; then

@@ -5,9 +5,11 @@
 # it, VM-level failures included. Used by `make check`.
 #
 # Usage: tools/vm/suite.sh [--prefix P] [--out DIR] [--vm-timeout S]
-#        [--test-timeout S] [run.sh options...] -- TEST...
+#        [--test-timeout S] [--scale auto|PCT] [run.sh options...] -- TEST...
 # Boots tools/vm/run.sh with the given options and runs tests/run-in-vm.sh
-# over TEST... inside. Prints the tests' TAP lines, then one
+# over TEST... inside. Both timeouts are for a quiet machine and the stock
+# kernel: --scale auto (the default) stretches them by the slowness the
+# guest measures (tests/run-in-vm.sh --scale), PCT by a fixed percentage. Prints the tests' TAP lines, then one
 # "not ok - Pvm: REASON" line per VM-level problem (timeout, kernel log with
 # WARNING, module that would not unload, ...). Exit 0 when all went well.
 
@@ -17,6 +19,7 @@ prefix=""
 out="$REPO/build/vm/suite"
 vm_timeout=1200
 test_timeout=300
+scale=auto
 runopts=()
 
 while [ $# -gt 0 ]; do
@@ -25,6 +28,7 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift 2 ;;
 	--vm-timeout) vm_timeout=$2; shift 2 ;;
 	--test-timeout) test_timeout=$2; shift 2 ;;
+	--scale) scale=$2; shift 2 ;;
 	--) shift; break ;;
 	--quiet) shift ;;
 	*) runopts+=("$1" "$2"); shift 2 ;;
@@ -40,7 +44,7 @@ out=$(realpath "$out")
 rc=0
 "$REPO/tools/vm/run.sh" "${runopts[@]}" --out "$out" --timeout "$vm_timeout" \
 	-- "$REPO/tests/run-in-vm.sh" --prefix "$prefix" \
-	--timeout "$test_timeout" --out "$out/tests" "$@" 2> "$out.stderr" || rc=$?
+	--timeout "$test_timeout" --scale "$scale" --out "$out/tests" "$@" 2> "$out.stderr" || rc=$?
 
 if [ -s "$out/vm-error" ]; then
 	while IFS= read -r reason; do
