@@ -462,24 +462,9 @@ static int gs_waiter_wait(struct gs_file *gf, unsigned int cmd, u64 asked,
 			  struct gs_waiter *w, ktime_t deadline)
 {
 	struct gs_domain *d = gf->d;
-	long left = 1;
-	int ret = 0;
-	s64 ms;
+	int ret;
 
-	if (deadline) {
-		ms = ktime_ms_delta(deadline, ktime_get());
-		left = ms > 0 ? wait_event_interruptible_timeout(d->op_wq,
-						READ_ONCE(w->done),
-						msecs_to_jiffies(ms)) : 0;
-		if (left > 0)
-			left = 0;
-		else if (!left)
-			ret = -ETIMEDOUT;
-		else
-			ret = left;
-	} else {
-		ret = wait_event_interruptible(d->op_wq, READ_ONCE(w->done));
-	}
+	ret = gs_wait_until(d->op_wq, READ_ONCE(w->done), deadline);
 
 	mutex_lock(&d->lock);
 	if (w->done) {

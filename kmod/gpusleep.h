@@ -44,6 +44,8 @@
 
 #include <linux/types.h>
 #include <linux/bitops.h>
+#include <linux/jiffies.h>
+#include <linux/kernel.h>
 #include <linux/kref.h>
 #include <linux/mutex.h>
 #include <linux/wait.h>
@@ -197,6 +199,7 @@ struct gs_domain {
 	struct delayed_work timeout_work;
 	u64 timer_op;		/* the step the timer is armed for */
 	u32 timer_step;
+	ktime_t timer_deadline;	/* when that step times out (ktime) */
 
 	struct device *dev;	/* sysfs; NULL when sysfs is unavailable */
 	struct kernfs_node *kn_state;	/* sysfs_notify targets (sysfs.c) */
@@ -315,6 +318,42 @@ const char *gs_tag_kind_name(u32 kind);
 
 /* The domain of fd, an engine or controller fd, referenced; or ERR_PTR. */
 struct gs_domain *gs_domain_from_fd(int fd);
+
+/*
+ * Deadlines are ktime (CLOCK_MONOTONIC), and none ends early. A jiffies
+ * timer may fire up to a tick before the time asked for, measured in
+ * ktime: a timer work armed with gs_jiffies_until() compares ktime with
+ * its deadline when it runs and, early, arms itself again for the rest.
+ */
+static inline unsigned long gs_jiffies_until(ktime_t deadline)
+{
+	s64 ns = ktime_to_ns(ktime_sub(deadline, ktime_get()));
+
+	/* Rounded up, plus the tick already under way. */
+	return ns > 0 ? DIV_ROUND_UP_ULL(ns, TICK_NSEC) + 1 : 0;
+}
+
+/* What is left until deadline (0: none, KTIME_MAX), never negative. */
+static inline ktime_t gs_time_left(ktime_t deadline)
+{
+	ktime_t left;
+
+	if (!deadline)
+		return KTIME_MAX;
+	left = ktime_sub(deadline, ktime_get());
+	return left > 0 ? left : 0;
+}
+
+/*
+ * Wait interruptibly for cond until deadline (ktime; 0: no deadline):
+ * 0 once cond holds, -ETIMEDOUT at the deadline, or -ERESTARTSYS. The
+ * timeout is an hrtimer: it never fires before the deadline.
+ */
+#define gs_wait_until(wq, cond, deadline) ({				\
+	long __r = wait_event_interruptible_hrtimeout(wq, cond,		\
+						gs_time_left(deadline)); \
+	__r == -ETIME ? -ETIMEDOUT : __r;				\
+})
 
 /* The index of a one-bit tag in the per-tag arrays (its bit number). */
 static inline u32 gs_tag_index(u32 tag)

@@ -388,7 +388,13 @@ static void gs_group_deadline_work(struct work_struct *work)
 					  struct gs_group, deadline_work);
 
 	mutex_lock(&g->lock);
-	gs_group_step(g);
+	/* A jiffies timer may fire a little early: never fail early. */
+	if (g->phase != GS_GP_IDLE && g->deadline &&
+	    ktime_before(ktime_get(), g->deadline))
+		mod_delayed_work(system_wq, &g->deadline_work,
+				 gs_jiffies_until(g->deadline));
+	else
+		gs_group_step(g);
 	mutex_unlock(&g->lock);
 }
 
@@ -575,6 +581,7 @@ static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 						       GPUSLEEP_OP_RESUME;
 	u32 mask = kind == GPUSLEEP_OP_RELEASE ? GPUSLEEP_OPF_RELEASE_MASK :
 						 GPUSLEEP_OPF_RESUME_MASK;
+	ktime_t start;
 	long ret;
 	u64 id;
 
@@ -592,6 +599,8 @@ static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 	req.bad_tags = 0;
 
 	mutex_lock(&g->lock);
+	/* Before any rank starts: no rank's step ends before the deadline. */
+	start = ktime_get();
 	if (!g->nr) {
 		ret = -ENOENT;
 	} else if (g->phase != GS_GP_IDLE) {
@@ -611,14 +620,14 @@ static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 		g->kind = kind;
 		g->tags = req.tags;
 		g->timeout_ms = req.timeout_ms;
-		g->start = ktime_get();
+		g->start = start;
 		g->deadline = 0;
 		g->phase = kind == GPUSLEEP_OP_RELEASE ? GS_GP_DRAIN :
 							 GS_GP_RESUME;
 		if (req.timeout_ms) {
 			g->deadline = ktime_add_ms(g->start, req.timeout_ms);
 			mod_delayed_work(system_wq, &g->deadline_work,
-					 msecs_to_jiffies(req.timeout_ms) + 1);
+					 gs_jiffies_until(g->deadline));
 		}
 		req.op_id = g->op_id;
 		gs_group_step(g);
@@ -676,8 +685,8 @@ static long gs_group_ioc_wait(struct gs_gfile *gf, const struct gs_uarg *ua)
 	struct gpusleep_group_rank *ranks = NULL;
 	struct gpusleep_group_wait wt;
 	unsigned int n = 0;
-	unsigned long j;
-	long ret, left;
+	ktime_t deadline = 0;
+	long ret;
 	u64 id;
 
 	ret = gs_uarg_in(ua, &wt, sizeof(wt));
@@ -695,17 +704,13 @@ static long gs_group_ioc_wait(struct gs_gfile *gf, const struct gs_uarg *ua)
 	if (ret)
 		return ret;
 
-	if (wt.timeout_ms) {
-		j = msecs_to_jiffies(wt.timeout_ms);
-		left = wait_event_interruptible_timeout(g->wq,
-							gs_group_done(g, id), j);
-		if (!left)
-			return -ETIMEDOUT;
-	} else {
-		left = wait_event_interruptible(g->wq, gs_group_done(g, id));
-	}
-	if (left < 0)
+	if (wt.timeout_ms)
+		deadline = ktime_add_ms(ktime_get(), wt.timeout_ms);
+	ret = gs_wait_until(g->wq, gs_group_done(g, id), deadline);
+	if (ret == -ERESTARTSYS)
 		return -EINTR;
+	if (ret)
+		return ret;
 
 	if (wt.ranks && wt.nr_ranks) {
 		ranks = gs_kzalloc(sizeof(*ranks) * GPUSLEEP_GROUP_MAX_RANKS,

@@ -137,7 +137,9 @@ static void gs_timer_arm(struct gs_domain *d)
 							 gs_step_timeout_ms;
 	d->timer_op = d->op.id;
 	d->timer_step = d->op.step;
-	mod_delayed_work(system_wq, &d->timeout_work, msecs_to_jiffies(ms));
+	d->timer_deadline = ktime_add_ms(ktime_get(), ms);
+	mod_delayed_work(system_wq, &d->timeout_work,
+			 gs_jiffies_until(d->timer_deadline));
 }
 
 /* Tell the observers what changed, the state included (from: before). */
@@ -832,6 +834,12 @@ void gs_op_timeout_work(struct work_struct *work)
 	if (!d->op_active || op->await == GPUSLEEP_EV_NONE ||
 	    d->timer_op != op->id || d->timer_step != op->step)
 		goto out;
+	/* A jiffies timer may fire a little early: never end a step early. */
+	if (ktime_before(ktime_get(), d->timer_deadline)) {
+		mod_delayed_work(system_wq, &d->timeout_work,
+				 gs_jiffies_until(d->timer_deadline));
+		goto out;
+	}
 	switch (op->await) {
 	case GPUSLEEP_EV_DRAIN:
 		reason = GPUSLEEP_R_DRAIN_TIMEOUT;

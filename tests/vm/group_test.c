@@ -105,14 +105,14 @@ static int gwait(int grp, uint64_t id, uint32_t ms,
 	return r;
 }
 
-static void setup_ranks(struct __test_metadata *_metadata,
-			FIXTURE_DATA(g) *self, int n)
+/* Ranks self->n..n-1: a domain each, with its agent. */
+static void add_ranks(struct __test_metadata *_metadata,
+		      FIXTURE_DATA(g) *self, int n)
 {
 	char nm[32];
 	int i;
 
-	self->n = n;
-	for (i = 0; i < n; i++) {
+	for (i = self->n; i < n; i++) {
 		snprintf(nm, sizeof(nm), "grank%d", i);
 		self->eng[i] = gs_create(self->dev, nm, CAPS, &self->id[i]);
 		ASSERT_LE(0, self->eng[i]);
@@ -120,6 +120,7 @@ static void setup_ranks(struct __test_metadata *_metadata,
 					   GPUSLEEP_ROLE_AGENT);
 		ASSERT_LE(0, self->agent[i]);
 		ASSERT_EQ(0, addrank(self->grp, self->eng[i], NULL));
+		self->n = i + 1;
 	}
 }
 
@@ -134,7 +135,7 @@ FIXTURE_SETUP(g)
 	snprintf(self->name, sizeof(self->name), "tp%d", getpid());
 	self->grp = mkgroup(self->dev, self->name);
 	ASSERT_LE(0, self->grp);
-	setup_ranks(_metadata, self, 3);
+	add_ranks(_metadata, self, 3);
 }
 
 FIXTURE_TEARDOWN(g)
@@ -555,6 +556,80 @@ TEST_F(g, rank_times_out)
 		  count_of(self, 2, GPUSLEEP_EV_DRAIN_CANCELLED));
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+/*
+ * No deadline ends before its time, measured as the kernel measures
+ * (CLOCK_MONOTONIC, ktime): the group's deadline, a rank's step timeout,
+ * the timeouts of GROUP_WAIT and WAIT. Short deadlines, many times: a
+ * timer that may fire a tick early is caught in a few rounds.
+ */
+TEST_F(g, deadlines_never_early)
+{
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	struct gpusleep_result r;
+	struct gpusleep_op op;
+	uint32_t ms;
+	uint64_t t0;
+	int i;
+
+	add_ranks(_metadata, self, MAXR);
+	for (i = 0; i < 24; i++) {
+		ms = 5 + i % 7;
+		/*
+		 * The group's deadline, rank 0 never drains: its step timer
+		 * is the first armed, the group's deadline counts from before.
+		 */
+		self->sc[0].hold = GPUSLEEP_EV_DRAIN;
+		ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB,
+				 ms, &o));
+		ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+		EXPECT_EQ(-ETIMEDOUT, res.error);
+		EXPECT_EQ(0, res.rank);
+		EXPECT_GE(res.duration_ns, ms * 1000000ULL);
+		self->sc[0].hold = 0;
+		/* One domain's step timeout: its DRAIN is never answered. */
+		pump(self, 1);
+		ASSERT_EQ(0, gs_start(self->eng[1], GPUSLEEP_IOC_RELEASE, W, ms,
+				      &op));
+		ASSERT_EQ(-ETIMEDOUT, gs_finish(self->eng[1], op.op_id, &r));
+		EXPECT_GE(r.duration_ns, ms * 1000000ULL);
+	}
+	/* The timeouts of the blocking waits, on operations that go on. */
+	self->sc[2].hold = GPUSLEEP_EV_DRAIN;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	pump(self, 20);
+	for (i = 0; i < 24; i++) {
+		ms = 3 + i % 7;
+		t0 = now_ns();
+		ASSERT_EQ(-ETIMEDOUT, gwait(self->grp, o.op_id, ms, &res,
+					    NULL, 0));
+		EXPECT_GE(now_ns() - t0, ms * 1000000ULL);
+	}
+	/* A resume of rank 0 cancels it, and so the group's operation. */
+	ASSERT_EQ(0, gs_start(self->eng[0], GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+	EXPECT_EQ(-ECANCELED, res.error);
+	ASSERT_EQ(0, gs_start(self->eng[0], GPUSLEEP_IOC_RELEASE, W, 0, &op));
+	for (i = 0; i < 24; i++) {
+		ms = 3 + i % 7;
+		t0 = now_ns();
+		ASSERT_EQ(-ETIMEDOUT, gs_wait(self->eng[0], op.op_id, ms, &r));
+		EXPECT_GE(now_ns() - t0, ms * 1000000ULL);
+	}
+	ASSERT_EQ(0, gs_start(self->eng[0], GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	pump(self, 50);
+	for (i = 0; i < 3; i++)
+		expect_awake(_metadata, self, i);
+}
+
 /* A rank's engine dies while the others are held: all cancelled. */
 TEST_F(g, engine_killed_while_draining)
 {
@@ -897,19 +972,9 @@ TEST_F(g, eight_ranks)
 	struct gpusleep_group_rank rk[MAXR];
 	struct gpusleep_group_result res;
 	struct gpusleep_group_op o;
-	char nm[32];
 	int i;
 
-	for (i = 3; i < MAXR; i++) {
-		snprintf(nm, sizeof(nm), "grank%d", i);
-		self->eng[i] = gs_create(self->dev, nm, CAPS, &self->id[i]);
-		ASSERT_LE(0, self->eng[i]);
-		self->agent[i] = gs_attach(self->dev, self->id[i],
-					   GPUSLEEP_ROLE_AGENT);
-		ASSERT_LE(0, self->agent[i]);
-		ASSERT_EQ(0, addrank(self->grp, self->eng[i], NULL));
-	}
-	self->n = MAXR;
+	add_ranks(_metadata, self, MAXR);
 	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, 0, NB, 0, &o));
 	ASSERT_EQ(0, drive(self, o.op_id, &res, rk));
 	EXPECT_EQ(0, res.error);
