@@ -209,32 +209,47 @@ struct gs_domain {
 };
 
 /*
- * A blocking call waiting for an operation's result. On d->waiters (under
- * domain->lock) while the operation runs; announce.c fills res, sets done
- * and unlinks it (list_del_init) when the operation finishes, so every
- * waiter gets its own operation's result however many operations finish
- * after it. node is always initialised: empty when on no list.
+ * A blocking call waiting for an operation's result: a domain's (on
+ * d->waiters, under domain->lock; announce.c delivers res) or a group's
+ * (on the group's waiters, under its lock; group.c delivers gres). The
+ * deliverer fills the result, sets done and unlinks it (list_del_init),
+ * so every waiter gets its own operation's result however many
+ * operations finish after it. node is always initialised: empty when on
+ * no list.
  */
 struct gs_waiter {
 	struct list_head node;
 	u64 op_id;
 	bool done;
-	struct gpusleep_result res;
+	union {
+		struct gpusleep_result res;
+		struct gpusleep_group_result gres;
+	};
 };
 
 /*
- * A blocking RELEASE/RESUME/WAIT interrupted by a signal, kept so that its
- * restart (after a stop signal or an SA_RESTART handler) goes on waiting
- * for the same operation, to the same deadline. One per file; under
- * domain->lock. pid is NULL when unused.
+ * A blocking call interrupted by a signal, kept so that its restart
+ * (after a stop signal or an SA_RESTART handler) goes on waiting for the
+ * same operation, to the same deadline: one per blocked thread and fd.
  */
 struct gs_restart {
+	struct list_head node;	/* on its file's gs_restarts */
 	struct pid *pid;	/* the interrupted thread (referenced) */
 	unsigned int cmd;
 	u64 asked;		/* the op id the caller passed */
-	ktime_t deadline;	/* WAIT with a timeout; else 0 */
-	struct gs_waiter w;	/* on d->waiters unless w.done */
+	ktime_t deadline;	/* a wait with a timeout; else 0 */
+	struct gs_waiter w;	/* on its waiters list unless w.done */
 };
+
+/* A file's interrupted calls, under *lock (its domain's or group's). */
+struct gs_restarts {
+	struct mutex *lock;	/* the domain's or the group's lock */
+	struct list_head list;
+	unsigned int nr;
+};
+
+/* Interrupted calls kept per file, at most (the oldest goes first). */
+#define GS_RESTARTS_MAX	64
 
 /* private_data of every domain fd. */
 struct gs_file {
@@ -245,7 +260,7 @@ struct gs_file {
 	 * and for its eventfd registrations (GS_UC_EVENTFDS).
 	 */
 	kuid_t uid;
-	struct gs_restart rs;
+	struct gs_restarts rs;	/* under d->lock */
 	/*
 	 * Controller: the newest finished operation whose result this fd
 	 * fetched (WAIT, a blocking RELEASE/RESUME, GET_STATE's last);
@@ -303,6 +318,34 @@ bool gs_may_attach(const struct gs_domain *d, u32 role);
 bool gs_may_control(const struct gs_domain *d, const struct cred *cred);
 /* The engine is gone: unlist the domain, fail what waits (idempotent). */
 void gs_domain_kill(struct gs_domain *d);
+
+/*
+ * Blocking calls (domain.c), for domain and group fds alike. The lock of
+ * rs is held by the callers marked so.
+ */
+void gs_restarts_init(struct gs_restarts *rs, struct mutex *lock);
+/* Drop every kept call (the file is closing); lock held. */
+void gs_restarts_clear(struct gs_restarts *rs);
+/*
+ * A restart of this thread's interrupted cmd asking for op id asked: take
+ * its waiter (and deadline) over into w; lock held. False if none.
+ */
+bool gs_restart_take(struct gs_restarts *rs, unsigned int cmd, u64 asked,
+		     struct gs_waiter *w, ktime_t *deadline);
+/*
+ * Wait on wq for w until deadline (0: none); lock not held. 0 when done,
+ * -ETIMEDOUT (w unlinked), -ERESTARTSYS with w kept in rs for the
+ * restart, or -EINTR (w unlinked) when it cannot be kept.
+ */
+int gs_waiter_wait(struct gs_restarts *rs, wait_queue_head_t *wq,
+		   unsigned int cmd, u64 asked, struct gs_waiter *w,
+		   ktime_t deadline);
+/*
+ * Make w wait for d's operation id: at once from the history if it
+ * finished, else on d->waiters; domain->lock held. -ENOENT if finished
+ * too long ago to be remembered.
+ */
+int gs_waiter_add(struct gs_domain *d, u64 id, struct gs_waiter *w);
 
 /* tags.c */
 /* The declaration of req (its default if none): 0 or -EINVAL. */

@@ -61,6 +61,8 @@ struct gs_member {
 	u32 tags;		/* the tags its release resolved to */
 	bool held;		/* drained, waiting for the go */
 	bool no_agent;		/* held with no agent to unmap */
+	/* On d->waiters for its running operation (or rollback): its result. */
+	struct gs_waiter w;
 	struct gpusleep_group_rank out;
 };
 
@@ -98,6 +100,7 @@ struct gs_group {
 	struct gpusleep_group_rank ranks[GPUSLEEP_GROUP_MAX_RANKS]; /* newest */
 	struct eventfd_ctx *efd;
 
+	struct list_head waiters;	/* struct gs_waiter of blocked calls */
 	wait_queue_head_t wq;	/* an operation finished */
 	struct work_struct work;	/* a rank changed */
 	struct delayed_work deadline_work;
@@ -108,6 +111,7 @@ struct gs_gfile {
 	struct gs_group *g;
 	kuid_t uid;		/* charged one GS_UC_FDS */
 	u64 seen_done;		/* newest result this fd fetched (poll) */
+	struct gs_restarts rs;	/* under g->lock */
 };
 
 /* Live groups, for unique names. Nothing is taken while it is held. */
@@ -144,30 +148,51 @@ static void gs_group_fail(struct gs_group *g, unsigned int i, u32 reason,
 	g->fail_error = error ? error : gs_reason_errno(reason);
 }
 
+/*
+ * Follow rank m's operation id (its release or resume, or the rollback's
+ * resume): its result is delivered to m->w, however many operations the
+ * rank runs after it. domain->lock held.
+ */
+static void gs_member_follow(struct gs_member *m, u64 id)
+{
+	lockdep_assert_held(&m->d->lock);
+	list_del_init(&m->w.node);
+	if (gs_waiter_add(m->d, id, &m->w)) {
+		/* It has just started: in flight, or the newest result. */
+		memset(&m->w.res, 0, sizeof(m->w.res));
+		m->w.res.op_id = id;
+		m->w.res.reason = GPUSLEEP_R_BUSY;
+		m->w.res.error = gs_reason_errno(GPUSLEEP_R_BUSY);
+		m->w.done = true;
+	}
+}
+
+/* Stop following rank m's operation (the group lets it go). */
+static void gs_member_unfollow(struct gs_member *m)
+{
+	mutex_lock(&m->d->lock);
+	list_del_init(&m->w.node);
+	mutex_unlock(&m->d->lock);
+}
+
 /* Follow rank m's operation (or its rollback) to its end. */
 static void gs_member_sync(struct gs_member *m)
 {
 	struct gs_domain *d = m->d;
 	struct gpusleep_result res;
 	bool rb = m->st == GS_M_RB_RUNNING;
-	u64 id;
 
 	if (m->st != GS_M_RUNNING && !rb)
 		return;
-	id = rb ? m->out.rollback_op_id : m->out.op_id;
 	mutex_lock(&d->lock);
-	if (d->op_active && d->op.id == id) {
-		m->held = d->op.held;
+	if (!m->w.done) {
+		m->held = d->op_active && d->op.id == m->w.op_id &&
+			  d->op.held;
 		m->no_agent = m->held && !d->agent;
 		mutex_unlock(&d->lock);
 		return;
 	}
-	if (gs_op_result(d, id, &res)) {
-		/* Overtaken by too many others to be remembered. */
-		memset(&res, 0, sizeof(res));
-		res.reason = GPUSLEEP_R_BUSY;
-		res.error = gs_reason_errno(res.reason);
-	}
+	res = m->w.res;
 	m->out.released = d->released;
 	mutex_unlock(&d->lock);
 
@@ -209,6 +234,7 @@ static void gs_group_finish(struct gs_group *g)
 {
 	struct gpusleep_group_result *res = &g->hist[g->op_id % GS_GROUP_HIST];
 	bool failed = g->fail_rank != GPUSLEEP_GROUP_NO_RANK;
+	struct gs_waiter *w, *tmp;
 	unsigned int i;
 
 	lockdep_assert_held(&g->lock);
@@ -241,6 +267,14 @@ static void gs_group_finish(struct gs_group *g)
 	g->phase = GS_GP_IDLE;
 	cancel_delayed_work(&g->deadline_work);
 	WRITE_ONCE(g->last_done_id, g->op_id);
+	/* Every blocked call of this operation gets its own copy. */
+	list_for_each_entry_safe(w, tmp, &g->waiters, node) {
+		if (w->op_id != res->op_id)
+			continue;
+		w->gres = *res;
+		w->done = true;
+		list_del_init(&w->node);
+	}
 	if (g->efd)
 		eventfd_signal(g->efd);
 	wake_up_all(&g->wq);
@@ -280,6 +314,8 @@ static void gs_group_rollback(struct gs_group *g)
 				ret = -ENOENT;
 			else
 				ret = gs_op_resume(d, &req);
+			if (!ret)
+				gs_member_follow(m, req.op_id);
 			mutex_unlock(&d->lock);
 			if (!ret) {
 				m->out.rollback_op_id = req.op_id;
@@ -417,6 +453,7 @@ static void gs_group_reset_members(struct gs_group *g)
 	for (i = 0; i < g->nr; i++) {
 		struct gs_member *m = &g->m[i];
 
+		gs_member_unfollow(m);
 		memset(&m->out, 0, sizeof(m->out));
 		m->out.domain = m->d->id;
 		m->st = GS_M_IDLE;
@@ -453,8 +490,10 @@ static int gs_group_start_release(struct gs_group *g,
 		} else {
 			ret = gs_op_release(d, &op);
 			reason = op.reason;
-			if (!ret)
+			if (!ret) {
 				gs_op_hold(d);
+				gs_member_follow(m, op.op_id);
+			}
 		}
 		mutex_unlock(&d->lock);
 		if (ret)
@@ -533,6 +572,8 @@ static int gs_group_start_resume(struct gs_group *g,
 			ret = gs_reason_errno(op.reason);
 		} else {
 			ret = gs_op_resume(d, &op);
+			if (!ret)
+				gs_member_follow(m, op.op_id);
 		}
 		mutex_unlock(&d->lock);
 		if (ret) {
@@ -566,24 +607,83 @@ static void gs_group_seen(struct gs_gfile *gf, u64 id)
 		WRITE_ONCE(gf->seen_done, id);
 }
 
-static bool gs_group_done(struct gs_group *g, u64 id)
+/*
+ * Make w wait for group operation id: at once from the history if it
+ * finished, else on g->waiters. -ENOENT if finished too long ago.
+ */
+static int gs_group_waiter_add(struct gs_group *g, u64 id,
+			       struct gs_waiter *w)
 {
-	return READ_ONCE(g->last_done_id) >= id;
+	const struct gpusleep_group_result *r;
+
+	lockdep_assert_held(&g->lock);
+	w->op_id = id;
+	w->done = false;
+	if (id <= g->last_done_id) {
+		r = gs_group_result(g, id);
+		if (!r)
+			return -ENOENT;
+		w->gres = *r;
+		w->done = true;
+		return 0;
+	}
+	/* Group operations finish in id order: this one is in flight. */
+	list_add_tail(&w->node, &g->waiters);
+	return 0;
+}
+
+/* Start a group operation (group->lock held): 0 or the refusal. */
+static long gs_group_start(struct gs_group *g, u32 kind,
+			   struct gpusleep_group_op *req)
+{
+	/* Before any rank starts: no rank's step ends before the deadline. */
+	ktime_t start = ktime_get();
+	long ret;
+
+	lockdep_assert_held(&g->lock);
+	if (!g->nr)
+		return -ENOENT;
+	if (g->phase != GS_GP_IDLE)
+		return -EBUSY;
+	gs_group_reset_members(g);
+	g->fail_rank = GPUSLEEP_GROUP_NO_RANK;
+	g->fail_reason = GPUSLEEP_R_NONE;
+	g->fail_error = 0;
+	if (kind == GPUSLEEP_OP_RELEASE)
+		ret = gs_group_start_release(g, req);
+	else
+		ret = gs_group_start_resume(g, req);
+	if (ret)
+		return ret;
+	g->op_id = ++g->last_id;
+	g->kind = kind;
+	g->tags = req->tags;
+	g->timeout_ms = req->timeout_ms;
+	g->start = start;
+	g->deadline = 0;
+	g->phase = kind == GPUSLEEP_OP_RELEASE ? GS_GP_DRAIN : GS_GP_RESUME;
+	if (req->timeout_ms) {
+		g->deadline = ktime_add_ms(g->start, req->timeout_ms);
+		mod_delayed_work(system_wq, &g->deadline_work,
+				 gs_jiffies_until(g->deadline));
+	}
+	req->op_id = g->op_id;
+	gs_group_step(g);
+	return 0;
 }
 
 static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 			    const struct gs_uarg *ua)
 {
 	struct gs_group *g = gf->g;
-	const struct gpusleep_group_result *res;
+	struct gs_waiter w = { .node = LIST_HEAD_INIT(w.node) };
 	struct gpusleep_group_op req;
 	u32 kind = cmd == GPUSLEEP_IOC_GROUP_RELEASE ? GPUSLEEP_OP_RELEASE :
 						       GPUSLEEP_OP_RESUME;
 	u32 mask = kind == GPUSLEEP_OP_RELEASE ? GPUSLEEP_OPF_RELEASE_MASK :
 						 GPUSLEEP_OPF_RESUME_MASK;
-	ktime_t start;
+	bool block, restart;
 	long ret;
-	u64 id;
 
 	ret = gs_uarg_in(ua, &req, sizeof(req));
 	if (ret)
@@ -592,71 +692,53 @@ static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 	if ((req.flags & ~mask) || req.pad ||
 	    !gs_zero(req.reserved, sizeof(req.reserved)))
 		return -EINVAL;
-	req.op_id = 0;
-	req.reason = GPUSLEEP_R_NONE;
-	req.rank = GPUSLEEP_GROUP_NO_RANK;
-	req.domain = 0;
-	req.bad_tags = 0;
+	block = !(req.flags & GPUSLEEP_OPF_NONBLOCK);
 
 	mutex_lock(&g->lock);
-	/* Before any rank starts: no rank's step ends before the deadline. */
-	start = ktime_get();
-	if (!g->nr) {
-		ret = -ENOENT;
-	} else if (g->phase != GS_GP_IDLE) {
-		ret = -EBUSY;
-	} else {
-		gs_group_reset_members(g);
-		g->fail_rank = GPUSLEEP_GROUP_NO_RANK;
-		g->fail_reason = GPUSLEEP_R_NONE;
-		g->fail_error = 0;
-		if (kind == GPUSLEEP_OP_RELEASE)
-			ret = gs_group_start_release(g, &req);
-		else
-			ret = gs_group_start_resume(g, &req);
+	/* The restart of an interrupted blocking call waits for its op. */
+	restart = block && req.op_id &&
+		  gs_restart_take(&gf->rs, cmd, req.op_id, &w, NULL);
+	if (!restart) {
+		req.op_id = 0;
+		req.reason = GPUSLEEP_R_NONE;
+		req.rank = GPUSLEEP_GROUP_NO_RANK;
+		req.domain = 0;
+		req.bad_tags = 0;
+		ret = gs_group_start(g, kind, &req);
+		/* Registered under the same lock: no result can slip by. */
+		if (!ret && block)
+			ret = gs_group_waiter_add(g, req.op_id, &w);
 	}
-	if (!ret) {
-		g->op_id = ++g->last_id;
-		g->kind = kind;
-		g->tags = req.tags;
-		g->timeout_ms = req.timeout_ms;
-		g->start = start;
-		g->deadline = 0;
-		g->phase = kind == GPUSLEEP_OP_RELEASE ? GS_GP_DRAIN :
-							 GS_GP_RESUME;
-		if (req.timeout_ms) {
-			g->deadline = ktime_add_ms(g->start, req.timeout_ms);
-			mod_delayed_work(system_wq, &g->deadline_work,
-					 gs_jiffies_until(g->deadline));
-		}
-		req.op_id = g->op_id;
-		gs_group_step(g);
-	}
-	id = req.op_id;
 	mutex_unlock(&g->lock);
 
 	/* Tell the caller the id (or who refused) before waiting. */
-	if (gs_uarg_out(ua, &req, sizeof(req)))
-		return -EFAULT;
-	if (ret || (req.flags & GPUSLEEP_OPF_NONBLOCK))
+	if (!restart && gs_uarg_out(ua, &req, sizeof(req))) {
+		ret = -EFAULT;
+		goto out_unwait;
+	}
+	if (ret || !block)
 		return ret;
 
-	if (wait_event_interruptible(g->wq, gs_group_done(g, id)))
-		return -EINTR;
-	mutex_lock(&g->lock);
-	res = gs_group_result(g, id);
-	if (res) {
-		req.reason = res->reason;
-		req.rank = res->rank;
-		req.domain = res->domain;
-		ret = res->reason ? gs_reason_errno(res->reason) : 0;
-		gs_group_seen(gf, id);
-	} else {
-		ret = -ENOENT;
+	if (!w.done) {
+		ret = gs_waiter_wait(&gf->rs, &g->wq, cmd, req.op_id, &w, 0);
+		if (ret)
+			return ret;
 	}
-	mutex_unlock(&g->lock);
+	req.op_id = w.op_id;
+	req.reason = w.gres.reason;
+	req.rank = w.gres.rank;
+	req.domain = w.gres.domain;
 	if (gs_uarg_out(ua, &req, sizeof(req)))
 		return -EFAULT;
+	mutex_lock(&g->lock);
+	gs_group_seen(gf, w.op_id);
+	mutex_unlock(&g->lock);
+	return w.gres.reason ? gs_reason_errno(w.gres.reason) : 0;
+
+out_unwait:
+	mutex_lock(&g->lock);
+	list_del_init(&w.node);
+	mutex_unlock(&g->lock);
 	return ret;
 }
 
@@ -681,11 +763,11 @@ static int gs_group_ranks_out(u64 uaddr, u32 size,
 static long gs_group_ioc_wait(struct gs_gfile *gf, const struct gs_uarg *ua)
 {
 	struct gs_group *g = gf->g;
-	const struct gpusleep_group_result *res;
+	struct gs_waiter w = { .node = LIST_HEAD_INIT(w.node) };
 	struct gpusleep_group_rank *ranks = NULL;
 	struct gpusleep_group_wait wt;
-	unsigned int n = 0;
 	ktime_t deadline = 0;
+	unsigned int n = 0;
 	long ret;
 	u64 id;
 
@@ -696,53 +778,52 @@ static long gs_group_ioc_wait(struct gs_gfile *gf, const struct gs_uarg *ua)
 	    (wt.ranks && wt.nr_ranks &&
 	     wt.rank_size < GPUSLEEP_GROUP_RANK_SIZE_VER0))
 		return -EINVAL;
-
-	mutex_lock(&g->lock);
-	id = wt.op_id ? wt.op_id : g->last_id;
-	ret = (!id || id > g->last_id) ? -ENOENT : 0;
-	mutex_unlock(&g->lock);
-	if (ret)
-		return ret;
-
-	if (wt.timeout_ms)
-		deadline = ktime_add_ms(ktime_get(), wt.timeout_ms);
-	ret = gs_wait_until(g->wq, gs_group_done(g, id), deadline);
-	if (ret == -ERESTARTSYS)
-		return -EINTR;
-	if (ret)
-		return ret;
-
 	if (wt.ranks && wt.nr_ranks) {
 		ranks = gs_kzalloc(sizeof(*ranks) * GPUSLEEP_GROUP_MAX_RANKS,
 				   GFP_KERNEL);
 		if (!ranks)
 			return -ENOMEM;
 	}
+
 	mutex_lock(&g->lock);
-	res = gs_group_result(g, id);
-	if (res) {
-		wt.op_id = id;
-		wt.result = *res;
-		/* The breakdown is kept for the newest operation only. */
-		if (ranks && id == g->last_done_id) {
-			n = min_t(unsigned int, wt.nr_ranks, res->nr_ranks);
-			memcpy(ranks, g->ranks, sizeof(*ranks) * n);
-		}
-		gs_group_seen(gf, id);
-	} else {
-		ret = -ENOENT;
+	/* A restart goes on to the first call's absolute deadline. */
+	if (!gs_restart_take(&gf->rs, GPUSLEEP_IOC_GROUP_WAIT, wt.op_id, &w,
+			     &deadline)) {
+		id = wt.op_id ? wt.op_id : g->last_id;
+		ret = (!id || id > g->last_id) ? -ENOENT : 0;
+		if (!ret)
+			ret = gs_group_waiter_add(g, id, &w);
+		if (!ret && wt.timeout_ms)
+			deadline = ktime_add_ms(ktime_get(), wt.timeout_ms);
 	}
 	mutex_unlock(&g->lock);
-	if (!ret && n)
-		ret = gs_group_ranks_out(wt.ranks, wt.rank_size, ranks, n);
-	kfree(ranks);
+	if (!ret && !w.done)
+		ret = gs_waiter_wait(&gf->rs, &g->wq, GPUSLEEP_IOC_GROUP_WAIT,
+				     wt.op_id, &w, deadline);
 	if (ret)
-		return ret;
+		goto out_free;
+
+	mutex_lock(&g->lock);
+	/* The breakdown is kept for the newest operation only. */
+	if (ranks && w.op_id == g->last_done_id) {
+		n = min_t(unsigned int, wt.nr_ranks, w.gres.nr_ranks);
+		memcpy(ranks, g->ranks, sizeof(*ranks) * n);
+	}
+	gs_group_seen(gf, w.op_id);
+	mutex_unlock(&g->lock);
+	if (n)
+		ret = gs_group_ranks_out(wt.ranks, wt.rank_size, ranks, n);
+	if (ret)
+		goto out_free;
+	wt.op_id = w.op_id;
+	wt.result = w.gres;
 	wt.nr_ranks = n;
 	wt.rank_size = sizeof(struct gpusleep_group_rank);
 	if (gs_uarg_out(ua, &wt, sizeof(wt)))
-		return -EFAULT;
-	return 0;
+		ret = -EFAULT;
+out_free:
+	kfree(ranks);
+	return ret;
 }
 
 static long gs_group_ioc_add(struct gs_group *g, const struct gs_uarg *ua)
@@ -787,6 +868,7 @@ static long gs_group_ioc_add(struct gs_group *g, const struct gs_uarg *ua)
 		a.rank = g->nr;
 		a.domain = d->id;
 		memset(&g->m[g->nr], 0, sizeof(g->m[g->nr]));
+		INIT_LIST_HEAD(&g->m[g->nr].w.node);
 		g->m[g->nr].d = d;
 		g->m[g->nr].out.domain = d->id;
 		g->nr++;
@@ -942,6 +1024,7 @@ static void gs_group_destroy(struct kref *kref)
 		mutex_lock(&d->lock);
 		if (g->phase == GS_GP_DRAIN && m->st == GS_M_RUNNING)
 			gs_op_group_cancel(d, m->out.op_id);
+		list_del_init(&m->w.node);
 		d->group = NULL;
 		c.from = d->state;
 		gs_announce(d, &c);
@@ -969,6 +1052,9 @@ static int gs_group_file_release(struct inode *inode, struct file *file)
 {
 	struct gs_gfile *gf = file->private_data;
 
+	mutex_lock(&gf->g->lock);
+	gs_restarts_clear(&gf->rs);
+	mutex_unlock(&gf->g->lock);
 	gs_user_uncharge(gf->uid, GS_UC_FDS);
 	gs_group_put(gf->g);
 	kfree(gf);
@@ -1004,6 +1090,7 @@ static int gs_group_open_fd(struct gs_group *g)
 	}
 	gf->g = g;
 	gf->uid = current_euid();
+	gs_restarts_init(&gf->rs, &g->lock);
 	fd = gs_fault() ? -EMFILE : get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {
 		ret = fd;
@@ -1172,6 +1259,7 @@ long gs_group_create(const struct gs_uarg *ua)
 	memcpy(g->name, req.name, sizeof(g->name));
 	g->cred = get_current_cred();
 	g->fail_rank = GPUSLEEP_GROUP_NO_RANK;
+	INIT_LIST_HEAD(&g->waiters);
 	init_waitqueue_head(&g->wq);
 	INIT_WORK(&g->work, gs_group_work);
 	INIT_DELAYED_WORK(&g->deadline_work, gs_group_deadline_work);

@@ -8,7 +8,9 @@
  * engine or its agent killed, a rank in two groups, a rank destroyed.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 
 #include "kselftest_harness.h"
 #include "gs_test.h"
@@ -628,6 +630,311 @@ TEST_F(g, deadlines_never_early)
 	pump(self, 50);
 	for (i = 0; i < 3; i++)
 		expect_awake(_metadata, self, i);
+}
+
+/*
+ * Blocking calls interrupted by stop signals and SA_RESTART handlers: a
+ * child process (with one or two threads) blocks, the test stops and
+ * continues it while it plays every rank, and the child reports through
+ * shared memory what its calls returned.
+ */
+struct blocked {
+	int ret[2];
+	uint32_t rank[2], reason[2];
+	uint64_t id[2];		/* the operation the call was about */
+	uint64_t ns[2];		/* how long the call took */
+	volatile uint64_t started;	/* thread 0's operation, once known */
+	int grp, fd;
+	uint32_t wait_ms;
+};
+
+static struct blocked *blocked_new(void)
+{
+	void *p = mmap(NULL, sizeof(struct blocked), PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	memset(p, 0, sizeof(struct blocked));
+	return p;
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+/* A blocking GROUP_RELEASE of weights. */
+static void *blk_group_release(void *arg)
+{
+	struct blocked *b = arg;
+	struct gpusleep_group_op o;
+	uint64_t t0 = now_ns();
+
+	memset(&o, 0, sizeof(o));
+	o.tags = W;
+	b->ret[0] = gs_err(ioctl(b->grp, GPUSLEEP_IOC_GROUP_RELEASE, &o));
+	b->ns[0] = now_ns() - t0;
+	b->id[0] = o.op_id;
+	b->rank[0] = o.rank;
+	b->reason[0] = o.reason;
+	return NULL;
+}
+
+/* A GROUP_WAIT (wait_ms, 0: none) for the operation thread 0 started. */
+static void *blk_group_wait(void *arg)
+{
+	struct blocked *b = arg;
+	struct gpusleep_group_result res;
+	uint64_t t0;
+
+	while (!b->started)
+		usleep(1000);
+	t0 = now_ns();
+	b->ret[1] = gwait(b->grp, b->started, b->wait_ms, &res, NULL, 0);
+	b->ns[1] = now_ns() - t0;
+	b->id[1] = res.op_id;
+	b->reason[1] = res.reason;
+	b->rank[1] = res.rank;
+	return NULL;
+}
+
+/* A blocking RELEASE of weights through a domain fd. */
+static void *blk_release(void *arg)
+{
+	struct blocked *b = arg;
+	struct gpusleep_op o;
+
+	b->ret[0] = gs_release(b->fd, W, 0, &o);
+	b->id[0] = o.op_id;
+	b->reason[0] = o.reason;
+	return NULL;
+}
+
+/* A WAIT (no timeout) through the same fd for thread 0's operation. */
+static void *blk_wait(void *arg)
+{
+	struct blocked *b = arg;
+	struct gpusleep_state st;
+	struct gpusleep_result r;
+
+	do {
+		usleep(1000);
+		if (gs_state(b->fd, &st))
+			return NULL;
+	} while (!st.op_in_flight);
+	b->ret[1] = gs_wait(b->fd, st.op_in_flight, 0, &r);
+	b->id[1] = r.op_id;
+	b->reason[1] = r.reason;
+	return NULL;
+}
+
+/* In a child: run fn0 (and fn1) in threads, exit once they return. */
+static pid_t blocked_spawn(struct blocked *b, void *(*fn0)(void *),
+			   void *(*fn1)(void *))
+{
+	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = SA_RESTART };
+	pthread_t t[2];
+	pid_t pid = fork();
+
+	if (pid)
+		return pid;
+	sigaction(SIGUSR1, &sa, NULL);
+	b->ret[0] = b->ret[1] = 1;	/* still blocked */
+	pthread_create(&t[0], NULL, fn0, b);
+	if (fn1)
+		pthread_create(&t[1], NULL, fn1, b);
+	pthread_join(t[0], NULL);
+	if (fn1)
+		pthread_join(t[1], NULL);
+	_exit(0);
+}
+
+/* Stop and continue pid (every thread), and interrupt it with SIGUSR1. */
+static void stop_cont(pid_t pid, int usr1)
+{
+	int st;
+
+	kill(pid, SIGSTOP);
+	waitpid(pid, &st, WUNTRACED);
+	usleep(20000);
+	kill(pid, SIGCONT);
+	usleep(20000);
+	if (usr1) {
+		kill(pid, SIGUSR1);
+		usleep(20000);
+	}
+}
+
+/* Play every rank until pid exits; its exit status, or -1. */
+static int pump_until_exit(FIXTURE_DATA(g) *self, pid_t pid)
+{
+	int i, st;
+
+	for (i = 0; i < 500; i++) {
+		pump(self, 20);
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+/*
+ * A blocking GROUP_RELEASE stopped and continued, and interrupted by an
+ * SA_RESTART handler, restarts transparently: the same operation, no
+ * second one, its own result.
+ */
+TEST_F(g, blocking_group_release_restarts)
+{
+	struct gpusleep_group_result res;
+	struct blocked *b = blocked_new();
+	pid_t pid;
+	int k;
+
+	ASSERT_NE(NULL, b);
+	b->grp = self->grp;
+	self->sc[2].hold = GPUSLEEP_EV_DRAIN;
+	pid = blocked_spawn(b, blk_group_release, NULL);
+	ASSERT_LE(0, pid);
+	pump(self, 200);
+	ASSERT_TRUE(self->has_held[2]);
+	for (k = 0; k < 3; k++) {
+		stop_cont(pid, 1);
+		pump(self, 10);
+	}
+	ASSERT_EQ(0, release_held(self, 2));
+	ASSERT_EQ(0, pump_until_exit(self, pid));
+	EXPECT_EQ(0, b->ret[0]);
+	EXPECT_EQ(NOR, b->rank[0]);
+	ASSERT_EQ(0, gwait(self->grp, 0, 1000, &res, NULL, 0));
+	EXPECT_EQ(b->id[0], res.op_id);
+	EXPECT_EQ(0, res.error);
+	EXPECT_EQ(3, count_of(self, -1, GPUSLEEP_EV_DRAIN));
+	munmap(b, sizeof(*b));
+}
+
+/* GROUP_WAIT's timeout is absolute: stop signals neither end nor extend it. */
+TEST_F(g, group_wait_timeout_absolute)
+{
+	struct gpusleep_group_op o;
+	struct blocked *b = blocked_new();
+	pid_t pid;
+	int st, k;
+
+	ASSERT_NE(NULL, b);
+	self->sc[2].hold = GPUSLEEP_EV_DRAIN;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	pump(self, 50);
+	b->grp = self->grp;
+	b->started = o.op_id;
+	b->wait_ms = 1000;
+	pid = blocked_spawn(b, blk_group_wait, NULL);
+	ASSERT_LE(0, pid);
+	for (k = 0; k < 200 && waitpid(pid, &st, WNOHANG) != pid; k++)
+		stop_cont(pid, k & 1);
+	EXPECT_EQ(-ETIMEDOUT, b->ret[1]);
+	EXPECT_GE(b->ns[1], 1000000000ULL);
+	ASSERT_EQ(0, release_held(self, 2));
+	ASSERT_EQ(0, drive(self, o.op_id, NULL, NULL));
+	munmap(b, sizeof(*b));
+}
+
+/*
+ * Two threads blocked on one fd, the process stopped: each restart finds
+ * its own call (restart records are per blocked task, not per fd). Rank
+ * rank holds its DRAIN while the threads block; both must end with the
+ * same operation's success, and no second operation may start.
+ */
+static void two_blocked(struct __test_metadata *_metadata,
+			FIXTURE_DATA(g) *self, struct blocked *b,
+			void *(*fn0)(void *), void *(*fn1)(void *), int rank)
+{
+	pid_t pid;
+	int k;
+
+	self->sc[rank].hold = GPUSLEEP_EV_DRAIN;
+	pid = blocked_spawn(b, fn0, fn1);
+	ASSERT_LE(0, pid);
+	pump(self, 200);
+	ASSERT_TRUE(self->has_held[rank]);
+	/* The fixture's group is new: thread 0's operation is its first. */
+	b->started = 1;
+	usleep(100000);
+	for (k = 0; k < 3; k++)
+		stop_cont(pid, 0);
+	ASSERT_EQ(0, release_held(self, rank));
+	ASSERT_EQ(0, pump_until_exit(self, pid));
+	EXPECT_EQ(0, b->ret[0]);
+	EXPECT_EQ(0, b->ret[1]);
+	EXPECT_EQ(b->id[0], b->id[1]);
+	EXPECT_EQ(1, count_of(self, rank, GPUSLEEP_EV_DRAIN));
+}
+
+TEST_F(g, restart_per_task_group_fd)
+{
+	struct blocked *b = blocked_new();
+
+	ASSERT_NE(NULL, b);
+	b->grp = self->grp;
+	two_blocked(_metadata, self, b, blk_group_release, blk_group_wait, 2);
+	munmap(b, sizeof(*b));
+}
+
+TEST_F(g, restart_per_task_domain_fd)
+{
+	struct blocked *b = blocked_new();
+
+	ASSERT_NE(NULL, b);
+	b->fd = gs_attach(self->dev, self->id[0], GPUSLEEP_ROLE_CONTROLLER);
+	ASSERT_LE(0, b->fd);
+	two_blocked(_metadata, self, b, blk_release, blk_wait, 0);
+	close(b->fd);
+	munmap(b, sizeof(*b));
+}
+
+/*
+ * A blocked GROUP_RELEASE keeps its own result however many group
+ * operations finish before it runs again.
+ */
+TEST_F(g, blocked_caller_keeps_own_result)
+{
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	struct blocked *b = blocked_new();
+	pid_t pid;
+	int st, k;
+
+	ASSERT_NE(NULL, b);
+	b->grp = self->grp;
+	self->sc[2].hold = GPUSLEEP_EV_DRAIN;
+	self->sc[0].fail = GPUSLEEP_EV_PAUSE_TAG;
+	self->sc[0].status = -EIO;
+	pid = blocked_spawn(b, blk_group_release, NULL);
+	ASSERT_LE(0, pid);
+	pump(self, 200);
+	ASSERT_TRUE(self->has_held[2]);
+	kill(pid, SIGSTOP);
+	ASSERT_EQ(pid, waitpid(pid, &st, WUNTRACED));
+	ASSERT_EQ(0, release_held(self, 2));
+	ASSERT_EQ(0, drive(self, 0, &res, NULL));
+	EXPECT_EQ(-EIO, res.error);
+	self->sc[0].fail = 0;
+	for (k = 0; k < 5; k++) {
+		ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB,
+				 0, &o));
+		ASSERT_EQ(0, drive(self, o.op_id, NULL, NULL));
+		ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RESUME, 0, NB,
+				 0, &o));
+		ASSERT_EQ(0, drive(self, o.op_id, NULL, NULL));
+	}
+	kill(pid, SIGCONT);
+	ASSERT_EQ(0, pump_until_exit(self, pid));
+	EXPECT_EQ(-EREMOTEIO, b->ret[0]);
+	EXPECT_EQ(0, b->rank[0]);
+	EXPECT_EQ(GPUSLEEP_R_AGENT_FAILED, b->reason[0]);
+	munmap(b, sizeof(*b));
 }
 
 /* A rank's engine dies while the others are held: all cancelled. */
