@@ -37,7 +37,9 @@
  * The sysfs device of a domain lives from creation to the engine fd's close.
  * A group (kref: one per group fd) holds one kref on each member domain; domain->group
  * points back, set and cleared under domain->lock, and is cleared on every
- * member before the group's work is cancelled and the group freed.
+ * member before the group's work is cancelled and the group freed. A group
+ * whose last fd closes mid-operation lives on (holding the module) until
+ * that operation and its rollback end, then frees itself from its work.
  */
 #ifndef _GPUSLEEP_INTERNAL_H
 #define _GPUSLEEP_INTERNAL_H
@@ -97,6 +99,7 @@ struct gs_op {
 	bool paused_sched;	/* release: this op's DRAIN paused scheduling */
 	bool hold;		/* release of a group's rank: stop drained */
 	bool held;		/* drained, waiting for the group's go */
+	bool stop;		/* its group failed: no new unmap step */
 	u64 bytes[GPUSLEEP_MAX_TAGS];
 	u64 freed[GPUSLEEP_MAX_TAGS];	/* measured to come free, per tag */
 	u32 shortfall_tags;
@@ -426,6 +429,7 @@ void gs_op_timeout_work(struct work_struct *work);	/* takes the lock */
 void gs_op_hold(struct gs_domain *d);
 void gs_op_group_go(struct gs_domain *d, u64 op_id);
 bool gs_op_group_cancel(struct gs_domain *d, u64 op_id);
+void gs_op_group_stop(struct gs_domain *d, u64 op_id);
 void gs_fill_state(struct gs_domain *d, struct gpusleep_state *st);
 /* The errno a failed or refused RELEASE/RESUME returns for a reason. */
 int gs_reason_errno(u32 reason);
@@ -451,6 +455,7 @@ void gs_announce(struct gs_domain *d, const struct gs_change *c);
 struct gs_group;
 long gs_group_create(const struct gs_uarg *ua);
 long gs_group_open(const struct gs_uarg *ua);
+int gs_groups_init(void);
 /* A member's state changed (domain->lock held): look again, later. */
 void gs_group_kick(struct gs_group *g);
 /* Copy the group's name (fixed for its life) into buf. */

@@ -78,6 +78,11 @@ struct gs_group {
 	const struct cred *cred;	/* the creator's */
 	struct mutex lock;	/* everything below */
 	bool dying;
+	/*
+	 * The last fd closed while an operation ran: the group lives on,
+	 * holding the module, until that operation (and its rollback) ends.
+	 */
+	bool abandoned;
 	unsigned int nr;
 	struct gs_member m[GPUSLEEP_GROUP_MAX_RANKS];
 
@@ -104,6 +109,7 @@ struct gs_group {
 	wait_queue_head_t wq;	/* an operation finished */
 	struct work_struct work;	/* a rank changed */
 	struct delayed_work deadline_work;
+	struct work_struct free_work;	/* abandoned: its operation ended */
 };
 
 /* private_data of a group fd. */
@@ -114,6 +120,12 @@ struct gs_gfile {
 	struct gs_restarts rs;	/* under g->lock */
 };
 
+/*
+ * Every group work runs here: module exit destroys it, so no work of an
+ * abandoned group outlives the module.
+ */
+static struct workqueue_struct *gs_group_wq;
+
 /* Live groups, for unique names. Nothing is taken while it is held. */
 static DEFINE_MUTEX(gs_groups_lock);
 static LIST_HEAD(gs_groups);
@@ -123,7 +135,7 @@ static const struct file_operations gs_group_fops;
 
 void gs_group_kick(struct gs_group *g)
 {
-	queue_work(system_wq, &g->work);
+	queue_work(gs_group_wq, &g->work);
 }
 
 void gs_group_name(const struct gs_group *g, char *buf, size_t size)
@@ -278,6 +290,8 @@ static void gs_group_finish(struct gs_group *g)
 	if (g->efd)
 		eventfd_signal(g->efd);
 	wake_up_all(&g->wq);
+	if (g->abandoned)
+		queue_work(gs_group_wq, &g->free_work);
 }
 
 /*
@@ -297,9 +311,15 @@ static void gs_group_rollback(struct gs_group *g)
 		struct gs_domain *d = m->d;
 
 		if (m->st == GS_M_RUNNING) {
+			/*
+			 * Draining or held: called off. Unmapping: no new
+			 * step; the one read ends within its timeout.
+			 */
 			mutex_lock(&d->lock);
 			if (gs_op_group_cancel(d, m->out.op_id))
 				m->out.flags |= GPUSLEEP_GRF_CANCELLED;
+			else
+				gs_op_group_stop(d, m->out.op_id);
 			mutex_unlock(&d->lock);
 			gs_member_sync(m);
 		}
@@ -362,6 +382,9 @@ static void gs_group_step(struct gs_group *g)
 				all_held = false;
 		}
 	}
+	/* Its controller is gone: nobody wants it any more, roll back. */
+	if (g->abandoned && g->phase != GS_GP_RESUME)
+		gs_group_fail(g, 0, GPUSLEEP_R_CANCELLED, 0);
 	/* Past the deadline: the first rank still at work is the late one. */
 	if (late && (g->phase != GS_GP_DRAIN || !all_held)) {
 		for (i = 0; i < g->nr; i++) {
@@ -427,7 +450,7 @@ static void gs_group_deadline_work(struct work_struct *work)
 	/* A jiffies timer may fire a little early: never fail early. */
 	if (g->phase != GS_GP_IDLE && g->deadline &&
 	    ktime_before(ktime_get(), g->deadline))
-		mod_delayed_work(system_wq, &g->deadline_work,
+		mod_delayed_work(gs_group_wq, &g->deadline_work,
 				 gs_jiffies_until(g->deadline));
 	else
 		gs_group_step(g);
@@ -664,7 +687,7 @@ static long gs_group_start(struct gs_group *g, u32 kind,
 	g->phase = kind == GPUSLEEP_OP_RELEASE ? GS_GP_DRAIN : GS_GP_RESUME;
 	if (req->timeout_ms) {
 		g->deadline = ktime_add_ms(g->start, req->timeout_ms);
-		mod_delayed_work(system_wq, &g->deadline_work,
+		mod_delayed_work(gs_group_wq, &g->deadline_work,
 				 gs_jiffies_until(g->deadline));
 	}
 	req->op_id = g->op_id;
@@ -1004,16 +1027,11 @@ static void gs_group_unlist(struct gs_group *g)
 	ida_free(&gs_group_ids, g->id);
 }
 
-/*
- * The last group fd is gone: ranks held for the group are cancelled,
- * ranks unmapping finish on their own, every domain leaves the group.
- */
-static void gs_group_destroy(struct kref *kref)
+/* The group's operation is over and no fd is left: free it. */
+static void gs_group_teardown(struct gs_group *g)
 {
-	struct gs_group *g = container_of(kref, struct gs_group, kref);
 	unsigned int i;
 
-	gs_group_unlist(g);
 	mutex_lock(&g->lock);
 	g->dying = true;
 	for (i = 0; i < g->nr; i++) {
@@ -1022,8 +1040,6 @@ static void gs_group_destroy(struct kref *kref)
 		struct gs_change c = { .efd = 0 };
 
 		mutex_lock(&d->lock);
-		if (g->phase == GS_GP_DRAIN && m->st == GS_M_RUNNING)
-			gs_op_group_cancel(d, m->out.op_id);
 		list_del_init(&m->w.node);
 		d->group = NULL;
 		c.from = d->state;
@@ -1041,6 +1057,39 @@ static void gs_group_destroy(struct kref *kref)
 	put_cred(g->cred);
 	mutex_destroy(&g->lock);
 	kfree(g);
+}
+
+static void gs_group_free_work(struct work_struct *work)
+{
+	struct gs_group *g = container_of(work, struct gs_group, free_work);
+
+	gs_group_teardown(g);
+	/* gs_groups_exit() destroys the queue: it waits for this return. */
+	module_put(THIS_MODULE);
+}
+
+/*
+ * The last group fd is gone (closed, or its process died). Between
+ * operations the group ends now. During one, all or nothing still holds:
+ * a release fails and rolls back as for any failure (a rank unmapping
+ * finishes its step, then is resumed), a resume runs to its end; the
+ * group ends after that, on its own.
+ */
+static void gs_group_destroy(struct kref *kref)
+{
+	struct gs_group *g = container_of(kref, struct gs_group, kref);
+
+	gs_group_unlist(g);
+	mutex_lock(&g->lock);
+	if (g->phase != GS_GP_IDLE) {
+		g->abandoned = true;
+		__module_get(THIS_MODULE);
+		gs_group_step(g);	/* its end queues free_work */
+		mutex_unlock(&g->lock);
+		return;
+	}
+	mutex_unlock(&g->lock);
+	gs_group_teardown(g);
 }
 
 static void gs_group_put(struct gs_group *g)
@@ -1263,6 +1312,7 @@ long gs_group_create(const struct gs_uarg *ua)
 	init_waitqueue_head(&g->wq);
 	INIT_WORK(&g->work, gs_group_work);
 	INIT_DELAYED_WORK(&g->deadline_work, gs_group_deadline_work);
+	INIT_WORK(&g->free_work, gs_group_free_work);
 
 	ret = gs_group_list(g);
 	if (ret) {
@@ -1275,9 +1325,19 @@ long gs_group_create(const struct gs_uarg *ua)
 	return gs_group_hand_out(ua, &req, g);
 }
 
+int gs_groups_init(void)
+{
+	gs_group_wq = alloc_workqueue("gpusleep_group", 0, 0);
+	return gs_group_wq ? 0 : -ENOMEM;
+}
+
 void gs_groups_exit(void)
 {
-	/* Every group fd held the module: none is left. */
+	/*
+	 * Every group fd held the module, and every abandoned group holds
+	 * it until its last work: none is left but a work's return.
+	 */
+	destroy_workqueue(gs_group_wq);
 	WARN_ON(!list_empty(&gs_groups));
 	ida_destroy(&gs_group_ids);
 }

@@ -898,7 +898,7 @@ TEST_F(g, restart_per_task_domain_fd)
  * A blocked GROUP_RELEASE keeps its own result however many group
  * operations finish before it runs again.
  */
-TEST_F(g, blocked_caller_keeps_own_result)
+TEST_F_TIMEOUT(g, blocked_caller_keeps_own_result, 120)
 {
 	struct gpusleep_group_result res;
 	struct gpusleep_group_op o;
@@ -935,6 +935,116 @@ TEST_F(g, blocked_caller_keeps_own_result)
 	EXPECT_EQ(0, b->rank[0]);
 	EXPECT_EQ(GPUSLEEP_R_AGENT_FAILED, b->reason[0]);
 	munmap(b, sizeof(*b));
+}
+
+/*
+ * Rank 0 reads its RESET_CACHES, holds it hold_ms, answers it, then holds
+ * its first PAUSE_TAG (weights): the other ranks have released all.
+ */
+static void rank0_unmapping(struct __test_metadata *_metadata,
+			    FIXTURE_DATA(g) *self, int hold_ms)
+{
+	self->sc[0].hold = GPUSLEEP_EV_RESET_CACHES;
+	pump(self, 100);
+	ASSERT_TRUE(self->has_held[0]);
+	usleep(hold_ms * 1000);
+	ASSERT_EQ(0, release_held(self, 0));
+	self->sc[0].hold = GPUSLEEP_EV_PAUSE_TAG;
+	pump(self, 100);
+	ASSERT_TRUE(self->has_held[0]);
+	ASSERT_EQ(GPUSLEEP_EV_PAUSE_TAG, self->held[0].type);
+}
+
+/* Play every rank until rank has read a RESUME_TAG (the rollback). */
+static int pump_until_resume(FIXTURE_DATA(g) *self, int rank)
+{
+	int i;
+
+	for (i = 0; i < 500; i++) {
+		if (count_of(self, rank, GPUSLEEP_EV_RESUME_TAG))
+			return 0;
+		pump(self, 10);
+	}
+	return -ETIMEDOUT;
+}
+
+/*
+ * Once the group failed (its deadline passed while rank 0 unmaps), rank 0
+ * gets no new unmap step: its PAUSE_TAG in progress ends, and it is
+ * rolled back with the others.
+ */
+TEST_F(g, no_unmap_step_after_group_failed)
+{
+	struct gpusleep_group_rank rk[MAXR];
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	int i;
+
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, ALL, NB,
+			 1000, &o));
+	/* Its PAUSE_TAG starts 400 ms in: it times out 400 ms after. */
+	rank0_unmapping(_metadata, self, 400);
+	/* The deadline passes: the group fails, the others roll back. */
+	ASSERT_EQ(0, pump_until_resume(self, 1));
+	ASSERT_EQ(0, release_held(self, 0));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, rk));
+	EXPECT_EQ(-ETIMEDOUT, res.error);
+	EXPECT_EQ(GPUSLEEP_R_AGENT_TIMEOUT, res.reason);
+	EXPECT_EQ(0, res.rank);
+	EXPECT_EQ(1, count_of(self, 0, GPUSLEEP_EV_PAUSE_TAG));
+	pump(self, 50);
+	for (i = 0; i < 3; i++) {
+		EXPECT_EQ(0, rk[i].released);
+		expect_awake(_metadata, self, i);
+	}
+}
+
+/*
+ * The group's last fd closes while rank 0 unmaps and the others have
+ * released: the kernel rolls every rank back itself.
+ */
+TEST_F(g, group_closed_while_unmapping)
+{
+	struct gpusleep_group_op o;
+	int i;
+
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, ALL, NB, 0,
+			 &o));
+	rank0_unmapping(_metadata, self, 0);
+	close(self->grp);
+	self->grp = -1;
+	ASSERT_EQ(0, pump_until_resume(self, 1));
+	ASSERT_EQ(0, release_held(self, 0));
+	pump(self, 200);
+	EXPECT_EQ(1, count_of(self, 0, GPUSLEEP_EV_PAUSE_TAG));
+	for (i = 0; i < 3; i++)
+		expect_awake(_metadata, self, i);
+}
+
+/*
+ * The group's last fd closes during a rollback (rank 1 failed, rank 0
+ * still unmapping): the rollback goes on to its end.
+ */
+TEST_F(g, group_closed_during_rollback)
+{
+	struct gpusleep_group_op o;
+	int i;
+
+	self->sc[1].hold = GPUSLEEP_EV_PAUSE_TAG;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, ALL, NB, 0,
+			 &o));
+	rank0_unmapping(_metadata, self, 0);
+	ASSERT_TRUE(self->has_held[1]);
+	self->has_held[1] = 0;
+	ASSERT_EQ(0, gs_answer(self->agent[1], &self->held[1], -EIO, 0));
+	ASSERT_EQ(0, pump_until_resume(self, 2));
+	close(self->grp);
+	self->grp = -1;
+	ASSERT_EQ(0, release_held(self, 0));
+	pump(self, 200);
+	EXPECT_EQ(1, count_of(self, 0, GPUSLEEP_EV_PAUSE_TAG));
+	for (i = 0; i < 3; i++)
+		expect_awake(_metadata, self, i);
 }
 
 /* A rank's engine dies while the others are held: all cancelled. */
