@@ -118,6 +118,12 @@ struct gs_gfile {
 	kuid_t uid;		/* charged one GS_UC_FDS */
 	u64 seen_done;		/* newest result this fd fetched (poll) */
 	struct gs_restarts rs;	/* under g->lock */
+	/*
+	 * Ranks added through this fd (bit i: rank i), under g->lock: its
+	 * holder proved with an engine or controller fd that it may control
+	 * them, as a domain fd proves it (a grant).
+	 */
+	u64 added;
 };
 
 /*
@@ -655,6 +661,34 @@ static int gs_group_waiter_add(struct gs_group *g, u64 id,
 	return 0;
 }
 
+/*
+ * May the caller control every rank? By the domains' own rules: a rank
+ * added through this fd (with a domain fd, a grant), or the caller's euid
+ * in the creator's user and pid namespaces (gs_may_control()), or
+ * CAP_SYS_ADMIN. Checked at every operation: ranks join after an open.
+ * -EPERM naming the first rank it may not control in req.
+ */
+static int gs_group_check_control(struct gs_gfile *gf,
+				  struct gpusleep_group_op *req)
+{
+	struct gs_group *g = gf->g;
+	const struct cred *cred = current_cred();
+	unsigned int i;
+
+	lockdep_assert_held(&g->lock);
+	for (i = 0; i < g->nr; i++) {
+		if ((gf->added & BIT_ULL(i)) ||
+		    gs_may_control(g->m[i].d, cred))
+			continue;
+		if (capable(CAP_SYS_ADMIN))
+			return 0;
+		req->rank = i;
+		req->domain = g->m[i].d->id;
+		return -EPERM;
+	}
+	return 0;
+}
+
 /* Start a group operation (group->lock held): 0 or the refusal. */
 static long gs_group_start(struct gs_group *g, u32 kind,
 			   struct gpusleep_group_op *req)
@@ -727,7 +761,9 @@ static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 		req.rank = GPUSLEEP_GROUP_NO_RANK;
 		req.domain = 0;
 		req.bad_tags = 0;
-		ret = gs_group_start(g, kind, &req);
+		ret = gs_group_check_control(gf, &req);
+		if (!ret)
+			ret = gs_group_start(g, kind, &req);
 		/* Registered under the same lock: no result can slip by. */
 		if (!ret && block)
 			ret = gs_group_waiter_add(g, req.op_id, &w);
@@ -849,8 +885,9 @@ out_free:
 	return ret;
 }
 
-static long gs_group_ioc_add(struct gs_group *g, const struct gs_uarg *ua)
+static long gs_group_ioc_add(struct gs_gfile *gf, const struct gs_uarg *ua)
 {
+	struct gs_group *g = gf->g;
 	struct gpusleep_group_add a;
 	struct gs_domain *d;
 	long ret;
@@ -894,6 +931,7 @@ static long gs_group_ioc_add(struct gs_group *g, const struct gs_uarg *ua)
 		INIT_LIST_HEAD(&g->m[g->nr].w.node);
 		g->m[g->nr].d = d;
 		g->m[g->nr].out.domain = d->id;
+		gf->added |= BIT_ULL(g->nr);
 		g->nr++;
 	}
 	mutex_unlock(&g->lock);
@@ -995,7 +1033,7 @@ static long gs_group_ioctl(struct file *file, unsigned int cmd,
 		return ret;
 	switch (gs_group_cmds[i].cmd) {
 	case GPUSLEEP_IOC_GROUP_ADD:
-		return gs_group_ioc_add(g, &ua);
+		return gs_group_ioc_add(gf, &ua);
 	case GPUSLEEP_IOC_GROUP_RELEASE:
 	case GPUSLEEP_IOC_GROUP_RESUME:
 		return gs_group_ioc_op(gf, gs_group_cmds[i].cmd, &ua);
@@ -1164,6 +1202,18 @@ err_uncharge:
 	return ret;
 }
 
+/*
+ * Group names are scoped to their owner: the creator's euid in the
+ * creator's user namespace. Nobody can take a name in another owner's
+ * scope, and a lookup finds only a group of the caller's own.
+ */
+static bool gs_group_named(const struct gs_group *g, const char *name,
+			   const struct cred *cred)
+{
+	return uid_eq(g->cred->euid, cred->euid) &&
+	       g->cred->user_ns == cred->user_ns && !strcmp(g->name, name);
+}
+
 /* List g under its name: 0, -EEXIST, -ENOMEM. */
 static int gs_group_list(struct gs_group *g)
 {
@@ -1172,7 +1222,7 @@ static int gs_group_list(struct gs_group *g)
 
 	mutex_lock(&gs_groups_lock);
 	list_for_each_entry(o, &gs_groups, node) {
-		if (!strcmp(o->name, g->name)) {
+		if (gs_group_named(o, g->name, g->cred)) {
 			mutex_unlock(&gs_groups_lock);
 			return -EEXIST;
 		}
@@ -1187,14 +1237,14 @@ static int gs_group_list(struct gs_group *g)
 	return id < 0 ? id : 0;
 }
 
-/* The live group named name, referenced, or NULL. */
+/* The caller's live group named name, referenced, or NULL. */
 static struct gs_group *gs_group_find(const char *name)
 {
 	struct gs_group *g, *found = NULL;
 
 	mutex_lock(&gs_groups_lock);
 	list_for_each_entry(g, &gs_groups, node) {
-		if (!strcmp(g->name, name)) {
+		if (gs_group_named(g, name, current_cred())) {
 			/* One being destroyed is as good as gone. */
 			if (kref_get_unless_zero(&g->kref))
 				found = g;
@@ -1206,9 +1256,10 @@ static struct gs_group *gs_group_find(const char *name)
 }
 
 /*
- * May the caller open g? CAP_SYS_ADMIN may; anyone else must be able to
- * control every rank (gs_may_control()) and, for an empty group, be its
- * creator's euid in its user namespace.
+ * May the caller open g (one of its own scope: its creator's euid and
+ * user namespace)? CAP_SYS_ADMIN may; anyone else must be able to control
+ * every rank now (gs_may_control()). Every operation checks again
+ * (gs_group_check_control()), for the ranks added later.
  */
 static bool gs_group_may_open(struct gs_group *g)
 {

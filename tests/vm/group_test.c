@@ -7,7 +7,9 @@
  * the middle. One test per failure: a rank refusing, timing out, its
  * engine or its agent killed, a rank in two groups, a rank destroyed.
  */
+#define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -1353,12 +1355,12 @@ TEST_F(g, open_by_name)
 	int st, g2;
 
 	EXPECT_EQ(-ENOENT, opengroup(self->dev, "no-such-group"));
-	/* Another euid may not control the ranks. */
+	/* Another euid does not even find it: names are per owner. */
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0)
 		_exit(seteuid(65534) ? 2 :
-		      opengroup(self->dev, self->name) == -EPERM ? 0 : 1);
+		      opengroup(self->dev, self->name) == -ENOENT ? 0 : 1);
 	ASSERT_EQ(pid, waitpid(pid, &st, 0));
 	EXPECT_EQ(0, WEXITSTATUS(st));
 
@@ -1438,6 +1440,186 @@ TEST_F(g, invalid)
 	EXPECT_EQ(-ENOTTY, gs_err(ioctl(self->grp, GPUSLEEP_IOC_RELEASE, &o)));
 	pump(self, 20);
 	expect_awake(_metadata, self, 0);
+}
+
+/* Shared between the processes of the access tests. */
+struct access_run {
+	volatile int step;
+	int open_ret, op_ret, drained, id_a, id_b;
+};
+
+static void wait_step(struct access_run *a, int step)
+{
+	int i;
+
+	for (i = 0; i < 20000 && a->step < step; i++)
+		usleep(1000);
+}
+
+/* Drop to uid (every uid: no capability left). */
+static int become(uid_t uid)
+{
+	return setresuid(uid, uid, uid);
+}
+
+/*
+ * Control of a group is checked at every operation, against every rank:
+ * the owner's euid in another pid namespace opens the owner's empty group
+ * (it may: it controls no rank yet), the owner adds a rank, and that
+ * opener's release is refused: it may not control that rank.
+ */
+TEST_F(g, control_checked_at_every_op)
+{
+	struct access_run *a = mmap(NULL, sizeof(*a), PROT_READ | PROT_WRITE,
+				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	char name[40];
+	pid_t owner, other;
+	int st;
+
+	ASSERT_NE(MAP_FAILED, a);
+	memset(a, 0, sizeof(*a));
+	a->open_ret = a->op_ret = 1;
+	snprintf(name, sizeof(name), "own-%d", getpid());
+	owner = fork();
+	ASSERT_LE(0, owner);
+	if (owner == 0) {
+		struct gpusleep_event ev;
+		int grp, e, ag;
+		uint32_t id;
+
+		if (become(1000))
+			_exit(2);
+		grp = mkgroup(self->dev, name);
+		a->step = 1;
+		wait_step(a, 2);
+		e = gs_create(self->dev, "own-rank", CAPS, &id);
+		ag = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
+		if (grp < 0 || e < 0 || ag < 0 || addrank(grp, e, NULL))
+			_exit(3);
+		a->step = 3;
+		wait_step(a, 4);
+		a->drained = !gs_next(e, &ev, 100) &&
+			     ev.type == GPUSLEEP_EV_DRAIN;
+		_exit(0);
+	}
+	other = fork();
+	ASSERT_LE(0, other);
+	if (other == 0) {
+		struct gpusleep_group_op o;
+		pid_t in;
+		int gf;
+
+		if (unshare(CLONE_NEWPID))
+			_exit(4);
+		in = fork();
+		if (in) {
+			waitpid(in, &st, 0);
+			_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 5);
+		}
+		if (become(1000))
+			_exit(2);
+		wait_step(a, 1);
+		gf = opengroup(self->dev, name);
+		a->open_ret = gf < 0 ? gf : 0;
+		a->step = 2;
+		wait_step(a, 3);
+		if (gf >= 0)
+			a->op_ret = gop(gf, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0,
+					&o);
+		a->step = 4;
+		_exit(0);
+	}
+	ASSERT_EQ(other, waitpid(other, &st, 0));
+	if (WEXITSTATUS(st) == 4) {
+		a->step = 4;
+		waitpid(owner, &st, 0);
+		SKIP(return, "no pid namespaces here");
+	}
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	ASSERT_EQ(owner, waitpid(owner, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	EXPECT_EQ(0, a->open_ret);
+	EXPECT_EQ(-EPERM, a->op_ret);
+	EXPECT_EQ(0, a->drained);
+	munmap(a, sizeof(*a));
+}
+
+static int mkgroup_id(int dev, const char *name, int *id)
+{
+	struct gpusleep_group_create c;
+	int r;
+
+	memset(&c, 0, sizeof(c));
+	snprintf(c.name, sizeof(c.name), "%s", name);
+	r = gs_err(ioctl(dev, GPUSLEEP_IOC_CREATE_GROUP, &c));
+	*id = c.id;
+	return r;
+}
+
+static int opengroup_id(int dev, const char *name, int *id)
+{
+	struct gpusleep_group_create c;
+	int r;
+
+	memset(&c, 0, sizeof(c));
+	snprintf(c.name, sizeof(c.name), "%s", name);
+	r = gs_err(ioctl(dev, GPUSLEEP_IOC_OPEN_GROUP, &c));
+	*id = c.id;
+	return r;
+}
+
+/*
+ * Group names belong to their owner (euid, user namespace): another user
+ * holding a name squats nothing, and opening by name, even privileged,
+ * finds only the caller's own group.
+ */
+TEST_F(g, group_names_scoped_to_owner)
+{
+	struct access_run *a = mmap(NULL, sizeof(*a), PROT_READ | PROT_WRITE,
+				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	char name[40];
+	pid_t pid;
+	int st, mine, fd, id;
+
+	ASSERT_NE(MAP_FAILED, a);
+	memset(a, 0, sizeof(*a));
+	snprintf(name, sizeof(name), "sq-%d", getpid());
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int gf, g2;
+
+		if (become(1000))
+			_exit(2);
+		gf = mkgroup_id(self->dev, name, &a->id_a);
+		a->step = 1;
+		wait_step(a, 2);
+		/* Its own name still opens its own group. */
+		g2 = opengroup_id(self->dev, name, &a->id_b);
+		_exit(gf >= 0 && g2 >= 0 ? 0 : 1);
+	}
+	wait_step(a, 1);
+	mine = mkgroup_id(self->dev, name, &id);
+	ASSERT_LE(0, mine);
+	EXPECT_NE(a->id_a, id);
+	fd = opengroup_id(self->dev, name, &st);
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(id, st);
+	close(fd);
+	a->step = 2;
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	EXPECT_EQ(a->id_a, a->id_b);
+	/* A third user finds neither. */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(become(1001) ? 2 :
+		      opengroup(self->dev, name) == -ENOENT ? 0 : 1);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	close(mine);
+	munmap(a, sizeof(*a));
 }
 
 TEST_HARNESS_MAIN
