@@ -1544,29 +1544,24 @@ TEST_F(g, control_checked_at_every_op)
 	munmap(a, sizeof(*a));
 }
 
-static int mkgroup_id(int dev, const char *name, int *id)
+/* CREATE_GROUP or OPEN_GROUP (cmd) of name: the fd, and the group's id. */
+static int group_by_name(int dev, unsigned long cmd, const char *name,
+			 int *id)
 {
 	struct gpusleep_group_create c;
 	int r;
 
 	memset(&c, 0, sizeof(c));
 	snprintf(c.name, sizeof(c.name), "%s", name);
-	r = gs_err(ioctl(dev, GPUSLEEP_IOC_CREATE_GROUP, &c));
+	r = gs_err(ioctl(dev, cmd, &c));
 	*id = c.id;
 	return r;
 }
 
-static int opengroup_id(int dev, const char *name, int *id)
-{
-	struct gpusleep_group_create c;
-	int r;
-
-	memset(&c, 0, sizeof(c));
-	snprintf(c.name, sizeof(c.name), "%s", name);
-	r = gs_err(ioctl(dev, GPUSLEEP_IOC_OPEN_GROUP, &c));
-	*id = c.id;
-	return r;
-}
+#define mkgroup_id(dev, name, id) \
+	group_by_name(dev, GPUSLEEP_IOC_CREATE_GROUP, name, id)
+#define opengroup_id(dev, name, id) \
+	group_by_name(dev, GPUSLEEP_IOC_OPEN_GROUP, name, id)
 
 /*
  * Group names belong to their owner (euid, user namespace): another user
