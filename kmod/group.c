@@ -27,6 +27,7 @@
 #include <linux/jiffies.h>
 #include <linux/list.h>
 #include <linux/lockdep.h>
+#include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/poll.h>
 #include <linux/sched/signal.h>
