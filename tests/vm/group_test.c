@@ -746,6 +746,10 @@ static pid_t blocked_spawn(struct blocked *b, void *(*fn0)(void *),
 	pthread_create(&t[0], NULL, fn0, b);
 	if (fn1)
 		pthread_create(&t[1], NULL, fn1, b);
+	/* SIGUSR1 goes to a blocked thread, not to this one. */
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &sa.sa_mask, NULL);
 	pthread_join(t[0], NULL);
 	if (fn1)
 		pthread_join(t[1], NULL);
