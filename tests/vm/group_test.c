@@ -595,8 +595,8 @@ TEST_F(g, deadlines_never_early)
 		ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB,
 				 ms, &o));
 		ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+		/* Any rank may be late under load: each step times out. */
 		EXPECT_EQ(-ETIMEDOUT, res.error);
-		EXPECT_EQ(0, res.rank);
 		EXPECT_GE(res.duration_ns, ms * 1000000ULL);
 		self->sc[0].hold = 0;
 		/* One domain's step timeout: its DRAIN is never answered. */
