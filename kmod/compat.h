@@ -41,7 +41,8 @@
  * - sysfs_emit(): new in 5.10.
  * - anon_inode_getfile(), get_unused_fd_flags(), fd_install(), misc_register(),
  *   eventfd_ctx_fdget()/_put(), delayed work (mod_delayed_work,
- *   cancel_delayed_work_sync), idr_alloc_cyclic(), kernfs_notify(),
+ *   cancel_delayed_work_sync), wait_event_interruptible_hrtimeout(),
+ *   idr_alloc_cyclic(), kernfs_notify(),
  *   genl_has_listeners(), netlink_capable(), nla_put_u64_64bit(),
  *   module_param_cb(): unchanged from 5.10 to 7.3.
  */

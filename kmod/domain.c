@@ -27,7 +27,6 @@
 #include "gpusleep.h"
 
 static const struct file_operations gs_domain_fops;
-static void gs_restart_forget(struct gs_file *gf);
 
 static void gs_domain_free(struct kref *kref)
 {
@@ -149,7 +148,7 @@ int gs_domain_open_fd(struct gs_domain *d, u32 role, bool granted)
 	gf->d = d;
 	gf->role = role;
 	gf->uid = current_euid();
-	INIT_LIST_HEAD(&gf->rs.w.node);
+	gs_restarts_init(&gf->rs, &d->lock);
 
 	fd = gs_fault() ? -EMFILE : get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {
@@ -279,7 +278,7 @@ static int gs_domain_release(struct inode *inode, struct file *file)
 	if (gf->role == GPUSLEEP_ROLE_ENGINE)
 		gs_domain_kill(d);
 	mutex_lock(&d->lock);
-	gs_restart_forget(gf);
+	gs_restarts_clear(&gf->rs);
 	gs_efd_drop_owner(d, gf);
 	if (gf->role == GPUSLEEP_ROLE_AGENT && d->agent == gf)
 		gs_op_agent_gone(d);
@@ -377,68 +376,92 @@ static void gs_seen(struct gs_file *gf, u64 id)
 		WRITE_ONCE(gf->seen_done, id);
 }
 
-/* Drop the file's remembered interrupted call, if any. */
-static void gs_restart_forget(struct gs_file *gf)
+void gs_restarts_init(struct gs_restarts *rs, struct mutex *lock)
 {
-	struct gs_restart *rs = &gf->rs;
+	rs->lock = lock;
+	INIT_LIST_HEAD(&rs->list);
+	rs->nr = 0;
+}
 
-	lockdep_assert_held(&gf->d->lock);
-	if (!rs->pid)
-		return;
-	list_del_init(&rs->w.node);
-	put_pid(rs->pid);
-	rs->pid = NULL;
+static void gs_restart_free(struct gs_restarts *rs, struct gs_restart *r)
+{
+	list_del(&r->node);
+	list_del_init(&r->w.node);
+	put_pid(r->pid);
+	kfree(r);
+	rs->nr--;
+}
+
+void gs_restarts_clear(struct gs_restarts *rs)
+{
+	struct gs_restart *r, *tmp;
+
+	lockdep_assert_held(rs->lock);
+	list_for_each_entry_safe(r, tmp, &rs->list, node)
+		gs_restart_free(rs, r);
+}
+
+/* Move waiter src, and its place on its list, to dst. */
+static void gs_waiter_move(struct gs_waiter *dst, struct gs_waiter *src)
+{
+	*dst = *src;
+	INIT_LIST_HEAD(&dst->node);
+	if (!src->done)
+		list_replace_init(&src->node, &dst->node);
+}
+
+bool gs_restart_take(struct gs_restarts *rs, unsigned int cmd, u64 asked,
+		     struct gs_waiter *w, ktime_t *deadline)
+{
+	struct gs_restart *r;
+
+	lockdep_assert_held(rs->lock);
+	list_for_each_entry(r, &rs->list, node) {
+		if (r->pid != task_pid(current) || r->cmd != cmd ||
+		    r->asked != asked)
+			continue;
+		gs_waiter_move(w, &r->w);
+		if (deadline)
+			*deadline = r->deadline;
+		gs_restart_free(rs, r);
+		return true;
+	}
+	return false;
 }
 
 /*
- * A restart of this thread's interrupted cmd asking for op id asked: take
- * its waiter (and deadline) over into w. False if it is not one.
+ * Keep an interrupted wait for its restart. A thread blocks in one call
+ * at a time: its older record, and those of threads that are gone, are
+ * dropped; past GS_RESTARTS_MAX the oldest goes. -ENOMEM: not kept.
  */
-static bool gs_restart_take(struct gs_file *gf, unsigned int cmd, u64 asked,
-			    struct gs_waiter *w, ktime_t *deadline)
+static int gs_restart_keep(struct gs_restarts *rs, unsigned int cmd,
+			   u64 asked, struct gs_waiter *w, ktime_t deadline)
 {
-	struct gs_restart *rs = &gf->rs;
+	struct gs_restart *r, *tmp;
 
-	lockdep_assert_held(&gf->d->lock);
-	if (!rs->pid || rs->pid != task_pid(current) || rs->cmd != cmd ||
-	    rs->asked != asked)
-		return false;
-	w->op_id = rs->w.op_id;
-	w->done = rs->w.done;
-	w->res = rs->w.res;
-	if (!w->done)
-		list_replace_init(&rs->w.node, &w->node);
-	if (deadline)
-		*deadline = rs->deadline;
-	put_pid(rs->pid);
-	rs->pid = NULL;
-	return true;
+	lockdep_assert_held(rs->lock);
+	list_for_each_entry_safe(r, tmp, &rs->list, node) {
+		if (r->pid == task_pid(current) ||
+		    !pid_has_task(r->pid, PIDTYPE_PID))
+			gs_restart_free(rs, r);
+	}
+	if (rs->nr >= GS_RESTARTS_MAX)
+		gs_restart_free(rs, list_first_entry(&rs->list,
+						     struct gs_restart, node));
+	r = gs_kzalloc(sizeof(*r), GFP_KERNEL);
+	if (!r)
+		return -ENOMEM;
+	r->pid = get_pid(task_pid(current));
+	r->cmd = cmd;
+	r->asked = asked;
+	r->deadline = deadline;
+	gs_waiter_move(&r->w, w);
+	list_add_tail(&r->node, &rs->list);
+	rs->nr++;
+	return 0;
 }
 
-/* Keep an interrupted wait for its restart (replacing an older one). */
-static void gs_restart_keep(struct gs_file *gf, unsigned int cmd, u64 asked,
-			    struct gs_waiter *w, ktime_t deadline)
-{
-	struct gs_restart *rs = &gf->rs;
-
-	lockdep_assert_held(&gf->d->lock);
-	gs_restart_forget(gf);
-	rs->pid = get_pid(task_pid(current));
-	rs->cmd = cmd;
-	rs->asked = asked;
-	rs->deadline = deadline;
-	rs->w.op_id = w->op_id;
-	rs->w.done = w->done;
-	rs->w.res = w->res;
-	if (!w->done)
-		list_replace_init(&w->node, &rs->w.node);
-}
-
-/*
- * Make w wait for operation id: at once from the history if it finished,
- * else on d->waiters. -ENOENT if finished too long ago to be remembered.
- */
-static int gs_waiter_add(struct gs_domain *d, u64 id, struct gs_waiter *w)
+int gs_waiter_add(struct gs_domain *d, u64 id, struct gs_waiter *w)
 {
 	lockdep_assert_held(&d->lock);
 	w->op_id = id;
@@ -454,43 +477,27 @@ static int gs_waiter_add(struct gs_domain *d, u64 id, struct gs_waiter *w)
 	return 0;
 }
 
-/*
- * Wait for w's operation until deadline (0: none). 0 when done,
- * -ETIMEDOUT, or -ERESTARTSYS with w kept in gf->rs for the restart.
- */
-static int gs_waiter_wait(struct gs_file *gf, unsigned int cmd, u64 asked,
-			  struct gs_waiter *w, ktime_t deadline)
+int gs_waiter_wait(struct gs_restarts *rs, wait_queue_head_t *wq,
+		   unsigned int cmd, u64 asked, struct gs_waiter *w,
+		   ktime_t deadline)
 {
-	struct gs_domain *d = gf->d;
-	long left = 1;
-	int ret = 0;
-	s64 ms;
+	int ret;
 
-	if (deadline) {
-		ms = ktime_ms_delta(deadline, ktime_get());
-		left = ms > 0 ? wait_event_interruptible_timeout(d->op_wq,
-						READ_ONCE(w->done),
-						msecs_to_jiffies(ms)) : 0;
-		if (left > 0)
-			left = 0;
-		else if (!left)
-			ret = -ETIMEDOUT;
-		else
-			ret = left;
-	} else {
-		ret = wait_event_interruptible(d->op_wq, READ_ONCE(w->done));
-	}
+	ret = gs_wait_until(*wq, READ_ONCE(w->done), deadline);
 
-	mutex_lock(&d->lock);
+	mutex_lock(rs->lock);
 	if (w->done) {
 		ret = 0;	/* finished meanwhile: the result wins */
 	} else if (ret == -ETIMEDOUT) {
 		list_del_init(&w->node);
+	} else if (gs_restart_keep(rs, cmd, asked, w, deadline)) {
+		/* Not kept: the operation goes on, this call ends. */
+		list_del_init(&w->node);
+		ret = -EINTR;
 	} else {
-		gs_restart_keep(gf, cmd, asked, w, deadline);
 		ret = -ERESTARTSYS;
 	}
-	mutex_unlock(&d->lock);
+	mutex_unlock(rs->lock);
 	return ret;
 }
 
@@ -511,7 +518,7 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd,
 
 	mutex_lock(&d->lock);
 	restart = req.op_id && !(req.flags & GPUSLEEP_OPF_NONBLOCK) &&
-		  gs_restart_take(gf, cmd, req.op_id, &w, NULL);
+		  gs_restart_take(&gf->rs, cmd, req.op_id, &w, NULL);
 	if (restart)
 		ret = 0;
 	else if (d->dead)
@@ -536,7 +543,8 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd,
 		return ret;
 
 	if (!w.done) {
-		ret = gs_waiter_wait(gf, cmd, req.op_id, &w, 0);
+		ret = gs_waiter_wait(&gf->rs, &d->op_wq, cmd, req.op_id, &w,
+				     0);
 		if (ret)
 			return ret;
 	}
@@ -572,7 +580,8 @@ static long gs_ioc_wait(struct gs_file *gf, const struct gs_uarg *ua)
 		return -EINVAL;
 
 	mutex_lock(&d->lock);
-	if (gs_restart_take(gf, GPUSLEEP_IOC_WAIT, wt.op_id, &w, &deadline)) {
+	if (gs_restart_take(&gf->rs, GPUSLEEP_IOC_WAIT, wt.op_id, &w,
+			    &deadline)) {
 		ret = 0;
 	} else {
 		id = wt.op_id ? wt.op_id : d->next_op_id - 1;
@@ -587,8 +596,8 @@ static long gs_ioc_wait(struct gs_file *gf, const struct gs_uarg *ua)
 		return ret;
 
 	if (!w.done) {
-		ret = gs_waiter_wait(gf, GPUSLEEP_IOC_WAIT, wt.op_id, &w,
-				     deadline);
+		ret = gs_waiter_wait(&gf->rs, &d->op_wq, GPUSLEEP_IOC_WAIT,
+				     wt.op_id, &w, deadline);
 		if (ret)
 			return ret;
 	}

@@ -37,13 +37,17 @@
  * The sysfs device of a domain lives from creation to the engine fd's close.
  * A group (kref: one per group fd) holds one kref on each member domain; domain->group
  * points back, set and cleared under domain->lock, and is cleared on every
- * member before the group's work is cancelled and the group freed.
+ * member before the group's work is cancelled and the group freed. A group
+ * whose last fd closes mid-operation lives on (holding the module) until
+ * that operation and its rollback end, then frees itself from its work.
  */
 #ifndef _GPUSLEEP_INTERNAL_H
 #define _GPUSLEEP_INTERNAL_H
 
 #include <linux/types.h>
 #include <linux/bitops.h>
+#include <linux/jiffies.h>
+#include <linux/kernel.h>
 #include <linux/kref.h>
 #include <linux/mutex.h>
 #include <linux/wait.h>
@@ -95,6 +99,7 @@ struct gs_op {
 	bool paused_sched;	/* release: this op's DRAIN paused scheduling */
 	bool hold;		/* release of a group's rank: stop drained */
 	bool held;		/* drained, waiting for the group's go */
+	bool stop;		/* its group failed: no new unmap step */
 	u64 bytes[GPUSLEEP_MAX_TAGS];
 	u64 freed[GPUSLEEP_MAX_TAGS];	/* measured to come free, per tag */
 	u32 shortfall_tags;
@@ -197,6 +202,7 @@ struct gs_domain {
 	struct delayed_work timeout_work;
 	u64 timer_op;		/* the step the timer is armed for */
 	u32 timer_step;
+	ktime_t timer_deadline;	/* when that step times out (ktime) */
 
 	struct device *dev;	/* sysfs; NULL when sysfs is unavailable */
 	struct kernfs_node *kn_state;	/* sysfs_notify targets (sysfs.c) */
@@ -206,32 +212,47 @@ struct gs_domain {
 };
 
 /*
- * A blocking call waiting for an operation's result. On d->waiters (under
- * domain->lock) while the operation runs; announce.c fills res, sets done
- * and unlinks it (list_del_init) when the operation finishes, so every
- * waiter gets its own operation's result however many operations finish
- * after it. node is always initialised: empty when on no list.
+ * A blocking call waiting for an operation's result: a domain's (on
+ * d->waiters, under domain->lock; announce.c delivers res) or a group's
+ * (on the group's waiters, under its lock; group.c delivers gres). The
+ * deliverer fills the result, sets done and unlinks it (list_del_init),
+ * so every waiter gets its own operation's result however many
+ * operations finish after it. node is always initialised: empty when on
+ * no list.
  */
 struct gs_waiter {
 	struct list_head node;
 	u64 op_id;
 	bool done;
-	struct gpusleep_result res;
+	union {
+		struct gpusleep_result res;
+		struct gpusleep_group_result gres;
+	};
 };
 
 /*
- * A blocking RELEASE/RESUME/WAIT interrupted by a signal, kept so that its
- * restart (after a stop signal or an SA_RESTART handler) goes on waiting
- * for the same operation, to the same deadline. One per file; under
- * domain->lock. pid is NULL when unused.
+ * A blocking call interrupted by a signal, kept so that its restart
+ * (after a stop signal or an SA_RESTART handler) goes on waiting for the
+ * same operation, to the same deadline: one per blocked thread and fd.
  */
 struct gs_restart {
+	struct list_head node;	/* on its file's gs_restarts */
 	struct pid *pid;	/* the interrupted thread (referenced) */
 	unsigned int cmd;
 	u64 asked;		/* the op id the caller passed */
-	ktime_t deadline;	/* WAIT with a timeout; else 0 */
-	struct gs_waiter w;	/* on d->waiters unless w.done */
+	ktime_t deadline;	/* a wait with a timeout; else 0 */
+	struct gs_waiter w;	/* on its waiters list unless w.done */
 };
+
+/* A file's interrupted calls, under *lock (its domain's or group's). */
+struct gs_restarts {
+	struct mutex *lock;	/* the domain's or the group's lock */
+	struct list_head list;
+	unsigned int nr;
+};
+
+/* Interrupted calls kept per file, at most (the oldest goes first). */
+#define GS_RESTARTS_MAX	64
 
 /* private_data of every domain fd. */
 struct gs_file {
@@ -242,7 +263,7 @@ struct gs_file {
 	 * and for its eventfd registrations (GS_UC_EVENTFDS).
 	 */
 	kuid_t uid;
-	struct gs_restart rs;
+	struct gs_restarts rs;	/* under d->lock */
 	/*
 	 * Controller: the newest finished operation whose result this fd
 	 * fetched (WAIT, a blocking RELEASE/RESUME, GET_STATE's last);
@@ -301,6 +322,34 @@ bool gs_may_control(const struct gs_domain *d, const struct cred *cred);
 /* The engine is gone: unlist the domain, fail what waits (idempotent). */
 void gs_domain_kill(struct gs_domain *d);
 
+/*
+ * Blocking calls (domain.c), for domain and group fds alike. The lock of
+ * rs is held by the callers marked so.
+ */
+void gs_restarts_init(struct gs_restarts *rs, struct mutex *lock);
+/* Drop every kept call (the file is closing); lock held. */
+void gs_restarts_clear(struct gs_restarts *rs);
+/*
+ * A restart of this thread's interrupted cmd asking for op id asked: take
+ * its waiter (and deadline) over into w; lock held. False if none.
+ */
+bool gs_restart_take(struct gs_restarts *rs, unsigned int cmd, u64 asked,
+		     struct gs_waiter *w, ktime_t *deadline);
+/*
+ * Wait on wq for w until deadline (0: none); lock not held. 0 when done,
+ * -ETIMEDOUT (w unlinked), -ERESTARTSYS with w kept in rs for the
+ * restart, or -EINTR (w unlinked) when it cannot be kept.
+ */
+int gs_waiter_wait(struct gs_restarts *rs, wait_queue_head_t *wq,
+		   unsigned int cmd, u64 asked, struct gs_waiter *w,
+		   ktime_t deadline);
+/*
+ * Make w wait for d's operation id: at once from the history if it
+ * finished, else on d->waiters; domain->lock held. -ENOENT if finished
+ * too long ago to be remembered.
+ */
+int gs_waiter_add(struct gs_domain *d, u64 id, struct gs_waiter *w);
+
 /* tags.c */
 /* The declaration of req (its default if none): 0 or -EINVAL. */
 int gs_tags_declare(struct gs_tagset *ts, const struct gpusleep_create *req);
@@ -315,6 +364,42 @@ const char *gs_tag_kind_name(u32 kind);
 
 /* The domain of fd, an engine or controller fd, referenced; or ERR_PTR. */
 struct gs_domain *gs_domain_from_fd(int fd);
+
+/*
+ * Deadlines are ktime (CLOCK_MONOTONIC), and none ends early. A jiffies
+ * timer may fire up to a tick before the time asked for, measured in
+ * ktime: a timer work armed with gs_jiffies_until() compares ktime with
+ * its deadline when it runs and, early, arms itself again for the rest.
+ */
+static inline unsigned long gs_jiffies_until(ktime_t deadline)
+{
+	s64 ns = ktime_to_ns(ktime_sub(deadline, ktime_get()));
+
+	/* Rounded up, plus the tick already under way. */
+	return ns > 0 ? DIV_ROUND_UP_ULL(ns, TICK_NSEC) + 1 : 0;
+}
+
+/* What is left until deadline (0: none, KTIME_MAX), never negative. */
+static inline ktime_t gs_time_left(ktime_t deadline)
+{
+	ktime_t left;
+
+	if (!deadline)
+		return KTIME_MAX;
+	left = ktime_sub(deadline, ktime_get());
+	return left > 0 ? left : 0;
+}
+
+/*
+ * Wait interruptibly for cond until deadline (ktime; 0: no deadline):
+ * 0 once cond holds, -ETIMEDOUT at the deadline, or -ERESTARTSYS. The
+ * timeout is an hrtimer: it never fires before the deadline.
+ */
+#define gs_wait_until(wq, cond, deadline) ({				\
+	long __r = wait_event_interruptible_hrtimeout(wq, cond,		\
+						gs_time_left(deadline)); \
+	__r == -ETIME ? -ETIMEDOUT : __r;				\
+})
 
 /* The index of a one-bit tag in the per-tag arrays (its bit number). */
 static inline u32 gs_tag_index(u32 tag)
@@ -344,6 +429,7 @@ void gs_op_timeout_work(struct work_struct *work);	/* takes the lock */
 void gs_op_hold(struct gs_domain *d);
 void gs_op_group_go(struct gs_domain *d, u64 op_id);
 bool gs_op_group_cancel(struct gs_domain *d, u64 op_id);
+void gs_op_group_stop(struct gs_domain *d, u64 op_id);
 void gs_fill_state(struct gs_domain *d, struct gpusleep_state *st);
 /* The errno a failed or refused RELEASE/RESUME returns for a reason. */
 int gs_reason_errno(u32 reason);
@@ -369,6 +455,7 @@ void gs_announce(struct gs_domain *d, const struct gs_change *c);
 struct gs_group;
 long gs_group_create(const struct gs_uarg *ua);
 long gs_group_open(const struct gs_uarg *ua);
+int gs_groups_init(void);
 /* A member's state changed (domain->lock held): look again, later. */
 void gs_group_kick(struct gs_group *g);
 /* Copy the group's name (fixed for its life) into buf. */

@@ -27,6 +27,7 @@
 #include <linux/jiffies.h>
 #include <linux/list.h>
 #include <linux/lockdep.h>
+#include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/poll.h>
 #include <linux/sched/signal.h>
@@ -61,6 +62,8 @@ struct gs_member {
 	u32 tags;		/* the tags its release resolved to */
 	bool held;		/* drained, waiting for the go */
 	bool no_agent;		/* held with no agent to unmap */
+	/* On d->waiters for its running operation (or rollback): its result. */
+	struct gs_waiter w;
 	struct gpusleep_group_rank out;
 };
 
@@ -76,6 +79,11 @@ struct gs_group {
 	const struct cred *cred;	/* the creator's */
 	struct mutex lock;	/* everything below */
 	bool dying;
+	/*
+	 * The last fd closed while an operation ran: the group lives on,
+	 * holding the module, until that operation (and its rollback) ends.
+	 */
+	bool abandoned;
 	unsigned int nr;
 	struct gs_member m[GPUSLEEP_GROUP_MAX_RANKS];
 
@@ -98,9 +106,11 @@ struct gs_group {
 	struct gpusleep_group_rank ranks[GPUSLEEP_GROUP_MAX_RANKS]; /* newest */
 	struct eventfd_ctx *efd;
 
+	struct list_head waiters;	/* struct gs_waiter of blocked calls */
 	wait_queue_head_t wq;	/* an operation finished */
 	struct work_struct work;	/* a rank changed */
 	struct delayed_work deadline_work;
+	struct work_struct free_work;	/* abandoned: its operation ended */
 };
 
 /* private_data of a group fd. */
@@ -108,7 +118,20 @@ struct gs_gfile {
 	struct gs_group *g;
 	kuid_t uid;		/* charged one GS_UC_FDS */
 	u64 seen_done;		/* newest result this fd fetched (poll) */
+	struct gs_restarts rs;	/* under g->lock */
+	/*
+	 * Ranks added through this fd (bit i: rank i), under g->lock: its
+	 * holder proved with an engine or controller fd that it may control
+	 * them, as a domain fd proves it (a grant).
+	 */
+	u64 added;
 };
+
+/*
+ * Every group work runs here: module exit destroys it, so no work of an
+ * abandoned group outlives the module.
+ */
+static struct workqueue_struct *gs_group_wq;
 
 /* Live groups, for unique names. Nothing is taken while it is held. */
 static DEFINE_MUTEX(gs_groups_lock);
@@ -119,7 +142,7 @@ static const struct file_operations gs_group_fops;
 
 void gs_group_kick(struct gs_group *g)
 {
-	queue_work(system_wq, &g->work);
+	queue_work(gs_group_wq, &g->work);
 }
 
 void gs_group_name(const struct gs_group *g, char *buf, size_t size)
@@ -144,30 +167,51 @@ static void gs_group_fail(struct gs_group *g, unsigned int i, u32 reason,
 	g->fail_error = error ? error : gs_reason_errno(reason);
 }
 
+/*
+ * Follow rank m's operation id (its release or resume, or the rollback's
+ * resume): its result is delivered to m->w, however many operations the
+ * rank runs after it. domain->lock held.
+ */
+static void gs_member_follow(struct gs_member *m, u64 id)
+{
+	lockdep_assert_held(&m->d->lock);
+	list_del_init(&m->w.node);
+	if (gs_waiter_add(m->d, id, &m->w)) {
+		/* It has just started: in flight, or the newest result. */
+		memset(&m->w.res, 0, sizeof(m->w.res));
+		m->w.res.op_id = id;
+		m->w.res.reason = GPUSLEEP_R_BUSY;
+		m->w.res.error = gs_reason_errno(GPUSLEEP_R_BUSY);
+		m->w.done = true;
+	}
+}
+
+/* Stop following rank m's operation (the group lets it go). */
+static void gs_member_unfollow(struct gs_member *m)
+{
+	mutex_lock(&m->d->lock);
+	list_del_init(&m->w.node);
+	mutex_unlock(&m->d->lock);
+}
+
 /* Follow rank m's operation (or its rollback) to its end. */
 static void gs_member_sync(struct gs_member *m)
 {
 	struct gs_domain *d = m->d;
 	struct gpusleep_result res;
 	bool rb = m->st == GS_M_RB_RUNNING;
-	u64 id;
 
 	if (m->st != GS_M_RUNNING && !rb)
 		return;
-	id = rb ? m->out.rollback_op_id : m->out.op_id;
 	mutex_lock(&d->lock);
-	if (d->op_active && d->op.id == id) {
-		m->held = d->op.held;
+	if (!m->w.done) {
+		m->held = d->op_active && d->op.id == m->w.op_id &&
+			  d->op.held;
 		m->no_agent = m->held && !d->agent;
 		mutex_unlock(&d->lock);
 		return;
 	}
-	if (gs_op_result(d, id, &res)) {
-		/* Overtaken by too many others to be remembered. */
-		memset(&res, 0, sizeof(res));
-		res.reason = GPUSLEEP_R_BUSY;
-		res.error = gs_reason_errno(res.reason);
-	}
+	res = m->w.res;
 	m->out.released = d->released;
 	mutex_unlock(&d->lock);
 
@@ -209,6 +253,7 @@ static void gs_group_finish(struct gs_group *g)
 {
 	struct gpusleep_group_result *res = &g->hist[g->op_id % GS_GROUP_HIST];
 	bool failed = g->fail_rank != GPUSLEEP_GROUP_NO_RANK;
+	struct gs_waiter *w, *tmp;
 	unsigned int i;
 
 	lockdep_assert_held(&g->lock);
@@ -241,9 +286,19 @@ static void gs_group_finish(struct gs_group *g)
 	g->phase = GS_GP_IDLE;
 	cancel_delayed_work(&g->deadline_work);
 	WRITE_ONCE(g->last_done_id, g->op_id);
+	/* Every blocked call of this operation gets its own copy. */
+	list_for_each_entry_safe(w, tmp, &g->waiters, node) {
+		if (w->op_id != res->op_id)
+			continue;
+		w->gres = *res;
+		w->done = true;
+		list_del_init(&w->node);
+	}
 	if (g->efd)
 		eventfd_signal(g->efd);
 	wake_up_all(&g->wq);
+	if (g->abandoned)
+		queue_work(gs_group_wq, &g->free_work);
 }
 
 /*
@@ -263,9 +318,15 @@ static void gs_group_rollback(struct gs_group *g)
 		struct gs_domain *d = m->d;
 
 		if (m->st == GS_M_RUNNING) {
+			/*
+			 * Draining or held: called off. Unmapping: no new
+			 * step; the one read ends within its timeout.
+			 */
 			mutex_lock(&d->lock);
 			if (gs_op_group_cancel(d, m->out.op_id))
 				m->out.flags |= GPUSLEEP_GRF_CANCELLED;
+			else
+				gs_op_group_stop(d, m->out.op_id);
 			mutex_unlock(&d->lock);
 			gs_member_sync(m);
 		}
@@ -280,6 +341,8 @@ static void gs_group_rollback(struct gs_group *g)
 				ret = -ENOENT;
 			else
 				ret = gs_op_resume(d, &req);
+			if (!ret)
+				gs_member_follow(m, req.op_id);
 			mutex_unlock(&d->lock);
 			if (!ret) {
 				m->out.rollback_op_id = req.op_id;
@@ -326,6 +389,9 @@ static void gs_group_step(struct gs_group *g)
 				all_held = false;
 		}
 	}
+	/* Its controller is gone: nobody wants it any more, roll back. */
+	if (g->abandoned && g->phase != GS_GP_RESUME)
+		gs_group_fail(g, 0, GPUSLEEP_R_CANCELLED, 0);
 	/* Past the deadline: the first rank still at work is the late one. */
 	if (late && (g->phase != GS_GP_DRAIN || !all_held)) {
 		for (i = 0; i < g->nr; i++) {
@@ -388,7 +454,13 @@ static void gs_group_deadline_work(struct work_struct *work)
 					  struct gs_group, deadline_work);
 
 	mutex_lock(&g->lock);
-	gs_group_step(g);
+	/* A jiffies timer may fire a little early: never fail early. */
+	if (g->phase != GS_GP_IDLE && g->deadline &&
+	    ktime_before(ktime_get(), g->deadline))
+		mod_delayed_work(gs_group_wq, &g->deadline_work,
+				 gs_jiffies_until(g->deadline));
+	else
+		gs_group_step(g);
 	mutex_unlock(&g->lock);
 }
 
@@ -411,6 +483,7 @@ static void gs_group_reset_members(struct gs_group *g)
 	for (i = 0; i < g->nr; i++) {
 		struct gs_member *m = &g->m[i];
 
+		gs_member_unfollow(m);
 		memset(&m->out, 0, sizeof(m->out));
 		m->out.domain = m->d->id;
 		m->st = GS_M_IDLE;
@@ -447,8 +520,10 @@ static int gs_group_start_release(struct gs_group *g,
 		} else {
 			ret = gs_op_release(d, &op);
 			reason = op.reason;
-			if (!ret)
+			if (!ret) {
 				gs_op_hold(d);
+				gs_member_follow(m, op.op_id);
+			}
 		}
 		mutex_unlock(&d->lock);
 		if (ret)
@@ -527,6 +602,8 @@ static int gs_group_start_resume(struct gs_group *g,
 			ret = gs_reason_errno(op.reason);
 		} else {
 			ret = gs_op_resume(d, &op);
+			if (!ret)
+				gs_member_follow(m, op.op_id);
 		}
 		mutex_unlock(&d->lock);
 		if (ret) {
@@ -560,23 +637,111 @@ static void gs_group_seen(struct gs_gfile *gf, u64 id)
 		WRITE_ONCE(gf->seen_done, id);
 }
 
-static bool gs_group_done(struct gs_group *g, u64 id)
+/*
+ * Make w wait for group operation id: at once from the history if it
+ * finished, else on g->waiters. -ENOENT if finished too long ago.
+ */
+static int gs_group_waiter_add(struct gs_group *g, u64 id,
+			       struct gs_waiter *w)
 {
-	return READ_ONCE(g->last_done_id) >= id;
+	const struct gpusleep_group_result *r;
+
+	lockdep_assert_held(&g->lock);
+	w->op_id = id;
+	w->done = false;
+	if (id <= g->last_done_id) {
+		r = gs_group_result(g, id);
+		if (!r)
+			return -ENOENT;
+		w->gres = *r;
+		w->done = true;
+		return 0;
+	}
+	/* Group operations finish in id order: this one is in flight. */
+	list_add_tail(&w->node, &g->waiters);
+	return 0;
+}
+
+/*
+ * May the caller control every rank? By the domains' own rules: a rank
+ * added through this fd (with a domain fd, a grant), or the caller's euid
+ * in the creator's user and pid namespaces (gs_may_control()), or
+ * CAP_SYS_ADMIN. Checked at every operation: ranks join after an open.
+ * -EPERM naming the first rank it may not control in req.
+ */
+static int gs_group_check_control(struct gs_gfile *gf,
+				  struct gpusleep_group_op *req)
+{
+	struct gs_group *g = gf->g;
+	const struct cred *cred = current_cred();
+	unsigned int i;
+
+	lockdep_assert_held(&g->lock);
+	for (i = 0; i < g->nr; i++) {
+		if ((gf->added & BIT_ULL(i)) ||
+		    gs_may_control(g->m[i].d, cred))
+			continue;
+		if (capable(CAP_SYS_ADMIN))
+			return 0;
+		req->rank = i;
+		req->domain = g->m[i].d->id;
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* Start a group operation (group->lock held): 0 or the refusal. */
+static long gs_group_start(struct gs_group *g, u32 kind,
+			   struct gpusleep_group_op *req)
+{
+	/* Before any rank starts: no rank's step ends before the deadline. */
+	ktime_t start = ktime_get();
+	long ret;
+
+	lockdep_assert_held(&g->lock);
+	if (!g->nr)
+		return -ENOENT;
+	if (g->phase != GS_GP_IDLE)
+		return -EBUSY;
+	gs_group_reset_members(g);
+	g->fail_rank = GPUSLEEP_GROUP_NO_RANK;
+	g->fail_reason = GPUSLEEP_R_NONE;
+	g->fail_error = 0;
+	if (kind == GPUSLEEP_OP_RELEASE)
+		ret = gs_group_start_release(g, req);
+	else
+		ret = gs_group_start_resume(g, req);
+	if (ret)
+		return ret;
+	g->op_id = ++g->last_id;
+	g->kind = kind;
+	g->tags = req->tags;
+	g->timeout_ms = req->timeout_ms;
+	g->start = start;
+	g->deadline = 0;
+	g->phase = kind == GPUSLEEP_OP_RELEASE ? GS_GP_DRAIN : GS_GP_RESUME;
+	if (req->timeout_ms) {
+		g->deadline = ktime_add_ms(g->start, req->timeout_ms);
+		mod_delayed_work(gs_group_wq, &g->deadline_work,
+				 gs_jiffies_until(g->deadline));
+	}
+	req->op_id = g->op_id;
+	gs_group_step(g);
+	return 0;
 }
 
 static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 			    const struct gs_uarg *ua)
 {
 	struct gs_group *g = gf->g;
-	const struct gpusleep_group_result *res;
+	struct gs_waiter w = { .node = LIST_HEAD_INIT(w.node) };
 	struct gpusleep_group_op req;
 	u32 kind = cmd == GPUSLEEP_IOC_GROUP_RELEASE ? GPUSLEEP_OP_RELEASE :
 						       GPUSLEEP_OP_RESUME;
 	u32 mask = kind == GPUSLEEP_OP_RELEASE ? GPUSLEEP_OPF_RELEASE_MASK :
 						 GPUSLEEP_OPF_RESUME_MASK;
+	bool block, restart;
 	long ret;
-	u64 id;
 
 	ret = gs_uarg_in(ua, &req, sizeof(req));
 	if (ret)
@@ -585,69 +750,55 @@ static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 	if ((req.flags & ~mask) || req.pad ||
 	    !gs_zero(req.reserved, sizeof(req.reserved)))
 		return -EINVAL;
-	req.op_id = 0;
-	req.reason = GPUSLEEP_R_NONE;
-	req.rank = GPUSLEEP_GROUP_NO_RANK;
-	req.domain = 0;
-	req.bad_tags = 0;
+	block = !(req.flags & GPUSLEEP_OPF_NONBLOCK);
 
 	mutex_lock(&g->lock);
-	if (!g->nr) {
-		ret = -ENOENT;
-	} else if (g->phase != GS_GP_IDLE) {
-		ret = -EBUSY;
-	} else {
-		gs_group_reset_members(g);
-		g->fail_rank = GPUSLEEP_GROUP_NO_RANK;
-		g->fail_reason = GPUSLEEP_R_NONE;
-		g->fail_error = 0;
-		if (kind == GPUSLEEP_OP_RELEASE)
-			ret = gs_group_start_release(g, &req);
-		else
-			ret = gs_group_start_resume(g, &req);
+	/* The restart of an interrupted blocking call waits for its op. */
+	restart = block && req.op_id &&
+		  gs_restart_take(&gf->rs, cmd, req.op_id, &w, NULL);
+	if (!restart) {
+		req.op_id = 0;
+		req.reason = GPUSLEEP_R_NONE;
+		req.rank = GPUSLEEP_GROUP_NO_RANK;
+		req.domain = 0;
+		req.bad_tags = 0;
+		ret = gs_group_check_control(gf, &req);
+		if (!ret)
+			ret = gs_group_start(g, kind, &req);
+		/* Registered under the same lock: no result can slip by. */
+		if (!ret && block)
+			ret = gs_group_waiter_add(g, req.op_id, &w);
 	}
-	if (!ret) {
-		g->op_id = ++g->last_id;
-		g->kind = kind;
-		g->tags = req.tags;
-		g->timeout_ms = req.timeout_ms;
-		g->start = ktime_get();
-		g->deadline = 0;
-		g->phase = kind == GPUSLEEP_OP_RELEASE ? GS_GP_DRAIN :
-							 GS_GP_RESUME;
-		if (req.timeout_ms) {
-			g->deadline = ktime_add_ms(g->start, req.timeout_ms);
-			mod_delayed_work(system_wq, &g->deadline_work,
-					 msecs_to_jiffies(req.timeout_ms) + 1);
-		}
-		req.op_id = g->op_id;
-		gs_group_step(g);
-	}
-	id = req.op_id;
 	mutex_unlock(&g->lock);
 
 	/* Tell the caller the id (or who refused) before waiting. */
-	if (gs_uarg_out(ua, &req, sizeof(req)))
-		return -EFAULT;
-	if (ret || (req.flags & GPUSLEEP_OPF_NONBLOCK))
+	if (!restart && gs_uarg_out(ua, &req, sizeof(req))) {
+		ret = -EFAULT;
+		goto out_unwait;
+	}
+	if (ret || !block)
 		return ret;
 
-	if (wait_event_interruptible(g->wq, gs_group_done(g, id)))
-		return -EINTR;
-	mutex_lock(&g->lock);
-	res = gs_group_result(g, id);
-	if (res) {
-		req.reason = res->reason;
-		req.rank = res->rank;
-		req.domain = res->domain;
-		ret = res->reason ? gs_reason_errno(res->reason) : 0;
-		gs_group_seen(gf, id);
-	} else {
-		ret = -ENOENT;
+	if (!w.done) {
+		ret = gs_waiter_wait(&gf->rs, &g->wq, cmd, req.op_id, &w, 0);
+		if (ret)
+			return ret;
 	}
-	mutex_unlock(&g->lock);
+	req.op_id = w.op_id;
+	req.reason = w.gres.reason;
+	req.rank = w.gres.rank;
+	req.domain = w.gres.domain;
 	if (gs_uarg_out(ua, &req, sizeof(req)))
 		return -EFAULT;
+	mutex_lock(&g->lock);
+	gs_group_seen(gf, w.op_id);
+	mutex_unlock(&g->lock);
+	return w.gres.reason ? gs_reason_errno(w.gres.reason) : 0;
+
+out_unwait:
+	mutex_lock(&g->lock);
+	list_del_init(&w.node);
+	mutex_unlock(&g->lock);
 	return ret;
 }
 
@@ -672,12 +823,12 @@ static int gs_group_ranks_out(u64 uaddr, u32 size,
 static long gs_group_ioc_wait(struct gs_gfile *gf, const struct gs_uarg *ua)
 {
 	struct gs_group *g = gf->g;
-	const struct gpusleep_group_result *res;
+	struct gs_waiter w = { .node = LIST_HEAD_INIT(w.node) };
 	struct gpusleep_group_rank *ranks = NULL;
 	struct gpusleep_group_wait wt;
+	ktime_t deadline = 0;
 	unsigned int n = 0;
-	unsigned long j;
-	long ret, left;
+	long ret;
 	u64 id;
 
 	ret = gs_uarg_in(ua, &wt, sizeof(wt));
@@ -687,61 +838,57 @@ static long gs_group_ioc_wait(struct gs_gfile *gf, const struct gs_uarg *ua)
 	    (wt.ranks && wt.nr_ranks &&
 	     wt.rank_size < GPUSLEEP_GROUP_RANK_SIZE_VER0))
 		return -EINVAL;
-
-	mutex_lock(&g->lock);
-	id = wt.op_id ? wt.op_id : g->last_id;
-	ret = (!id || id > g->last_id) ? -ENOENT : 0;
-	mutex_unlock(&g->lock);
-	if (ret)
-		return ret;
-
-	if (wt.timeout_ms) {
-		j = msecs_to_jiffies(wt.timeout_ms);
-		left = wait_event_interruptible_timeout(g->wq,
-							gs_group_done(g, id), j);
-		if (!left)
-			return -ETIMEDOUT;
-	} else {
-		left = wait_event_interruptible(g->wq, gs_group_done(g, id));
-	}
-	if (left < 0)
-		return -EINTR;
-
 	if (wt.ranks && wt.nr_ranks) {
 		ranks = gs_kzalloc(sizeof(*ranks) * GPUSLEEP_GROUP_MAX_RANKS,
 				   GFP_KERNEL);
 		if (!ranks)
 			return -ENOMEM;
 	}
+
 	mutex_lock(&g->lock);
-	res = gs_group_result(g, id);
-	if (res) {
-		wt.op_id = id;
-		wt.result = *res;
-		/* The breakdown is kept for the newest operation only. */
-		if (ranks && id == g->last_done_id) {
-			n = min_t(unsigned int, wt.nr_ranks, res->nr_ranks);
-			memcpy(ranks, g->ranks, sizeof(*ranks) * n);
-		}
-		gs_group_seen(gf, id);
-	} else {
-		ret = -ENOENT;
+	/* A restart goes on to the first call's absolute deadline. */
+	if (!gs_restart_take(&gf->rs, GPUSLEEP_IOC_GROUP_WAIT, wt.op_id, &w,
+			     &deadline)) {
+		id = wt.op_id ? wt.op_id : g->last_id;
+		ret = (!id || id > g->last_id) ? -ENOENT : 0;
+		if (!ret)
+			ret = gs_group_waiter_add(g, id, &w);
+		if (!ret && wt.timeout_ms)
+			deadline = ktime_add_ms(ktime_get(), wt.timeout_ms);
 	}
 	mutex_unlock(&g->lock);
-	if (!ret && n)
-		ret = gs_group_ranks_out(wt.ranks, wt.rank_size, ranks, n);
-	kfree(ranks);
+	if (!ret && !w.done)
+		ret = gs_waiter_wait(&gf->rs, &g->wq, GPUSLEEP_IOC_GROUP_WAIT,
+				     wt.op_id, &w, deadline);
 	if (ret)
-		return ret;
+		goto out_free;
+
+	mutex_lock(&g->lock);
+	/* The breakdown is kept for the newest operation only. */
+	if (ranks && w.op_id == g->last_done_id) {
+		n = min_t(unsigned int, wt.nr_ranks, w.gres.nr_ranks);
+		memcpy(ranks, g->ranks, sizeof(*ranks) * n);
+	}
+	gs_group_seen(gf, w.op_id);
+	mutex_unlock(&g->lock);
+	if (n)
+		ret = gs_group_ranks_out(wt.ranks, wt.rank_size, ranks, n);
+	if (ret)
+		goto out_free;
+	wt.op_id = w.op_id;
+	wt.result = w.gres;
 	wt.nr_ranks = n;
 	wt.rank_size = sizeof(struct gpusleep_group_rank);
 	if (gs_uarg_out(ua, &wt, sizeof(wt)))
-		return -EFAULT;
-	return 0;
+		ret = -EFAULT;
+out_free:
+	kfree(ranks);
+	return ret;
 }
 
-static long gs_group_ioc_add(struct gs_group *g, const struct gs_uarg *ua)
+static long gs_group_ioc_add(struct gs_gfile *gf, const struct gs_uarg *ua)
 {
+	struct gs_group *g = gf->g;
 	struct gpusleep_group_add a;
 	struct gs_domain *d;
 	long ret;
@@ -782,8 +929,10 @@ static long gs_group_ioc_add(struct gs_group *g, const struct gs_uarg *ua)
 		a.rank = g->nr;
 		a.domain = d->id;
 		memset(&g->m[g->nr], 0, sizeof(g->m[g->nr]));
+		INIT_LIST_HEAD(&g->m[g->nr].w.node);
 		g->m[g->nr].d = d;
 		g->m[g->nr].out.domain = d->id;
+		gf->added |= BIT_ULL(g->nr);
 		g->nr++;
 	}
 	mutex_unlock(&g->lock);
@@ -885,7 +1034,7 @@ static long gs_group_ioctl(struct file *file, unsigned int cmd,
 		return ret;
 	switch (gs_group_cmds[i].cmd) {
 	case GPUSLEEP_IOC_GROUP_ADD:
-		return gs_group_ioc_add(g, &ua);
+		return gs_group_ioc_add(gf, &ua);
 	case GPUSLEEP_IOC_GROUP_RELEASE:
 	case GPUSLEEP_IOC_GROUP_RESUME:
 		return gs_group_ioc_op(gf, gs_group_cmds[i].cmd, &ua);
@@ -917,16 +1066,11 @@ static void gs_group_unlist(struct gs_group *g)
 	ida_free(&gs_group_ids, g->id);
 }
 
-/*
- * The last group fd is gone: ranks held for the group are cancelled,
- * ranks unmapping finish on their own, every domain leaves the group.
- */
-static void gs_group_destroy(struct kref *kref)
+/* The group's operation is over and no fd is left: free it. */
+static void gs_group_teardown(struct gs_group *g)
 {
-	struct gs_group *g = container_of(kref, struct gs_group, kref);
 	unsigned int i;
 
-	gs_group_unlist(g);
 	mutex_lock(&g->lock);
 	g->dying = true;
 	for (i = 0; i < g->nr; i++) {
@@ -935,8 +1079,7 @@ static void gs_group_destroy(struct kref *kref)
 		struct gs_change c = { .efd = 0 };
 
 		mutex_lock(&d->lock);
-		if (g->phase == GS_GP_DRAIN && m->st == GS_M_RUNNING)
-			gs_op_group_cancel(d, m->out.op_id);
+		list_del_init(&m->w.node);
 		d->group = NULL;
 		c.from = d->state;
 		gs_announce(d, &c);
@@ -955,6 +1098,39 @@ static void gs_group_destroy(struct kref *kref)
 	kfree(g);
 }
 
+static void gs_group_free_work(struct work_struct *work)
+{
+	struct gs_group *g = container_of(work, struct gs_group, free_work);
+
+	gs_group_teardown(g);
+	/* gs_groups_exit() destroys the queue: it waits for this return. */
+	module_put(THIS_MODULE);
+}
+
+/*
+ * The last group fd is gone (closed, or its process died). Between
+ * operations the group ends now. During one, all or nothing still holds:
+ * a release fails and rolls back as for any failure (a rank unmapping
+ * finishes its step, then is resumed), a resume runs to its end; the
+ * group ends after that, on its own.
+ */
+static void gs_group_destroy(struct kref *kref)
+{
+	struct gs_group *g = container_of(kref, struct gs_group, kref);
+
+	gs_group_unlist(g);
+	mutex_lock(&g->lock);
+	if (g->phase != GS_GP_IDLE) {
+		g->abandoned = true;
+		__module_get(THIS_MODULE);
+		gs_group_step(g);	/* its end queues free_work */
+		mutex_unlock(&g->lock);
+		return;
+	}
+	mutex_unlock(&g->lock);
+	gs_group_teardown(g);
+}
+
 static void gs_group_put(struct gs_group *g)
 {
 	kref_put(&g->kref, gs_group_destroy);
@@ -964,6 +1140,9 @@ static int gs_group_file_release(struct inode *inode, struct file *file)
 {
 	struct gs_gfile *gf = file->private_data;
 
+	mutex_lock(&gf->g->lock);
+	gs_restarts_clear(&gf->rs);
+	mutex_unlock(&gf->g->lock);
 	gs_user_uncharge(gf->uid, GS_UC_FDS);
 	gs_group_put(gf->g);
 	kfree(gf);
@@ -999,6 +1178,7 @@ static int gs_group_open_fd(struct gs_group *g)
 	}
 	gf->g = g;
 	gf->uid = current_euid();
+	gs_restarts_init(&gf->rs, &g->lock);
 	fd = gs_fault() ? -EMFILE : get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {
 		ret = fd;
@@ -1023,6 +1203,18 @@ err_uncharge:
 	return ret;
 }
 
+/*
+ * Group names are scoped to their owner: the creator's euid in the
+ * creator's user namespace. Nobody can take a name in another owner's
+ * scope, and a lookup finds only a group of the caller's own.
+ */
+static bool gs_group_named(const struct gs_group *g, const char *name,
+			   const struct cred *cred)
+{
+	return uid_eq(g->cred->euid, cred->euid) &&
+	       g->cred->user_ns == cred->user_ns && !strcmp(g->name, name);
+}
+
 /* List g under its name: 0, -EEXIST, -ENOMEM. */
 static int gs_group_list(struct gs_group *g)
 {
@@ -1031,7 +1223,7 @@ static int gs_group_list(struct gs_group *g)
 
 	mutex_lock(&gs_groups_lock);
 	list_for_each_entry(o, &gs_groups, node) {
-		if (!strcmp(o->name, g->name)) {
+		if (gs_group_named(o, g->name, g->cred)) {
 			mutex_unlock(&gs_groups_lock);
 			return -EEXIST;
 		}
@@ -1046,14 +1238,14 @@ static int gs_group_list(struct gs_group *g)
 	return id < 0 ? id : 0;
 }
 
-/* The live group named name, referenced, or NULL. */
+/* The caller's live group named name, referenced, or NULL. */
 static struct gs_group *gs_group_find(const char *name)
 {
 	struct gs_group *g, *found = NULL;
 
 	mutex_lock(&gs_groups_lock);
 	list_for_each_entry(g, &gs_groups, node) {
-		if (!strcmp(g->name, name)) {
+		if (gs_group_named(g, name, current_cred())) {
 			/* One being destroyed is as good as gone. */
 			if (kref_get_unless_zero(&g->kref))
 				found = g;
@@ -1065,9 +1257,10 @@ static struct gs_group *gs_group_find(const char *name)
 }
 
 /*
- * May the caller open g? CAP_SYS_ADMIN may; anyone else must be able to
- * control every rank (gs_may_control()) and, for an empty group, be its
- * creator's euid in its user namespace.
+ * May the caller open g (one of its own scope: its creator's euid and
+ * user namespace)? CAP_SYS_ADMIN may; anyone else must be able to control
+ * every rank now (gs_may_control()). Every operation checks again
+ * (gs_group_check_control()), for the ranks added later.
  */
 static bool gs_group_may_open(struct gs_group *g)
 {
@@ -1167,9 +1360,11 @@ long gs_group_create(const struct gs_uarg *ua)
 	memcpy(g->name, req.name, sizeof(g->name));
 	g->cred = get_current_cred();
 	g->fail_rank = GPUSLEEP_GROUP_NO_RANK;
+	INIT_LIST_HEAD(&g->waiters);
 	init_waitqueue_head(&g->wq);
 	INIT_WORK(&g->work, gs_group_work);
 	INIT_DELAYED_WORK(&g->deadline_work, gs_group_deadline_work);
+	INIT_WORK(&g->free_work, gs_group_free_work);
 
 	ret = gs_group_list(g);
 	if (ret) {
@@ -1182,9 +1377,19 @@ long gs_group_create(const struct gs_uarg *ua)
 	return gs_group_hand_out(ua, &req, g);
 }
 
+int gs_groups_init(void)
+{
+	gs_group_wq = alloc_workqueue("gpusleep_group", 0, 0);
+	return gs_group_wq ? 0 : -ENOMEM;
+}
+
 void gs_groups_exit(void)
 {
-	/* Every group fd held the module: none is left. */
+	/*
+	 * Every group fd held the module, and every abandoned group holds
+	 * it until its last work: none is left but a work's return.
+	 */
+	destroy_workqueue(gs_group_wq);
 	WARN_ON(!list_empty(&gs_groups));
 	ida_destroy(&gs_group_ids);
 }

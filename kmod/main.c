@@ -343,9 +343,12 @@ static int __init gpusleep_init(void)
 	ret = gs_fault_init();
 	if (ret)
 		return ret;
-	ret = gs_sysfs_init();
+	ret = gs_groups_init();
 	if (ret)
 		goto err_fault;
+	ret = gs_sysfs_init();
+	if (ret)
+		goto err_groups;
 	ret = gs_genl_init();
 	if (ret)
 		goto err_sysfs;
@@ -358,6 +361,8 @@ err_genl:
 	gs_genl_exit();
 err_sysfs:
 	gs_sysfs_exit();
+err_groups:
+	gs_groups_exit();
 err_fault:
 	gs_fault_exit();
 	return ret;

@@ -137,7 +137,9 @@ static void gs_timer_arm(struct gs_domain *d)
 							 gs_step_timeout_ms;
 	d->timer_op = d->op.id;
 	d->timer_step = d->op.step;
-	mod_delayed_work(system_wq, &d->timeout_work, msecs_to_jiffies(ms));
+	d->timer_deadline = ktime_add_ms(ktime_get(), ms);
+	mod_delayed_work(system_wq, &d->timeout_work,
+			 gs_jiffies_until(d->timer_deadline));
 }
 
 /* Tell the observers what changed, the state included (from: before). */
@@ -439,6 +441,11 @@ static void gs_release_next(struct gs_domain *d)
 		gs_op_finish(d, GPUSLEEP_R_NONE, 0);
 		return;
 	}
+	/* Its group failed: nothing more is unmapped. */
+	if (op->stop) {
+		gs_op_finish(d, GPUSLEEP_R_CANCELLED, 0);
+		return;
+	}
 	if (!d->agent) {
 		gs_op_finish(d, GPUSLEEP_R_AGENT_GONE, 0);
 		return;
@@ -639,6 +646,23 @@ bool gs_op_group_cancel(struct gs_domain *d, u64 op_id)
 	return true;
 }
 
+/*
+ * The group of release op_id failed while it unmaps: it sends no new
+ * unmap step. A step record not read yet is taken back (nothing of it was
+ * done) and the release ends "cancelled" now; a step read ends as it
+ * ends (an answer, or its timeout), and the release with it.
+ */
+void gs_op_group_stop(struct gs_domain *d, u64 op_id)
+{
+	lockdep_assert_held(&d->lock);
+	if (!d->op_active || d->op.id != op_id ||
+	    d->op.kind != GPUSLEEP_OP_RELEASE)
+		return;
+	d->op.stop = true;
+	if (d->op.await == GPUSLEEP_EV_NONE || gs_step_take_back(d))
+		gs_op_finish(d, GPUSLEEP_R_CANCELLED, 0);
+}
+
 static u32 gs_step_fail_reason(u32 type)
 {
 	return gs_engine_step(type) ? GPUSLEEP_R_ENGINE_FAILED :
@@ -832,6 +856,12 @@ void gs_op_timeout_work(struct work_struct *work)
 	if (!d->op_active || op->await == GPUSLEEP_EV_NONE ||
 	    d->timer_op != op->id || d->timer_step != op->step)
 		goto out;
+	/* A jiffies timer may fire a little early: never end a step early. */
+	if (ktime_before(ktime_get(), d->timer_deadline)) {
+		mod_delayed_work(system_wq, &d->timeout_work,
+				 gs_jiffies_until(d->timer_deadline));
+		goto out;
+	}
 	switch (op->await) {
 	case GPUSLEEP_EV_DRAIN:
 		reason = GPUSLEEP_R_DRAIN_TIMEOUT;

@@ -7,8 +7,12 @@
  * the middle. One test per failure: a rank refusing, timing out, its
  * engine or its agent killed, a rank in two groups, a rank destroyed.
  */
+#define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 
 #include "kselftest_harness.h"
 #include "gs_test.h"
@@ -105,14 +109,14 @@ static int gwait(int grp, uint64_t id, uint32_t ms,
 	return r;
 }
 
-static void setup_ranks(struct __test_metadata *_metadata,
-			FIXTURE_DATA(g) *self, int n)
+/* Ranks self->n..n-1: a domain each, with its agent. */
+static void add_ranks(struct __test_metadata *_metadata,
+		      FIXTURE_DATA(g) *self, int n)
 {
 	char nm[32];
 	int i;
 
-	self->n = n;
-	for (i = 0; i < n; i++) {
+	for (i = self->n; i < n; i++) {
 		snprintf(nm, sizeof(nm), "grank%d", i);
 		self->eng[i] = gs_create(self->dev, nm, CAPS, &self->id[i]);
 		ASSERT_LE(0, self->eng[i]);
@@ -120,6 +124,7 @@ static void setup_ranks(struct __test_metadata *_metadata,
 					   GPUSLEEP_ROLE_AGENT);
 		ASSERT_LE(0, self->agent[i]);
 		ASSERT_EQ(0, addrank(self->grp, self->eng[i], NULL));
+		self->n = i + 1;
 	}
 }
 
@@ -134,7 +139,7 @@ FIXTURE_SETUP(g)
 	snprintf(self->name, sizeof(self->name), "tp%d", getpid());
 	self->grp = mkgroup(self->dev, self->name);
 	ASSERT_LE(0, self->grp);
-	setup_ranks(_metadata, self, 3);
+	add_ranks(_metadata, self, 3);
 }
 
 FIXTURE_TEARDOWN(g)
@@ -555,6 +560,499 @@ TEST_F(g, rank_times_out)
 		  count_of(self, 2, GPUSLEEP_EV_DRAIN_CANCELLED));
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+/*
+ * No deadline ends before its time, measured as the kernel measures
+ * (CLOCK_MONOTONIC, ktime): the group's deadline, a rank's step timeout,
+ * the timeouts of GROUP_WAIT and WAIT. Short deadlines, many times: a
+ * timer that may fire a tick early is caught in a few rounds.
+ */
+TEST_F_TIMEOUT(g, deadlines_never_early, 240)
+{
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	struct gpusleep_result r;
+	struct gpusleep_op op;
+	uint32_t ms;
+	uint64_t t0;
+	int i;
+
+	add_ranks(_metadata, self, MAXR);
+	for (i = 0; i < 16; i++) {
+		ms = 5 + i % 7;
+		/*
+		 * The group's deadline, rank 0 never drains: its step timer
+		 * is the first armed, the group's deadline counts from before.
+		 */
+		self->sc[0].hold = GPUSLEEP_EV_DRAIN;
+		ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB,
+				 ms, &o));
+		ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+		/* Any rank may be late under load: each step times out. */
+		EXPECT_EQ(-ETIMEDOUT, res.error);
+		EXPECT_GE(res.duration_ns, ms * 1000000ULL);
+		self->sc[0].hold = 0;
+		/* One domain's step timeout: its DRAIN is never answered. */
+		pump(self, 1);
+		ASSERT_EQ(0, gs_start(self->eng[1], GPUSLEEP_IOC_RELEASE, W, ms,
+				      &op));
+		ASSERT_EQ(-ETIMEDOUT, gs_finish(self->eng[1], op.op_id, &r));
+		EXPECT_GE(r.duration_ns, ms * 1000000ULL);
+	}
+	/* The timeouts of the blocking waits, on operations that go on. */
+	self->sc[2].hold = GPUSLEEP_EV_DRAIN;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	pump(self, 20);
+	for (i = 0; i < 16; i++) {
+		ms = 3 + i % 7;
+		t0 = now_ns();
+		ASSERT_EQ(-ETIMEDOUT, gwait(self->grp, o.op_id, ms, &res,
+					    NULL, 0));
+		EXPECT_GE(now_ns() - t0, ms * 1000000ULL);
+	}
+	/* A resume of rank 0 cancels it, and so the group's operation. */
+	ASSERT_EQ(0, gs_start(self->eng[0], GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+	EXPECT_EQ(-ECANCELED, res.error);
+	ASSERT_EQ(0, gs_start(self->eng[0], GPUSLEEP_IOC_RELEASE, W, 0, &op));
+	for (i = 0; i < 16; i++) {
+		ms = 3 + i % 7;
+		t0 = now_ns();
+		ASSERT_EQ(-ETIMEDOUT, gs_wait(self->eng[0], op.op_id, ms, &r));
+		EXPECT_GE(now_ns() - t0, ms * 1000000ULL);
+	}
+	ASSERT_EQ(0, gs_start(self->eng[0], GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	pump(self, 50);
+	for (i = 0; i < 3; i++)
+		expect_awake(_metadata, self, i);
+}
+
+/*
+ * Blocking calls interrupted by stop signals and SA_RESTART handlers: a
+ * child process (with one or two threads) blocks, the test stops and
+ * continues it while it plays every rank, and the child reports through
+ * shared memory what its calls returned.
+ */
+struct blocked {
+	int ret[2];
+	uint32_t rank[2], reason[2];
+	uint64_t id[2];		/* the operation the call was about */
+	uint64_t ns[2];		/* how long the call took */
+	volatile uint64_t started;	/* thread 0's operation, once known */
+	int grp, fd;
+	uint32_t wait_ms;
+};
+
+static struct blocked *blocked_new(void)
+{
+	void *p = mmap(NULL, sizeof(struct blocked), PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	memset(p, 0, sizeof(struct blocked));
+	return p;
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+/* A blocking GROUP_RELEASE of weights. */
+static void *blk_group_release(void *arg)
+{
+	struct blocked *b = arg;
+	struct gpusleep_group_op o;
+	uint64_t t0 = now_ns();
+
+	memset(&o, 0, sizeof(o));
+	o.tags = W;
+	b->ret[0] = gs_err(ioctl(b->grp, GPUSLEEP_IOC_GROUP_RELEASE, &o));
+	b->ns[0] = now_ns() - t0;
+	b->id[0] = o.op_id;
+	b->rank[0] = o.rank;
+	b->reason[0] = o.reason;
+	return NULL;
+}
+
+/* A GROUP_WAIT (wait_ms, 0: none) for the operation thread 0 started. */
+static void *blk_group_wait(void *arg)
+{
+	struct blocked *b = arg;
+	struct gpusleep_group_result res;
+	uint64_t t0;
+
+	while (!b->started)
+		usleep(1000);
+	t0 = now_ns();
+	b->ret[1] = gwait(b->grp, b->started, b->wait_ms, &res, NULL, 0);
+	b->ns[1] = now_ns() - t0;
+	b->id[1] = res.op_id;
+	b->reason[1] = res.reason;
+	b->rank[1] = res.rank;
+	return NULL;
+}
+
+/* A blocking RELEASE of weights through a domain fd. */
+static void *blk_release(void *arg)
+{
+	struct blocked *b = arg;
+	struct gpusleep_op o;
+
+	b->ret[0] = gs_release(b->fd, W, 0, &o);
+	b->id[0] = o.op_id;
+	b->reason[0] = o.reason;
+	return NULL;
+}
+
+/* A WAIT (no timeout) through the same fd for thread 0's operation. */
+static void *blk_wait(void *arg)
+{
+	struct blocked *b = arg;
+	struct gpusleep_state st;
+	struct gpusleep_result r;
+
+	do {
+		usleep(1000);
+		if (gs_state(b->fd, &st))
+			return NULL;
+	} while (!st.op_in_flight);
+	b->ret[1] = gs_wait(b->fd, st.op_in_flight, 0, &r);
+	b->id[1] = r.op_id;
+	b->reason[1] = r.reason;
+	return NULL;
+}
+
+/* In a child: run fn0 (and fn1) in threads, exit once they return. */
+static pid_t blocked_spawn(struct blocked *b, void *(*fn0)(void *),
+			   void *(*fn1)(void *))
+{
+	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = SA_RESTART };
+	pthread_t t[2];
+	pid_t pid = fork();
+
+	if (pid)
+		return pid;
+	sigaction(SIGUSR1, &sa, NULL);
+	b->ret[0] = b->ret[1] = 1;	/* still blocked */
+	pthread_create(&t[0], NULL, fn0, b);
+	if (fn1)
+		pthread_create(&t[1], NULL, fn1, b);
+	/* SIGUSR1 goes to a blocked thread, not to this one. */
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &sa.sa_mask, NULL);
+	pthread_join(t[0], NULL);
+	if (fn1)
+		pthread_join(t[1], NULL);
+	_exit(0);
+}
+
+/* Stop and continue pid (every thread), and interrupt it with SIGUSR1. */
+static void stop_cont(pid_t pid, int usr1)
+{
+	int st;
+
+	kill(pid, SIGSTOP);
+	waitpid(pid, &st, WUNTRACED);
+	usleep(20000);
+	kill(pid, SIGCONT);
+	usleep(20000);
+	if (usr1) {
+		kill(pid, SIGUSR1);
+		usleep(20000);
+	}
+}
+
+/* Play every rank until pid exits; its exit status, or -1. */
+static int pump_until_exit(FIXTURE_DATA(g) *self, pid_t pid)
+{
+	int i, st;
+
+	for (i = 0; i < 500; i++) {
+		pump(self, 20);
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+/*
+ * A blocking GROUP_RELEASE stopped and continued, and interrupted by an
+ * SA_RESTART handler, restarts transparently: the same operation, no
+ * second one, its own result.
+ */
+TEST_F(g, blocking_group_release_restarts)
+{
+	struct gpusleep_group_result res;
+	struct blocked *b = blocked_new();
+	pid_t pid;
+	int k;
+
+	ASSERT_NE(NULL, b);
+	b->grp = self->grp;
+	self->sc[2].hold = GPUSLEEP_EV_DRAIN;
+	pid = blocked_spawn(b, blk_group_release, NULL);
+	ASSERT_LE(0, pid);
+	pump(self, 200);
+	ASSERT_TRUE(self->has_held[2]);
+	for (k = 0; k < 3; k++) {
+		stop_cont(pid, 1);
+		pump(self, 10);
+	}
+	ASSERT_EQ(0, release_held(self, 2));
+	ASSERT_EQ(0, pump_until_exit(self, pid));
+	EXPECT_EQ(0, b->ret[0]);
+	EXPECT_EQ(NOR, b->rank[0]);
+	ASSERT_EQ(0, gwait(self->grp, 0, 1000, &res, NULL, 0));
+	EXPECT_EQ(b->id[0], res.op_id);
+	EXPECT_EQ(0, res.error);
+	EXPECT_EQ(3, count_of(self, -1, GPUSLEEP_EV_DRAIN));
+	munmap(b, sizeof(*b));
+}
+
+/* GROUP_WAIT's timeout is absolute: stop signals neither end nor extend it. */
+TEST_F(g, group_wait_timeout_absolute)
+{
+	struct gpusleep_group_op o;
+	struct blocked *b = blocked_new();
+	pid_t pid;
+	int st, k;
+
+	ASSERT_NE(NULL, b);
+	self->sc[2].hold = GPUSLEEP_EV_DRAIN;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	pump(self, 50);
+	b->grp = self->grp;
+	b->started = o.op_id;
+	b->wait_ms = 1000;
+	pid = blocked_spawn(b, blk_group_wait, NULL);
+	ASSERT_LE(0, pid);
+	for (k = 0; k < 200 && waitpid(pid, &st, WNOHANG) != pid; k++)
+		stop_cont(pid, k & 1);
+	EXPECT_EQ(-ETIMEDOUT, b->ret[1]);
+	EXPECT_GE(b->ns[1], 1000000000ULL);
+	ASSERT_EQ(0, release_held(self, 2));
+	ASSERT_EQ(0, drive(self, o.op_id, NULL, NULL));
+	munmap(b, sizeof(*b));
+}
+
+/*
+ * Two threads blocked on one fd, the process stopped: each restart finds
+ * its own call (restart records are per blocked task, not per fd). Rank
+ * rank holds its DRAIN while the threads block; both must end with the
+ * same operation's success, and no second operation may start.
+ */
+static void two_blocked(struct __test_metadata *_metadata,
+			FIXTURE_DATA(g) *self, struct blocked *b,
+			void *(*fn0)(void *), void *(*fn1)(void *), int rank)
+{
+	pid_t pid;
+	int k;
+
+	self->sc[rank].hold = GPUSLEEP_EV_DRAIN;
+	pid = blocked_spawn(b, fn0, fn1);
+	ASSERT_LE(0, pid);
+	pump(self, 200);
+	ASSERT_TRUE(self->has_held[rank]);
+	/* The fixture's group is new: thread 0's operation is its first. */
+	b->started = 1;
+	usleep(100000);
+	for (k = 0; k < 3; k++)
+		stop_cont(pid, 0);
+	ASSERT_EQ(0, release_held(self, rank));
+	ASSERT_EQ(0, pump_until_exit(self, pid));
+	EXPECT_EQ(0, b->ret[0]);
+	EXPECT_EQ(0, b->ret[1]);
+	EXPECT_EQ(b->id[0], b->id[1]);
+	EXPECT_EQ(1, count_of(self, rank, GPUSLEEP_EV_DRAIN));
+}
+
+TEST_F(g, restart_per_task_group_fd)
+{
+	struct blocked *b = blocked_new();
+
+	ASSERT_NE(NULL, b);
+	b->grp = self->grp;
+	two_blocked(_metadata, self, b, blk_group_release, blk_group_wait, 2);
+	munmap(b, sizeof(*b));
+}
+
+TEST_F(g, restart_per_task_domain_fd)
+{
+	struct blocked *b = blocked_new();
+
+	ASSERT_NE(NULL, b);
+	b->fd = gs_attach(self->dev, self->id[0], GPUSLEEP_ROLE_CONTROLLER);
+	ASSERT_LE(0, b->fd);
+	two_blocked(_metadata, self, b, blk_release, blk_wait, 0);
+	close(b->fd);
+	munmap(b, sizeof(*b));
+}
+
+/*
+ * A blocked GROUP_RELEASE keeps its own result however many group
+ * operations finish before it runs again.
+ */
+TEST_F_TIMEOUT(g, blocked_caller_keeps_own_result, 120)
+{
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	struct blocked *b = blocked_new();
+	pid_t pid;
+	int st, k;
+
+	ASSERT_NE(NULL, b);
+	b->grp = self->grp;
+	self->sc[2].hold = GPUSLEEP_EV_DRAIN;
+	self->sc[0].fail = GPUSLEEP_EV_PAUSE_TAG;
+	self->sc[0].status = -EIO;
+	pid = blocked_spawn(b, blk_group_release, NULL);
+	ASSERT_LE(0, pid);
+	pump(self, 200);
+	ASSERT_TRUE(self->has_held[2]);
+	kill(pid, SIGSTOP);
+	ASSERT_EQ(pid, waitpid(pid, &st, WUNTRACED));
+	ASSERT_EQ(0, release_held(self, 2));
+	ASSERT_EQ(0, drive(self, 0, &res, NULL));
+	EXPECT_EQ(-EIO, res.error);
+	self->sc[0].fail = 0;
+	for (k = 0; k < 5; k++) {
+		ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB,
+				 0, &o));
+		ASSERT_EQ(0, drive(self, o.op_id, NULL, NULL));
+		ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RESUME, 0, NB,
+				 0, &o));
+		ASSERT_EQ(0, drive(self, o.op_id, NULL, NULL));
+	}
+	kill(pid, SIGCONT);
+	ASSERT_EQ(0, pump_until_exit(self, pid));
+	EXPECT_EQ(-EREMOTEIO, b->ret[0]);
+	EXPECT_EQ(0, b->rank[0]);
+	EXPECT_EQ(GPUSLEEP_R_AGENT_FAILED, b->reason[0]);
+	munmap(b, sizeof(*b));
+}
+
+/*
+ * Rank 0 reads its RESET_CACHES, holds it hold_ms, answers it, then holds
+ * its first PAUSE_TAG (weights): the other ranks have released all.
+ */
+static void rank0_unmapping(struct __test_metadata *_metadata,
+			    FIXTURE_DATA(g) *self, int hold_ms)
+{
+	self->sc[0].hold = GPUSLEEP_EV_RESET_CACHES;
+	pump(self, 100);
+	ASSERT_TRUE(self->has_held[0]);
+	usleep(hold_ms * 1000);
+	ASSERT_EQ(0, release_held(self, 0));
+	self->sc[0].hold = GPUSLEEP_EV_PAUSE_TAG;
+	pump(self, 100);
+	ASSERT_TRUE(self->has_held[0]);
+	ASSERT_EQ(GPUSLEEP_EV_PAUSE_TAG, self->held[0].type);
+}
+
+/* Play every rank until rank has read a RESUME_TAG (the rollback). */
+static int pump_until_resume(FIXTURE_DATA(g) *self, int rank)
+{
+	int i;
+
+	for (i = 0; i < 500; i++) {
+		if (count_of(self, rank, GPUSLEEP_EV_RESUME_TAG))
+			return 0;
+		pump(self, 10);
+	}
+	return -ETIMEDOUT;
+}
+
+/*
+ * Once the group failed (its deadline passed while rank 0 unmaps), rank 0
+ * gets no new unmap step: its PAUSE_TAG in progress ends, and it is
+ * rolled back with the others.
+ */
+TEST_F(g, no_unmap_step_after_group_failed)
+{
+	struct gpusleep_group_rank rk[MAXR];
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	int i;
+
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, ALL, NB,
+			 1000, &o));
+	/* Its PAUSE_TAG starts 400 ms in: it times out 400 ms after. */
+	rank0_unmapping(_metadata, self, 400);
+	/* The deadline passes: the group fails, the others roll back. */
+	ASSERT_EQ(0, pump_until_resume(self, 1));
+	ASSERT_EQ(0, release_held(self, 0));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, rk));
+	EXPECT_EQ(-ETIMEDOUT, res.error);
+	EXPECT_EQ(GPUSLEEP_R_AGENT_TIMEOUT, res.reason);
+	EXPECT_EQ(0, res.rank);
+	EXPECT_EQ(1, count_of(self, 0, GPUSLEEP_EV_PAUSE_TAG));
+	pump(self, 50);
+	for (i = 0; i < 3; i++) {
+		EXPECT_EQ(0, rk[i].released);
+		expect_awake(_metadata, self, i);
+	}
+}
+
+/*
+ * The group's last fd closes while rank 0 unmaps and the others have
+ * released: the kernel rolls every rank back itself.
+ */
+TEST_F(g, group_closed_while_unmapping)
+{
+	struct gpusleep_group_op o;
+	int i;
+
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, ALL, NB, 0,
+			 &o));
+	rank0_unmapping(_metadata, self, 0);
+	close(self->grp);
+	self->grp = -1;
+	ASSERT_EQ(0, pump_until_resume(self, 1));
+	ASSERT_EQ(0, release_held(self, 0));
+	pump(self, 200);
+	EXPECT_EQ(1, count_of(self, 0, GPUSLEEP_EV_PAUSE_TAG));
+	for (i = 0; i < 3; i++)
+		expect_awake(_metadata, self, i);
+}
+
+/*
+ * The group's last fd closes during a rollback (rank 1 failed, rank 0
+ * still unmapping): the rollback goes on to its end.
+ */
+TEST_F(g, group_closed_during_rollback)
+{
+	struct gpusleep_group_op o;
+	int i;
+
+	self->sc[1].hold = GPUSLEEP_EV_PAUSE_TAG;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, ALL, NB, 0,
+			 &o));
+	rank0_unmapping(_metadata, self, 0);
+	ASSERT_TRUE(self->has_held[1]);
+	self->has_held[1] = 0;
+	ASSERT_EQ(0, gs_answer(self->agent[1], &self->held[1], -EIO, 0));
+	ASSERT_EQ(0, pump_until_resume(self, 2));
+	close(self->grp);
+	self->grp = -1;
+	ASSERT_EQ(0, release_held(self, 0));
+	pump(self, 200);
+	EXPECT_EQ(1, count_of(self, 0, GPUSLEEP_EV_PAUSE_TAG));
+	for (i = 0; i < 3; i++)
+		expect_awake(_metadata, self, i);
+}
+
 /* A rank's engine dies while the others are held: all cancelled. */
 TEST_F(g, engine_killed_while_draining)
 {
@@ -861,12 +1359,12 @@ TEST_F(g, open_by_name)
 	int st, g2;
 
 	EXPECT_EQ(-ENOENT, opengroup(self->dev, "no-such-group"));
-	/* Another euid may not control the ranks. */
+	/* Another euid does not even find it: names are per owner. */
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0)
 		_exit(seteuid(65534) ? 2 :
-		      opengroup(self->dev, self->name) == -EPERM ? 0 : 1);
+		      opengroup(self->dev, self->name) == -ENOENT ? 0 : 1);
 	ASSERT_EQ(pid, waitpid(pid, &st, 0));
 	EXPECT_EQ(0, WEXITSTATUS(st));
 
@@ -897,19 +1395,9 @@ TEST_F(g, eight_ranks)
 	struct gpusleep_group_rank rk[MAXR];
 	struct gpusleep_group_result res;
 	struct gpusleep_group_op o;
-	char nm[32];
 	int i;
 
-	for (i = 3; i < MAXR; i++) {
-		snprintf(nm, sizeof(nm), "grank%d", i);
-		self->eng[i] = gs_create(self->dev, nm, CAPS, &self->id[i]);
-		ASSERT_LE(0, self->eng[i]);
-		self->agent[i] = gs_attach(self->dev, self->id[i],
-					   GPUSLEEP_ROLE_AGENT);
-		ASSERT_LE(0, self->agent[i]);
-		ASSERT_EQ(0, addrank(self->grp, self->eng[i], NULL));
-	}
-	self->n = MAXR;
+	add_ranks(_metadata, self, MAXR);
 	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, 0, NB, 0, &o));
 	ASSERT_EQ(0, drive(self, o.op_id, &res, rk));
 	EXPECT_EQ(0, res.error);
@@ -956,6 +1444,181 @@ TEST_F(g, invalid)
 	EXPECT_EQ(-ENOTTY, gs_err(ioctl(self->grp, GPUSLEEP_IOC_RELEASE, &o)));
 	pump(self, 20);
 	expect_awake(_metadata, self, 0);
+}
+
+/* Shared between the processes of the access tests. */
+struct access_run {
+	volatile int step;
+	int open_ret, op_ret, drained, id_a, id_b;
+};
+
+static void wait_step(struct access_run *a, int step)
+{
+	int i;
+
+	for (i = 0; i < 20000 && a->step < step; i++)
+		usleep(1000);
+}
+
+/* Drop to uid (every uid: no capability left). */
+static int become(uid_t uid)
+{
+	return setresuid(uid, uid, uid);
+}
+
+/*
+ * Control of a group is checked at every operation, against every rank:
+ * the owner's euid in another pid namespace opens the owner's empty group
+ * (it may: it controls no rank yet), the owner adds a rank, and that
+ * opener's release is refused: it may not control that rank.
+ */
+TEST_F(g, control_checked_at_every_op)
+{
+	struct access_run *a = mmap(NULL, sizeof(*a), PROT_READ | PROT_WRITE,
+				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	char name[40];
+	pid_t owner, other;
+	int st;
+
+	ASSERT_NE(MAP_FAILED, a);
+	memset(a, 0, sizeof(*a));
+	a->open_ret = a->op_ret = 1;
+	snprintf(name, sizeof(name), "own-%d", getpid());
+	owner = fork();
+	ASSERT_LE(0, owner);
+	if (owner == 0) {
+		struct gpusleep_event ev;
+		int grp, e, ag;
+		uint32_t id;
+
+		if (become(1000))
+			_exit(2);
+		grp = mkgroup(self->dev, name);
+		a->step = 1;
+		wait_step(a, 2);
+		e = gs_create(self->dev, "own-rank", CAPS, &id);
+		ag = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
+		if (grp < 0 || e < 0 || ag < 0 || addrank(grp, e, NULL))
+			_exit(3);
+		a->step = 3;
+		wait_step(a, 4);
+		a->drained = !gs_next(e, &ev, 100) &&
+			     ev.type == GPUSLEEP_EV_DRAIN;
+		_exit(0);
+	}
+	other = fork();
+	ASSERT_LE(0, other);
+	if (other == 0) {
+		struct gpusleep_group_op o;
+		pid_t in;
+		int gf;
+
+		if (unshare(CLONE_NEWPID))
+			_exit(4);
+		in = fork();
+		if (in) {
+			waitpid(in, &st, 0);
+			_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 5);
+		}
+		if (become(1000))
+			_exit(2);
+		wait_step(a, 1);
+		gf = opengroup(self->dev, name);
+		a->open_ret = gf < 0 ? gf : 0;
+		a->step = 2;
+		wait_step(a, 3);
+		if (gf >= 0)
+			a->op_ret = gop(gf, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0,
+					&o);
+		a->step = 4;
+		_exit(0);
+	}
+	ASSERT_EQ(other, waitpid(other, &st, 0));
+	if (WEXITSTATUS(st) == 4) {
+		a->step = 4;
+		waitpid(owner, &st, 0);
+		SKIP(return, "no pid namespaces here");
+	}
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	ASSERT_EQ(owner, waitpid(owner, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	EXPECT_EQ(0, a->open_ret);
+	EXPECT_EQ(-EPERM, a->op_ret);
+	EXPECT_EQ(0, a->drained);
+	munmap(a, sizeof(*a));
+}
+
+/* CREATE_GROUP or OPEN_GROUP (cmd) of name: the fd, and the group's id. */
+static int group_by_name(int dev, unsigned long cmd, const char *name,
+			 int *id)
+{
+	struct gpusleep_group_create c;
+	int r;
+
+	memset(&c, 0, sizeof(c));
+	snprintf(c.name, sizeof(c.name), "%s", name);
+	r = gs_err(ioctl(dev, cmd, &c));
+	*id = c.id;
+	return r;
+}
+
+#define mkgroup_id(dev, name, id) \
+	group_by_name(dev, GPUSLEEP_IOC_CREATE_GROUP, name, id)
+#define opengroup_id(dev, name, id) \
+	group_by_name(dev, GPUSLEEP_IOC_OPEN_GROUP, name, id)
+
+/*
+ * Group names belong to their owner (euid, user namespace): another user
+ * holding a name squats nothing, and opening by name, even privileged,
+ * finds only the caller's own group.
+ */
+TEST_F(g, group_names_scoped_to_owner)
+{
+	struct access_run *a = mmap(NULL, sizeof(*a), PROT_READ | PROT_WRITE,
+				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	char name[40];
+	pid_t pid;
+	int st, mine, fd, id;
+
+	ASSERT_NE(MAP_FAILED, a);
+	memset(a, 0, sizeof(*a));
+	snprintf(name, sizeof(name), "sq-%d", getpid());
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int gf, g2;
+
+		if (become(1000))
+			_exit(2);
+		gf = mkgroup_id(self->dev, name, &a->id_a);
+		a->step = 1;
+		wait_step(a, 2);
+		/* Its own name still opens its own group. */
+		g2 = opengroup_id(self->dev, name, &a->id_b);
+		_exit(gf >= 0 && g2 >= 0 ? 0 : 1);
+	}
+	wait_step(a, 1);
+	mine = mkgroup_id(self->dev, name, &id);
+	ASSERT_LE(0, mine);
+	EXPECT_NE(a->id_a, id);
+	fd = opengroup_id(self->dev, name, &st);
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(id, st);
+	close(fd);
+	a->step = 2;
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	EXPECT_EQ(a->id_a, a->id_b);
+	/* A third user finds neither. */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(become(1001) ? 2 :
+		      opengroup(self->dev, name) == -ENOENT ? 0 : 1);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	close(mine);
+	munmap(a, sizeof(*a));
 }
 
 TEST_HARNESS_MAIN

@@ -509,13 +509,16 @@ struct gpusleep_complete {
  * GPUSLEEP_IOC_CREATE_GROUP (/dev/gpusleep): create a group named name
  * (the domain name rules); returns the group fd (O_CLOEXEC). The group
  * lives as long as a group fd (this one, its copies, or one opened by
- * GPUSLEEP_IOC_OPEN_GROUP). Out: id. -EEXIST: a live group has that name;
- * -EDQUOT: the caller's max_fds_per_user.
+ * GPUSLEEP_IOC_OPEN_GROUP). Out: id. Names are per owner (the creator's
+ * euid in its user namespace): -EEXIST: a live group of the caller's has
+ * that name; -EDQUOT: the caller's max_fds_per_user.
  *
  * GPUSLEEP_IOC_OPEN_GROUP (/dev/gpusleep, same struct): another fd for the
- * live group named name (a tool acting on an engine's group). -ENOENT: no
- * such group; -EPERM: the caller lacks CAP_SYS_ADMIN and is not the
- * creator's euid (and user namespace) or may not control every rank.
+ * caller's own live group named name (the caller's euid and user
+ * namespace; a tool acting on an engine's group runs as its owner).
+ * -ENOENT: no such group of the caller's; -EPERM: the caller lacks
+ * CAP_SYS_ADMIN and may not control every rank. GROUP_RELEASE and
+ * GROUP_RESUME check again, for every rank (-EPERM naming the rank).
  */
 struct gpusleep_group_create {
 	char name[GPUSLEEP_NAME_LEN];
