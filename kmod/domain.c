@@ -29,10 +29,60 @@
 static const struct file_operations gs_domain_fops;
 static void gs_restart_forget(struct gs_file *gf);
 
+/*
+ * The creating process exited (the last of its threads): the domain ends
+ * with it, as when its last close of the engine fd passes flush. That
+ * close does not pass when the fd table is shared (CLONE_FILES) and
+ * lives on in another process; the process's exit is still seen here.
+ * Runs without a reference: gs_domain_free() stops the wake-ups, then
+ * waits for this work, before it frees anything.
+ */
+static void gs_owner_exit_work(struct work_struct *work)
+{
+	struct gs_domain *d = container_of(work, struct gs_domain, owner_work);
+	struct task_struct *t;
+	bool gone;
+
+	rcu_read_lock();
+	t = pid_task(d->owner_pid, PIDTYPE_TGID);
+	gone = !t || (READ_ONCE(t->exit_state) && thread_group_empty(t));
+	rcu_read_unlock();
+	if (gone)
+		gs_domain_kill(d);
+}
+
+/* owner_pid's exit wait queue woke (atomic context): look, later. */
+static int gs_owner_wake(struct wait_queue_entry *wq, unsigned int mode,
+			 int sync, void *key)
+{
+	struct gs_domain *d = container_of(wq, struct gs_domain, owner_wait);
+
+	schedule_work(&d->owner_work);
+	return 0;
+}
+
+static void gs_owner_watch(struct gs_domain *d)
+{
+	if (d->shared)
+		return;
+	INIT_WORK(&d->owner_work, gs_owner_exit_work);
+	init_waitqueue_func_entry(&d->owner_wait, gs_owner_wake);
+	add_wait_queue(&d->owner_pid->wait_pidfd, &d->owner_wait);
+}
+
+static void gs_owner_unwatch(struct gs_domain *d)
+{
+	if (d->shared)
+		return;
+	remove_wait_queue(&d->owner_pid->wait_pidfd, &d->owner_wait);
+	cancel_work_sync(&d->owner_work);
+}
+
 static void gs_domain_free(struct kref *kref)
 {
 	struct gs_domain *d = container_of(kref, struct gs_domain, kref);
 
+	gs_owner_unwatch(d);
 	/* No fd is left: nobody can arm the timer any more. */
 	cancel_delayed_work_sync(&d->timeout_work);
 	WARN_ON(!list_empty(&d->efds));
@@ -81,6 +131,7 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 	INIT_LIST_HEAD(&d->waiters);
 	init_waitqueue_head(&d->op_wq);
 	INIT_DELAYED_WORK(&d->timeout_work, gs_op_timeout_work);
+	gs_owner_watch(d);
 	return d;
 }
 
@@ -336,8 +387,10 @@ static ssize_t gs_domain_read(struct file *file, char __user *buf,
 			return ret;
 	}
 	if (gs_copy_to_user(buf, &ev, count)) {
+		/* Unseen: back in line if still current (op.c decides). */
 		mutex_lock(&d->lock);
-		gs_evq_unpop(q, &ev);
+		if (!d->dead)
+			gs_op_unread(d, q, &ev);
 		mutex_unlock(&d->lock);
 		return -EFAULT;
 	}

@@ -146,6 +146,14 @@ struct gs_domain {
 	const struct cred *cred;	/* the creator's (its user namespace) */
 	struct pid *owner_pid;	/* the creating process (referenced) */
 	bool shared;		/* GPUSLEEP_CREATEF_SHARED */
+	/*
+	 * Unless shared: on owner_pid's exit wait queue (woken when the
+	 * process exits, as for a pidfd), so that the creator's exit ends
+	 * the domain even when no close passes (an fd table shared with
+	 * CLONE_FILES lives on); owner_work kills it. Both go in free.
+	 */
+	struct wait_queue_entry owner_wait;
+	struct work_struct owner_work;
 
 	struct mutex lock;	/* protects everything below */
 	u32 state;		/* enum gpusleep_dstate */
@@ -341,6 +349,9 @@ int gs_op_result(struct gs_domain *d, u64 id, struct gpusleep_result *res);
 void gs_op_agent_gone(struct gs_domain *d);
 void gs_op_engine_gone(struct gs_domain *d);
 void gs_op_timeout_work(struct work_struct *work);	/* takes the lock */
+/* A record popped from q for a reader whose copy failed: never seen. */
+void gs_op_unread(struct gs_domain *d, struct gs_evq *q,
+		  const struct gpusleep_event *ev);
 void gs_op_hold(struct gs_domain *d);
 void gs_op_group_go(struct gs_domain *d, u64 op_id);
 bool gs_op_group_cancel(struct gs_domain *d, u64 op_id);

@@ -164,8 +164,9 @@ struct gpusleep_api {
  * module parameter, -EDQUOT past the caller's max_domains_per_user.
  *
  * The domain belongs to the creating process: it dies when that process
- * closes its last copy of the engine fd (close, exec, exit), even if a
- * forked child still holds one (the child's copy then reads as dead), and
+ * closes its last copy of the engine fd (close, exec, exit) or exits, even
+ * if a forked child still holds one or another process shares its fd
+ * table (CLONE_FILES; such a copy then reads as dead), and
  * only that process may act as the engine (read(), COMPLETE; -EPERM
  * elsewhere). GPUSLEEP_CREATEF_SHARED makes it live as long as any copy of
  * the engine fd and lets any holder act as the engine, for an engine that
