@@ -88,7 +88,7 @@ static void gs_domain_free(struct kref *kref)
 	WARN_ON(!list_empty(&d->efds));
 	WARN_ON(!list_empty(&d->waiters));
 	mutex_destroy(&d->lock);
-	gs_user_uncharge(d->owner, GS_UC_DOMAINS);
+	gs_user_uncharge(d->charged, GS_UC_DOMAINS);
 	put_pid(d->owner_pid);
 	put_cred(d->cred);
 	kfree(d);
@@ -102,15 +102,16 @@ void gs_domain_put(struct gs_domain *d)
 struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 				   const struct gs_tagset *ts)
 {
+	kuid_t charged = gs_user_current();
 	struct gs_domain *d;
 	int ret;
 
-	ret = gs_user_charge(current_euid(), GS_UC_DOMAINS);
+	ret = gs_user_charge(charged, GS_UC_DOMAINS);
 	if (ret)
 		return ERR_PTR(ret);
 	d = gs_kzalloc(sizeof(*d), GFP_KERNEL_ACCOUNT);
 	if (!d) {
-		gs_user_uncharge(current_euid(), GS_UC_DOMAINS);
+		gs_user_uncharge(charged, GS_UC_DOMAINS);
 		return ERR_PTR(-ENOMEM);
 	}
 	kref_init(&d->kref);
@@ -119,6 +120,7 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 	d->caps = req->caps;
 	d->tags = *ts;
 	d->owner = current_euid();
+	d->charged = charged;
 	d->cred = get_current_cred();
 	d->owner_pid = get_pid(task_tgid(current));
 	d->shared = req->flags & GPUSLEEP_CREATEF_SHARED;
@@ -179,6 +181,7 @@ static const char *gs_role_name(u32 role)
  */
 int gs_domain_open_fd(struct gs_domain *d, u32 role, bool granted)
 {
+	kuid_t uid = gs_user_current();
 	struct gs_file *gf;
 	struct file *file;
 	int fd, ret;
@@ -188,7 +191,7 @@ int gs_domain_open_fd(struct gs_domain *d, u32 role, bool granted)
 
 	/* The engine fd comes with its domain, charged as one. */
 	if (role != GPUSLEEP_ROLE_ENGINE) {
-		ret = gs_user_charge(current_euid(), GS_UC_FDS);
+		ret = gs_user_charge(uid, GS_UC_FDS);
 		if (ret)
 			return ret;
 	}
@@ -199,7 +202,7 @@ int gs_domain_open_fd(struct gs_domain *d, u32 role, bool granted)
 	}
 	gf->d = d;
 	gf->role = role;
-	gf->uid = current_euid();
+	gf->uid = uid;
 	INIT_LIST_HEAD(&gf->rs.w.node);
 
 	fd = gs_fault() ? -EMFILE : get_unused_fd_flags(O_CLOEXEC);
@@ -249,7 +252,7 @@ err_free:
 	kfree(gf);
 err_uncharge:
 	if (role != GPUSLEEP_ROLE_ENGINE)
-		gs_user_uncharge(current_euid(), GS_UC_FDS);
+		gs_user_uncharge(uid, GS_UC_FDS);
 	return ret;
 }
 

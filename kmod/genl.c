@@ -324,16 +324,19 @@ static int gs_nl_get_dumpit(struct sk_buff *skb, struct netlink_callback *cb)
 
 /*
  * As for an attach by id (gs_may_control(): the owner's euid, in the
- * creator's user and pid namespaces) or CAP_SYS_ADMIN, judged by the
- * credentials of whoever opened the socket (as netlink_capable() does),
- * so a privileged process that merely writes into someone else's socket
- * grants nothing.
+ * creator's user and pid namespaces) or CAP_SYS_ADMIN, judged, as
+ * netlink_capable() judges a capability, by both the sender (doit runs in
+ * the sending task: current) and whoever opened the socket. A socket
+ * opened by root and used after a setuid() grants its user nothing, and
+ * a privileged process that merely writes into someone else's socket
+ * grants nothing either.
  */
 static bool gs_nl_may_control(struct sk_buff *skb, const struct gs_domain *d)
 {
 	const struct socket *sock = NETLINK_CB(skb).sk->sk_socket;
 
-	if (sock && sock->file && gs_may_control(d, sock->file->f_cred))
+	if (sock && sock->file && gs_may_control(d, sock->file->f_cred) &&
+	    gs_may_control(d, current_cred()))
 		return true;
 	return netlink_capable(skb, CAP_SYS_ADMIN);
 }

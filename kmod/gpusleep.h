@@ -143,6 +143,7 @@ struct gs_domain {
 	u32 caps;
 	struct gs_tagset tags;
 	kuid_t owner;
+	kuid_t charged;		/* charged GS_UC_DOMAINS (gs_user_current()) */
 	const struct cred *cred;	/* the creator's (its user namespace) */
 	struct pid *owner_pid;	/* the creating process (referenced) */
 	bool shared;		/* GPUSLEEP_CREATEF_SHARED */
@@ -245,10 +246,7 @@ struct gs_restart {
 struct gs_file {
 	struct gs_domain *d;
 	u32 role;		/* GPUSLEEP_ROLE_* */
-	/*
-	 * The euid charged for this fd (GS_UC_FDS, agents and controllers)
-	 * and for its eventfd registrations (GS_UC_EVENTFDS).
-	 */
+	/* The user charged for this fd (GS_UC_FDS, agents and controllers). */
 	kuid_t uid;
 	struct gs_restart rs;
 	/*
@@ -284,6 +282,11 @@ enum gs_ucount {
 	GS_UC_MAX
 };
 
+/*
+ * The user charged for what the caller makes: its euid, or in a user
+ * namespace the owner of the outermost one below the initial namespace.
+ */
+kuid_t gs_user_current(void);
 /* Count one more of what for uid: 0, -EDQUOT past its limit, -ENOMEM. */
 int gs_user_charge(kuid_t uid, enum gs_ucount what);
 void gs_user_uncharge(kuid_t uid, enum gs_ucount what);

@@ -549,6 +549,7 @@ static int as_nobody(int (*fn)(void *), void *arg)
 struct perm_arg {
 	uint16_t family;
 	uint32_t id;
+	int sk;		/* a socket root opened, or -1 */
 };
 
 /* 0 if RELEASE of root's domain is refused with EPERM. */
@@ -561,6 +562,19 @@ static int nobody_release_root(void *p)
 	if (sk < 0)
 		return 101;
 	return nl_op(sk, a->family, GPUSLEEP_CMD_RELEASE, a->id, 0, out,
+		     sizeof(out)) == -EPERM ? 0 : 1;
+}
+
+/*
+ * 0 if RELEASE of root's domain through the socket root opened, sent
+ * after dropping to nobody, is refused with EPERM: the sender is judged.
+ */
+static int nobody_release_root_via_roots_socket(void *p)
+{
+	struct perm_arg *a = p;
+	char out[NL_BUF];
+
+	return nl_op(a->sk, a->family, GPUSLEEP_CMD_RELEASE, a->id, 0, out,
 		     sizeof(out)) == -EPERM ? 0 : 1;
 }
 
@@ -603,6 +617,21 @@ TEST_F(nl, unprivileged_release_of_roots_domain_eperm)
 	EXPECT_EQ(0, st.last_op_id);
 	a.id = 0;
 	EXPECT_EQ(0, as_nobody(nobody_release_own, &a));
+}
+
+/* Issue 26, 9: a socket opened by root grants nothing to its later user. */
+TEST_F(nl, root_socket_used_after_setuid_is_judged_by_the_sender)
+{
+	struct perm_arg a = { .family = self->family, .id = self->id };
+	struct gpusleep_state st;
+
+	a.sk = nl_open();
+	ASSERT_LE(0, a.sk);
+	EXPECT_EQ(0, as_nobody(nobody_release_root_via_roots_socket, &a));
+	close(a.sk);
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(GPUSLEEP_S_AWAKE, st.state);
+	EXPECT_EQ(0, st.last_op_id);
 }
 
 /* ------------------------------------------------------------------ */

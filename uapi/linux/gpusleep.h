@@ -366,9 +366,11 @@ struct gpusleep_state {
  * that eventfd for this file; fd >= 0 with events == 0 removes it; fd == -1
  * (events 0) removes every registration of this file. Registrations end
  * with the file. -EBADF: not an open fd; -EINVAL: not an eventfd, bad
- * events; -ENOSPC: the domain's max_eventfds is reached; -ENOENT: removing
- * an eventfd that is not registered. When the domain dies every registered
- * eventfd is signalled.
+ * events; -ENOSPC: the domain's max_eventfds is reached; -EDQUOT: the
+ * caller's max_eventfds_per_user, or its max_eventfds_per_user_per_domain
+ * on this domain (a registration is charged to whoever makes it, also
+ * through a granted fd); -ENOENT: removing an eventfd that is not
+ * registered. When the domain dies every registered eventfd is signalled.
  */
 struct gpusleep_eventfd {
 	__s32 fd;
