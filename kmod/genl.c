@@ -191,9 +191,6 @@ static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
 	    nla_put_string(skb, GPUSLEEP_A_GPU, d->gpu) ||
 	    nla_put_u32(skb, GPUSLEEP_A_OWNER_UID,
 			from_kuid_munged(&init_user_ns, d->owner)) ||
-	    nla_put_u32(skb, GPUSLEEP_A_OWNER_PID,
-			x && x->ntf ? pid_nr(d->owner_pid) :
-				      pid_vnr(d->owner_pid)) ||
 	    nla_put_u32(skb, GPUSLEEP_A_STATE, st.state) ||
 	    nla_put_u32(skb, GPUSLEEP_A_RELEASED, st.released) ||
 	    nla_put_u32(skb, GPUSLEEP_A_FLAGS, st.flags) ||
@@ -212,6 +209,15 @@ static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
 	    nla_put_u32(skb, GPUSLEEP_A_SHORTFALL, st.shortfall) ||
 	    gs_nl_put_tags(skb, GPUSLEEP_A_TAG, d, d->tags.all,
 			   st.bytes_released, st.freed_bytes, st.generation))
+		goto err_cancel;
+
+	/*
+	 * The creator's pid as the requester's pid namespace numbers it (0
+	 * if not there), as /proc shows it. A notification is one message
+	 * for listeners in any namespace: it carries none.
+	 */
+	if (!(x && x->ntf) &&
+	    nla_put_u32(skb, GPUSLEEP_A_OWNER_PID, pid_vnr(d->owner_pid)))
 		goto err_cancel;
 
 	/* What stays resident: absent while not reported (its enum has no 0). */

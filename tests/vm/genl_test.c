@@ -7,6 +7,7 @@
  * check, policy refusals.
  */
 #define _GNU_SOURCE
+#include <sched.h>
 #include <sys/socket.h>
 #include <linux/genetlink.h>
 #include <linux/netlink.h>
@@ -472,6 +473,81 @@ TEST_F(nl, events_follow_a_cycle)
 		ASSERT_EQ(0, expect_trans(lsn, self->id, &seq[i]))
 			TH_LOG("transition %zu", i);
 	close(lsn);
+}
+
+/*
+ * In a child: pid 1 of a new pid namespace joins "events" (writes 'r'),
+ * then reports on rep the OWNER_PID of the first notification about id:
+ * 'a' absent, 'z' zero (not seen from there), 'p' a pid of another
+ * namespace. Exits 50 when a pid namespace cannot be made.
+ */
+static pid_t listen_from_another_pid_ns(uint32_t group, uint32_t id, int rep)
+{
+	pid_t c = fork();
+
+	if (c == 0) {
+		pid_t g;
+		int st;
+
+		if (unshare(CLONE_NEWPID))
+			_exit(50);
+		g = fork();
+		if (g == 0) {
+			struct nlattr *tb[NL_MAX_ATTR];
+			char buf[NL_BUF], v;
+			int lsn = nl_open(), n;
+
+			if (lsn < 0 || setsockopt(lsn, SOL_NETLINK,
+						  NETLINK_ADD_MEMBERSHIP,
+						  &group, sizeof(group)) ||
+			    write(rep, "r", 1) != 1)
+				_exit(51);
+			do {
+				n = nl_recv(lsn, buf, sizeof(buf));
+				if (n < 0 || !NLMSG_OK((struct nlmsghdr *)buf, n))
+					_exit(52);
+				nl_parse_genl(tb, (void *)buf);
+			} while (!tb[GPUSLEEP_A_ID] ||
+				 nla_u32(tb[GPUSLEEP_A_ID]) != id);
+			v = !tb[GPUSLEEP_A_OWNER_PID] ? 'a' :
+			    !nla_u32(tb[GPUSLEEP_A_OWNER_PID]) ? 'z' : 'p';
+			_exit(write(rep, &v, 1) == 1 ? 0 : 53);
+		}
+		_exit(g > 0 && waitpid(g, &st, 0) == g && WIFEXITED(st) ?
+		      WEXITSTATUS(st) : 54);
+	}
+	return c;
+}
+
+/*
+ * Issue 26, 12: a listener in another pid namespace is not shown the
+ * creator's pid as the initial namespace numbers it (notifications carry
+ * no pid; GET and dump show the requester's view).
+ */
+TEST_F(nl, notification_shows_no_foreign_pid)
+{
+	struct gpusleep_op op;
+	int rep[2], st;
+	char v = 0;
+	pid_t c;
+
+	ASSERT_EQ(0, pipe(rep));
+	c = listen_from_another_pid_ns(self->group, self->id, rep[1]);
+	ASSERT_LT(0, c);
+	close(rep[1]);
+	if (read(rep[0], &v, 1) != 1) {
+		waitpid(c, &st, 0);
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 50)
+			SKIP(return, "unshare(CLONE_NEWPID): %s", strerror(errno));
+		ASSERT_EQ(0, WEXITSTATUS(st));
+	}
+	ASSERT_EQ('r', v);
+	ASSERT_EQ(0, gs_release(self->ctl, W, NB, &op));
+	ASSERT_EQ(1, read(rep[0], &v, 1));
+	EXPECT_NE('p', v);
+	ASSERT_EQ(c, waitpid(c, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	close(rep[0]);
 }
 
 TEST_F(nl, release_and_resume_by_netlink)
