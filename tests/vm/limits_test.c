@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Per-user limits: one euid may hold only its share of domains, of agent
- * and controller fds and of eventfd registrations (EDQUOT past it), so
- * that /dev/gpusleep being open to all lets no user starve the others.
- * Each test lowers a module parameter and puts it back.
+ * Per-user limits: one user may hold only its share of domains, of agent
+ * and controller fds and of eventfd registrations, and of registrations
+ * on one domain (EDQUOT past it), so that /dev/gpusleep being open to all
+ * lets no user starve the others. The user is the euid, or in a user
+ * namespace the namespace's owner; a registration is charged to whoever
+ * makes it, through any fd. Each test lowers a module parameter and puts
+ * it back.
  */
 #define _GNU_SOURCE
 #include <sched.h>

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * A domain belongs to the process that created it: it dies when that
- * process closes its last copy of the engine fd (close, exec, exit), even
- * if a forked child still holds one, and only that process acts as the
+ * process closes its last copy of the engine fd (close, exec, exit) or
+ * exits, even if a forked child still holds one or another process shares
+ * its fd table (CLONE_FILES), and only that process acts as the
  * engine; GPUSLEEP_CREATEF_SHARED opts out. The creator's pid is shown in
  * each reader's pid namespace.
  */
