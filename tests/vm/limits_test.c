@@ -268,7 +268,7 @@ static int userns_create_all(int dev, int *skipped)
 
 		close(go[1]);
 		if (unshare(CLONE_NEWUSER)) {
-			n = -1;
+			n = -errno;
 			_exit(write(rep[1], &n, sizeof(n)) == sizeof(n) ? 3 : 4);
 		}
 		n = 0;
@@ -301,7 +301,7 @@ static int userns_create_all(int dev, int *skipped)
 	if (read(rep[0], &n, sizeof(n)) != sizeof(n))
 		return -1;
 	if (n < 0) {
-		*skipped = 1;
+		*skipped = -n;
 		waitpid(c, &st, 0);
 		return 0;
 	}
@@ -339,7 +339,8 @@ TEST_F(lim, a_user_namespace_does_not_multiply_the_share)
 	lower(self, "max_domains_per_user", "2");
 	total = userns_create_all(self->dev, &skipped);
 	if (skipped)
-		SKIP(return, "unshare(CLONE_NEWUSER): refused here (a chroot?)");
+		SKIP(return, "unshare(CLONE_NEWUSER): %s (refused in a chroot, as in the VM runner)",
+		     strerror(skipped));
 	EXPECT_EQ(2, total);
 }
 
