@@ -28,16 +28,66 @@
 
 static const struct file_operations gs_domain_fops;
 
+/*
+ * The creating process exited (the last of its threads): the domain ends
+ * with it, as when its last close of the engine fd passes flush. That
+ * close does not pass when the fd table is shared (CLONE_FILES) and
+ * lives on in another process; the process's exit is still seen here.
+ * Runs without a reference: gs_domain_free() stops the wake-ups, then
+ * waits for this work, before it frees anything.
+ */
+static void gs_owner_exit_work(struct work_struct *work)
+{
+	struct gs_domain *d = container_of(work, struct gs_domain, owner_work);
+	struct task_struct *t;
+	bool gone;
+
+	rcu_read_lock();
+	t = pid_task(d->owner_pid, PIDTYPE_TGID);
+	gone = !t || (READ_ONCE(t->exit_state) && thread_group_empty(t));
+	rcu_read_unlock();
+	if (gone)
+		gs_domain_kill(d);
+}
+
+/* owner_pid's exit wait queue woke (atomic context): look, later. */
+static int gs_owner_wake(struct wait_queue_entry *wq, unsigned int mode,
+			 int sync, void *key)
+{
+	struct gs_domain *d = container_of(wq, struct gs_domain, owner_wait);
+
+	schedule_work(&d->owner_work);
+	return 0;
+}
+
+static void gs_owner_watch(struct gs_domain *d)
+{
+	if (d->shared)
+		return;
+	INIT_WORK(&d->owner_work, gs_owner_exit_work);
+	init_waitqueue_func_entry(&d->owner_wait, gs_owner_wake);
+	add_wait_queue(&d->owner_pid->wait_pidfd, &d->owner_wait);
+}
+
+static void gs_owner_unwatch(struct gs_domain *d)
+{
+	if (d->shared)
+		return;
+	remove_wait_queue(&d->owner_pid->wait_pidfd, &d->owner_wait);
+	cancel_work_sync(&d->owner_work);
+}
+
 static void gs_domain_free(struct kref *kref)
 {
 	struct gs_domain *d = container_of(kref, struct gs_domain, kref);
 
+	gs_owner_unwatch(d);
 	/* No fd is left: nobody can arm the timer any more. */
 	cancel_delayed_work_sync(&d->timeout_work);
 	WARN_ON(!list_empty(&d->efds));
 	WARN_ON(!list_empty(&d->waiters));
 	mutex_destroy(&d->lock);
-	gs_user_uncharge(d->owner, GS_UC_DOMAINS);
+	gs_user_uncharge(d->charged, GS_UC_DOMAINS);
 	put_pid(d->owner_pid);
 	put_cred(d->cred);
 	kfree(d);
@@ -51,15 +101,16 @@ void gs_domain_put(struct gs_domain *d)
 struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 				   const struct gs_tagset *ts)
 {
+	kuid_t charged = gs_user_current();
 	struct gs_domain *d;
 	int ret;
 
-	ret = gs_user_charge(current_euid(), GS_UC_DOMAINS);
+	ret = gs_user_charge(charged, GS_UC_DOMAINS);
 	if (ret)
 		return ERR_PTR(ret);
 	d = gs_kzalloc(sizeof(*d), GFP_KERNEL_ACCOUNT);
 	if (!d) {
-		gs_user_uncharge(current_euid(), GS_UC_DOMAINS);
+		gs_user_uncharge(charged, GS_UC_DOMAINS);
 		return ERR_PTR(-ENOMEM);
 	}
 	kref_init(&d->kref);
@@ -68,6 +119,7 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 	d->caps = req->caps;
 	d->tags = *ts;
 	d->owner = current_euid();
+	d->charged = charged;
 	d->cred = get_current_cred();
 	d->owner_pid = get_pid(task_tgid(current));
 	d->shared = req->flags & GPUSLEEP_CREATEF_SHARED;
@@ -80,6 +132,7 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 	INIT_LIST_HEAD(&d->waiters);
 	init_waitqueue_head(&d->op_wq);
 	INIT_DELAYED_WORK(&d->timeout_work, gs_op_timeout_work);
+	gs_owner_watch(d);
 	return d;
 }
 
@@ -127,6 +180,7 @@ static const char *gs_role_name(u32 role)
  */
 int gs_domain_open_fd(struct gs_domain *d, u32 role, bool granted)
 {
+	kuid_t uid = gs_user_current();
 	struct gs_file *gf;
 	struct file *file;
 	int fd, ret;
@@ -136,7 +190,7 @@ int gs_domain_open_fd(struct gs_domain *d, u32 role, bool granted)
 
 	/* The engine fd comes with its domain, charged as one. */
 	if (role != GPUSLEEP_ROLE_ENGINE) {
-		ret = gs_user_charge(current_euid(), GS_UC_FDS);
+		ret = gs_user_charge(uid, GS_UC_FDS);
 		if (ret)
 			return ret;
 	}
@@ -147,7 +201,7 @@ int gs_domain_open_fd(struct gs_domain *d, u32 role, bool granted)
 	}
 	gf->d = d;
 	gf->role = role;
-	gf->uid = current_euid();
+	gf->uid = uid;
 	gs_restarts_init(&gf->rs, &d->lock);
 
 	fd = gs_fault() ? -EMFILE : get_unused_fd_flags(O_CLOEXEC);
@@ -197,7 +251,7 @@ err_free:
 	kfree(gf);
 err_uncharge:
 	if (role != GPUSLEEP_ROLE_ENGINE)
-		gs_user_uncharge(current_euid(), GS_UC_FDS);
+		gs_user_uncharge(uid, GS_UC_FDS);
 	return ret;
 }
 
@@ -335,8 +389,10 @@ static ssize_t gs_domain_read(struct file *file, char __user *buf,
 			return ret;
 	}
 	if (gs_copy_to_user(buf, &ev, count)) {
+		/* Unseen: back in line if still current (op.c decides). */
 		mutex_lock(&d->lock);
-		gs_evq_unpop(q, &ev);
+		if (!d->dead)
+			gs_op_unread(d, q, &ev);
 		mutex_unlock(&d->lock);
 		return -EFAULT;
 	}

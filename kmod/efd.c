@@ -6,20 +6,32 @@
  *
  * Each registration belongs to the domain fd that made it and holds one
  * eventfd_ctx reference, put when it is removed, replaced or its fd closes.
- * The list is protected by domain->lock.
+ * It is charged to the user who made it (gs_user_current()), whoever made
+ * the fd: a granted fd's registrations are the grantee's, not the
+ * granter's. One user holds at most max_eventfds_per_user_per_domain on
+ * one domain, so that one controller cannot take a domain's every slot
+ * (max_eventfds). The list is protected by domain->lock.
  */
 #include <linux/errno.h>
 #include <linux/eventfd.h>
 #include <linux/slab.h>
 #include <linux/err.h>
+#include <linux/moduleparam.h>
 
 #include "compat.h"
 #include "gpusleep.h"
+
+static unsigned int gs_max_efds_user_domain = 64;
+module_param_named(max_eventfds_per_user_per_domain, gs_max_efds_user_domain,
+		   uint, 0644);
+MODULE_PARM_DESC(max_eventfds_per_user_per_domain,
+		 "Most eventfd registrations one user may hold on one domain, 0 for no limit (default 64)");
 
 struct gs_efd {
 	struct list_head node;
 	struct eventfd_ctx *ctx;
 	struct gs_file *owner;
+	kuid_t uid;		/* charged one GS_UC_EVENTFDS */
 	u32 events;
 };
 
@@ -38,7 +50,7 @@ static void gs_efd_free(struct gs_domain *d, struct gs_efd *e)
 {
 	list_del(&e->node);
 	d->nr_efds--;
-	gs_user_uncharge(e->owner->uid, GS_UC_EVENTFDS);
+	gs_user_uncharge(e->uid, GS_UC_EVENTFDS);
 	eventfd_ctx_put(e->ctx);
 	kfree(e);
 }
@@ -53,9 +65,25 @@ void gs_efd_drop_owner(struct gs_domain *d, struct gs_file *owner)
 			gs_efd_free(d, e);
 }
 
+/* Within uid's share of d's registrations? 0 or -EDQUOT. */
+static int gs_efd_user_room(struct gs_domain *d, kuid_t uid)
+{
+	unsigned int limit = READ_ONCE(gs_max_efds_user_domain);
+	unsigned int n = 0;
+	struct gs_efd *e;
+
+	if (!limit)
+		return 0;
+	list_for_each_entry(e, &d->efds, node)
+		if (uid_eq(e->uid, uid) && ++n >= limit)
+			return -EDQUOT;
+	return 0;
+}
+
 int gs_efd_set(struct gs_domain *d, struct gs_file *owner,
 	       const struct gpusleep_eventfd *req)
 {
+	kuid_t uid = gs_user_current();
 	struct eventfd_ctx *ctx;
 	struct gs_efd *e, *new = NULL;
 	bool add = false;
@@ -101,13 +129,16 @@ int gs_efd_set(struct gs_domain *d, struct gs_file *owner,
 	} else if (d->nr_efds >= gs_max_eventfds) {
 		ret = -ENOSPC;
 	} else {
-		/* A new registration: within the user's share (else EDQUOT). */
-		ret = gs_user_charge(owner->uid, GS_UC_EVENTFDS);
+		/* A new registration: within the user's shares (else EDQUOT). */
+		ret = gs_efd_user_room(d, uid);
+		if (!ret)
+			ret = gs_user_charge(uid, GS_UC_EVENTFDS);
 		add = !ret;
 	}
 	if (add) {
 		new->ctx = ctx;
 		new->owner = owner;
+		new->uid = uid;
 		new->events = req->events;
 		list_add_tail(&new->node, &d->efds);
 		d->nr_efds++;

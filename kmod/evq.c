@@ -43,9 +43,24 @@ bool gs_evq_pop(struct gs_evq *q, struct gpusleep_event *ev)
 	return true;
 }
 
-/* Put back a record that could not be copied to the reader. */
+/*
+ * Put back, first in line, a record that could not be copied to its
+ * reader (op.c decided it is still current). A newer record of its type
+ * queued meanwhile says what holds now: it stays, with the tags of the
+ * one put back added, so the queue never holds two of a type.
+ */
 void gs_evq_unpop(struct gs_evq *q, const struct gpusleep_event *ev)
 {
+	unsigned int i;
+
+	for (i = 0; i < q->count; i++) {
+		struct gpusleep_event *e = &q->rec[(q->head + i) % GS_EVQ_LEN];
+
+		if (e->type == ev->type) {
+			e->tags |= ev->tags;
+			return;
+		}
+	}
 	if (q->count == GS_EVQ_LEN) {
 		q->dropped++;
 		return;

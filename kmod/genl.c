@@ -192,9 +192,6 @@ static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
 	    nla_put_string(skb, GPUSLEEP_A_GPU, d->gpu) ||
 	    nla_put_u32(skb, GPUSLEEP_A_OWNER_UID,
 			from_kuid_munged(&init_user_ns, d->owner)) ||
-	    nla_put_u32(skb, GPUSLEEP_A_OWNER_PID,
-			x && x->ntf ? pid_nr(d->owner_pid) :
-				      pid_vnr(d->owner_pid)) ||
 	    nla_put_u32(skb, GPUSLEEP_A_STATE, st.state) ||
 	    nla_put_u32(skb, GPUSLEEP_A_RELEASED, st.released) ||
 	    nla_put_u32(skb, GPUSLEEP_A_FLAGS, st.flags) ||
@@ -213,6 +210,15 @@ static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
 	    nla_put_u32(skb, GPUSLEEP_A_SHORTFALL, st.shortfall) ||
 	    gs_nl_put_tags(skb, GPUSLEEP_A_TAG, d, d->tags.all,
 			   st.bytes_released, st.freed_bytes, st.generation))
+		goto err_cancel;
+
+	/*
+	 * The creator's pid as the requester's pid namespace numbers it (0
+	 * if not there), as /proc shows it. A notification is one message
+	 * for listeners in any namespace: it carries none.
+	 */
+	if (!(x && x->ntf) &&
+	    nla_put_u32(skb, GPUSLEEP_A_OWNER_PID, pid_vnr(d->owner_pid)))
 		goto err_cancel;
 
 	/* What stays resident: absent while not reported (its enum has no 0). */
@@ -327,16 +333,19 @@ static int gs_nl_get_dumpit(struct sk_buff *skb, struct netlink_callback *cb)
 
 /*
  * As for an attach by id (gs_may_control(): the owner's euid, in the
- * creator's user and pid namespaces) or CAP_SYS_ADMIN, judged by the
- * credentials of whoever opened the socket (as netlink_capable() does),
- * so a privileged process that merely writes into someone else's socket
- * grants nothing.
+ * creator's user and pid namespaces) or CAP_SYS_ADMIN, judged, as
+ * netlink_capable() judges a capability, by both the sender (doit runs in
+ * the sending task: current) and whoever opened the socket. A socket
+ * opened by root and used after a setuid() grants its user nothing, and
+ * a privileged process that merely writes into someone else's socket
+ * grants nothing either.
  */
 static bool gs_nl_may_control(struct sk_buff *skb, const struct gs_domain *d)
 {
 	const struct socket *sock = NETLINK_CB(skb).sk->sk_socket;
 
-	if (sock && sock->file && gs_may_control(d, sock->file->f_cred))
+	if (sock && sock->file && gs_may_control(d, sock->file->f_cred) &&
+	    gs_may_control(d, current_cred()))
 		return true;
 	return netlink_capable(skb, CAP_SYS_ADMIN);
 }

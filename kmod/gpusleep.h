@@ -148,9 +148,18 @@ struct gs_domain {
 	u32 caps;
 	struct gs_tagset tags;
 	kuid_t owner;
+	kuid_t charged;		/* charged GS_UC_DOMAINS (gs_user_current()) */
 	const struct cred *cred;	/* the creator's (its user namespace) */
 	struct pid *owner_pid;	/* the creating process (referenced) */
 	bool shared;		/* GPUSLEEP_CREATEF_SHARED */
+	/*
+	 * Unless shared: on owner_pid's exit wait queue (woken when the
+	 * process exits, as for a pidfd), so that the creator's exit ends
+	 * the domain even when no close passes (an fd table shared with
+	 * CLONE_FILES lives on); owner_work kills it. Both go in free.
+	 */
+	struct wait_queue_entry owner_wait;
+	struct work_struct owner_work;
 
 	struct mutex lock;	/* protects everything below */
 	u32 state;		/* enum gpusleep_dstate */
@@ -258,10 +267,7 @@ struct gs_restarts {
 struct gs_file {
 	struct gs_domain *d;
 	u32 role;		/* GPUSLEEP_ROLE_* */
-	/*
-	 * The euid charged for this fd (GS_UC_FDS, agents and controllers)
-	 * and for its eventfd registrations (GS_UC_EVENTFDS).
-	 */
+	/* The user charged for this fd (GS_UC_FDS, agents and controllers). */
 	kuid_t uid;
 	struct gs_restarts rs;	/* under d->lock */
 	/*
@@ -297,6 +303,11 @@ enum gs_ucount {
 	GS_UC_MAX
 };
 
+/*
+ * The user charged for what the caller makes: its euid, or in a user
+ * namespace the owner of the outermost one below the initial namespace.
+ */
+kuid_t gs_user_current(void);
 /* Count one more of what for uid: 0, -EDQUOT past its limit, -ENOMEM. */
 int gs_user_charge(kuid_t uid, enum gs_ucount what);
 void gs_user_uncharge(kuid_t uid, enum gs_ucount what);
@@ -426,6 +437,9 @@ int gs_op_result(struct gs_domain *d, u64 id, struct gpusleep_result *res);
 void gs_op_agent_gone(struct gs_domain *d);
 void gs_op_engine_gone(struct gs_domain *d);
 void gs_op_timeout_work(struct work_struct *work);	/* takes the lock */
+/* A record popped from q for a reader whose copy failed: never seen. */
+void gs_op_unread(struct gs_domain *d, struct gs_evq *q,
+		  const struct gpusleep_event *ev);
 void gs_op_hold(struct gs_domain *d);
 void gs_op_group_go(struct gs_domain *d, u64 op_id);
 bool gs_op_group_cancel(struct gs_domain *d, u64 op_id);

@@ -1168,7 +1168,7 @@ static int gs_group_open_fd(struct gs_group *g)
 	struct file *file;
 	int fd, ret;
 
-	ret = gs_user_charge(current_euid(), GS_UC_FDS);
+	ret = gs_user_charge(gs_user_current(), GS_UC_FDS);
 	if (ret)
 		return ret;
 	gf = gs_kzalloc(sizeof(*gf), GFP_KERNEL_ACCOUNT);
@@ -1177,7 +1177,7 @@ static int gs_group_open_fd(struct gs_group *g)
 		goto err_uncharge;
 	}
 	gf->g = g;
-	gf->uid = current_euid();
+	gf->uid = gs_user_current();
 	gs_restarts_init(&gf->rs, &g->lock);
 	fd = gs_fault() ? -EMFILE : get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {
@@ -1199,7 +1199,7 @@ err_put_fd:
 err_free:
 	kfree(gf);
 err_uncharge:
-	gs_user_uncharge(current_euid(), GS_UC_FDS);
+	gs_user_uncharge(gs_user_current(), GS_UC_FDS);
 	return ret;
 }
 

@@ -26,6 +26,7 @@
 #include <linux/errno.h>
 #include <linux/jiffies.h>
 #include <linux/lockdep.h>
+#include <linux/printk.h>
 #include <linux/string.h>
 #include <linux/bitops.h>
 #include <linux/sched.h>
@@ -192,7 +193,14 @@ static void gs_notify_engine(struct gs_domain *d, u32 type, u64 op_id,
 
 	gs_evq_withdraw_type(&d->engine_q, type, &tags);
 	ev.tags = tags;
-	WARN_ON_ONCE(gs_engine_push(d, &ev));
+	/*
+	 * Cannot fail while the queue holds at most one step record and one
+	 * of each notification (gs_op_unread() keeps it so); never a WARN,
+	 * whatever userspace does.
+	 */
+	if (gs_engine_push(d, &ev))
+		pr_err_ratelimited("gpusleep: domain %u: engine queue full, record %u lost\n",
+				   d->id, type);
 }
 
 /*
@@ -277,13 +285,20 @@ static void gs_agent_report(struct gs_domain *d, struct gs_op *op, u32 type,
 		d->resident_bytes = c->resident_bytes;
 		d->resident_source = c->resident_source;
 	}
-	if (c->lost_bytes) {
-		gs_replaced(d, tag);
-		if (op)
-			op->lost_tags |= tag;
-		if (tag & d->tags.kv)
-			d->kv_needs_repair = true;
-	}
+	if (!c->lost_bytes)
+		return;
+	if (op)
+		op->lost_tags |= tag;
+	/*
+	 * A remap replaces the memory anyway: once, when confirmed
+	 * (gs_resume_done()), as its record announced; a failed one
+	 * replaced nothing. A pause that lost contents replaced it.
+	 */
+	if (type == GPUSLEEP_EV_RESUME_TAG)
+		return;
+	gs_replaced(d, tag);
+	if (tag & d->tags.kv)
+		d->kv_needs_repair = true;
 }
 
 static void gs_resume_done(struct gs_domain *d, u32 tag)
@@ -594,6 +609,14 @@ int gs_op_resume(struct gs_domain *d, struct gpusleep_op *req)
 	}
 	if (tags && !d->agent)
 		return gs_refuse(req, GPUSLEEP_R_NOT_ENABLED, 0);
+	/*
+	 * The reference controller calls a pending drain off only when the
+	 * resume leaves nothing released; otherwise the release carries on.
+	 * One operation runs at a time, so such a resume is refused busy
+	 * (docs/design.md): the caller resumes once the release has ended.
+	 */
+	if (cancel && (d->released & ~tags))
+		return gs_refuse(req, GPUSLEEP_R_BUSY, 0);
 
 	if (cancel)
 		gs_op_finish(d, GPUSLEEP_R_CANCELLED, 0);
@@ -787,6 +810,37 @@ int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
 		return -EINVAL;
 	}
 	return 0;
+}
+
+void gs_op_unread(struct gs_domain *d, struct gs_evq *q,
+		  const struct gpusleep_event *ev)
+{
+	struct gpusleep_complete c = { .status = -EFAULT };
+	struct gs_op *op = &d->op;
+
+	lockdep_assert_held(&d->lock);
+	/* A notification: back in line, or merged into a newer one. */
+	if (!gs_engine_step(ev->type) && ev->type != GPUSLEEP_EV_PAUSE_TAG &&
+	    ev->type != GPUSLEEP_EV_RESUME_TAG) {
+		gs_evq_unpop(q, ev);
+		return;
+	}
+	/* A step record goes back only while its step is the one awaited. */
+	if (d->op_active && op->id == ev->op_id && op->step == ev->step &&
+	    op->await == ev->type) {
+		gs_evq_unpop(q, ev);
+		return;
+	}
+	/*
+	 * Its step ended meanwhile (it timed out, or the operation was
+	 * called off) and counted it read. An agent step awaiting its late
+	 * answer gets none: it is over as if taken back unread (a failed
+	 * answer: a pause rolled back, a remap not done). Anything else
+	 * the step's end has settled already.
+	 */
+	if (d->late.valid && d->late.op_id == ev->op_id &&
+	    d->late.step == ev->step && d->late.type == ev->type)
+		gs_op_complete_late(d, &c);
 }
 
 int gs_op_result(struct gs_domain *d, u64 id, struct gpusleep_result *res)

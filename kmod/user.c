@@ -3,10 +3,19 @@
  * gpusleep: what one user may hold, so that no user can starve the others.
  *
  * /dev/gpusleep is open to everyone and max_domains is one pool for the
- * machine; each euid is also held to its own share of domains, of domain
- * fds (agents, controllers) and of eventfd registrations, with EDQUOT past
- * it (as keyrings do with their per-user quota). Event queues are bounded
- * per domain (GS_EVQ_LEN), so they are bounded per user through domains.
+ * machine; each user is also held to its own share of domains, of domain
+ * fds (agents, controllers, groups) and of eventfd registrations, with
+ * EDQUOT past it (as keyrings do with their per-user quota). Event queues
+ * are bounded per domain (GS_EVQ_LEN), so they are bounded per user
+ * through domains.
+ *
+ * The user charged is the caller's euid in the initial user namespace. In
+ * a user namespace it is the namespace's owner, that of the outermost one
+ * below the initial namespace: the kernel's ucounts (RLIMIT_NPROC and the
+ * other per-user limits) charge each namespace level up to the initial
+ * one to the user that created it, so a container that maps many uids
+ * holds its creator's share, not one share per uid, and a user that makes
+ * many namespaces still holds one share.
  *
  * A small hash of per-uid counters under a spinlock that is a leaf: it is
  * taken under gs_domains_lock or domain->lock, never the other way round,
@@ -16,7 +25,9 @@
 #include <linux/moduleparam.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
+#include <linux/cred.h>
 #include <linux/uidgid.h>
+#include <linux/user_namespace.h>
 
 #include "gpusleep.h"
 
@@ -42,6 +53,17 @@ struct gs_user {
 	kuid_t uid;
 	unsigned int n[GS_UC_MAX];
 };
+
+kuid_t gs_user_current(void)
+{
+	const struct user_namespace *ns = current_user_ns();
+
+	if (ns == &init_user_ns)
+		return current_euid();
+	while (ns->parent != &init_user_ns)
+		ns = ns->parent;
+	return ns->owner;
+}
 
 static DEFINE_SPINLOCK(gs_users_lock);
 static DEFINE_HASHTABLE(gs_users, 6);

@@ -10,7 +10,11 @@
  * The test plays engine, agent and controller itself, so it sees every
  * record; blocking calls run in child processes.
  */
+#include <pthread.h>
 #include <time.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <linux/userfaultfd.h>
 
 #include "kselftest_harness.h"
 #include "gs_test.h"
@@ -674,6 +678,153 @@ TEST_F(c, lost_kv_contents_are_repaired_before_scheduling)
 	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_REPAIR_KV, 0, 0, 0));
 	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
 	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
+}
+
+/* ------------------------------- 8. a read that faults (issue 26, 14) */
+
+/*
+ * A page whose first touch waits in userfaultfd until *uffd reports it:
+ * a copy_to_user() into it sleeps, so the test can end the step first.
+ * NULL (errno set) when userfaultfd is unavailable.
+ */
+static void *uffd_page(int *uffd, size_t len)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg;
+	void *p;
+
+	*uffd = syscall(__NR_userfaultfd, O_CLOEXEC);
+	if (*uffd < 0)
+		return NULL;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		goto err_close;
+	memset(&reg, 0, sizeof(reg));
+	reg.range.start = (unsigned long)p;
+	reg.range.len = len;
+	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+	if (ioctl(*uffd, UFFDIO_API, &api) ||
+	    ioctl(*uffd, UFFDIO_REGISTER, &reg))
+		goto err_unmap;
+	return p;
+
+err_unmap:
+	munmap(p, len);
+err_close:
+	close(*uffd);
+	return NULL;
+}
+
+struct faulty_read {
+	int fd;
+	void *buf;
+	int err;	/* read()'s errno, 0 if it read */
+};
+
+static void *faulty_reader(void *arg)
+{
+	struct faulty_read *fr = arg;
+
+	fr->err = read(fr->fd, fr->buf, sizeof(struct gpusleep_event)) < 0 ?
+		  errno : 0;
+	return NULL;
+}
+
+#define NO_UFFD	(-2)	/* no userfaultfd in this kernel: skip */
+
+/*
+ * The reader of fd takes its next record and faults copying it; while it
+ * waits, op id's step ends (the caller's finish); then the copy fails.
+ * Returns read()'s errno (EFAULT), NO_UFFD, or -1 with the reason printed.
+ */
+static int read_faults_after(int fd, int ctl, uint64_t id, int want)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	struct faulty_read fr = { .fd = fd };
+	struct pollfd p;
+	struct uffd_msg msg;
+	pthread_t th;
+	int uffd, r;
+
+	fr.buf = uffd_page(&uffd, pg);
+	if (!fr.buf) {
+		fprintf(stderr, "# userfaultfd: %s\n", strerror(errno));
+		return errno == ENOSYS ? NO_UFFD : -1;
+	}
+	if (pthread_create(&th, NULL, faulty_reader, &fr))
+		return -1;
+	/* The reader took the record and waits in its copy to the user. */
+	p.fd = uffd;
+	p.events = POLLIN;
+	r = poll(&p, 1, GS_WAIT_MS) == 1 &&
+	    read(uffd, &msg, sizeof(msg)) == sizeof(msg) ? 0 : -1;
+	if (!r && gs_finish(ctl, id, NULL) != want) {
+		fprintf(stderr, "# the step did not end as expected\n");
+		r = -1;
+	}
+	/* The buffer goes: the woken copy fails. */
+	munmap(fr.buf, pg);
+	close(uffd);
+	pthread_join(th, NULL);
+	return r ? r : fr.err;
+}
+
+/*
+ * The engine's read of DRAIN faults after the drain timed out: the
+ * record is stale, so it does not come back; the engine reads "stop
+ * draining" and "go", the state agrees, and the next release runs.
+ */
+TEST_F(c, faulted_read_puts_back_no_stale_step)
+{
+	struct gpusleep_event ev;
+	struct gpusleep_state st;
+	struct gpusleep_op op;
+	int n = 0, go = 0, r;
+
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 200, &op));
+	r = read_faults_after(self->engine, self->ctl, op.op_id, -ETIMEDOUT);
+	if (r == NO_UFFD)
+		SKIP(return, "no userfaultfd (CONFIG_USERFAULTFD) in this kernel");
+	ASSERT_EQ(EFAULT, r);
+	while (!gs_next(self->engine, &ev, 0)) {
+		EXPECT_NE(GPUSLEEP_EV_DRAIN, ev.type);
+		go = !!(ev.flags & GO);
+		n++;
+	}
+	EXPECT_LT(0, n);
+	EXPECT_EQ(1, go);
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_FALSE(st.flags & GPUSLEEP_SF_SCHED_PAUSED);
+	ASSERT_EQ(0, release_ok(self->ctl, self->engine, self->agent, W));
+}
+
+/*
+ * The agent's read of PAUSE_TAG faults after its step timed out: the
+ * agent never saw it, so the tag is not released and no late answer is
+ * awaited; the next release runs.
+ */
+TEST_F(c, faulted_agent_read_unreleases_the_tag)
+{
+	struct gpusleep_event ev = { .flags = 0 };
+	struct gpusleep_state st;
+	struct gpusleep_op op;
+	int r;
+
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 200, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
+	r = read_faults_after(self->agent, self->ctl, op.op_id, -ETIMEDOUT);
+	if (r == NO_UFFD)
+		SKIP(return, "no userfaultfd (CONFIG_USERFAULTFD) in this kernel");
+	ASSERT_EQ(EFAULT, r);
+	EXPECT_TRUE(no_record(self->agent));
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(0, st.released);
+	EXPECT_EQ(0, st.flags & GPUSLEEP_SF_AGENT_UNCONFIRMED);
+	EXPECT_EQ(GPUSLEEP_S_AWAKE, st.state);
+	drain_records(self->engine, &ev);
+	EXPECT_EQ(GO, ev.flags & GO);
+	ASSERT_EQ(0, release_ok(self->ctl, self->engine, self->agent, W));
 }
 
 /* ----------------------------------------------- randomised contract */

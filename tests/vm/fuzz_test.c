@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * A multi-process fuzzer: engines, agents and controllers of several
- * domains as separate processes; random valid and invalid ioctls, random
- * SIGKILLs of every role, eventfds closed and registered again, injected
- * faults; for GS_FUZZ_SECONDS (60 by default), seeded by GS_FUZZ_SEED (the
+ * domains as separate processes; random valid and invalid ioctls, grants
+ * (valid and not) whose fds are used and closed, netlink commands (GET do
+ * and dump, RELEASE, RESUME, malformed requests) from a netlink
+ * controller, random SIGKILLs of every role, eventfds closed and
+ * registered again, injected faults; for GS_FUZZ_SECONDS (60 by default), seeded by GS_FUZZ_SEED (the
  * seed is printed for replay). Afterwards every surviving domain's state
  * must be what its agent confirmed (a pause whose answer was lost counts
  * as released, unconfirmed), and nothing may be stuck; the VM
@@ -15,10 +17,10 @@
 #include <sys/mman.h>
 #include <time.h>
 #include "kselftest_harness.h"
-#include "gs_test.h"
+#include "gs_nl.h"
 
 #define SLOTS		4
-#define CONTROLLERS	4
+#define CONTROLLERS	4	/* by ioctl; one more drives netlink */
 
 struct slot {
 	volatile uint32_t id;		/* current domain, 0 while none */
@@ -38,6 +40,42 @@ static struct shared *sh;
 static unsigned int rnd(unsigned int *seed, unsigned int n)
 {
 	return n ? rand_r(seed) % n : 0;
+}
+
+/*
+ * The engine grants an fd (mostly a controller's; never an agent's, which
+ * would take the agent's place), uses it a little and closes it.
+ */
+static void engine_grant(int e, unsigned int *seed)
+{
+	static const uint32_t roles[] = {
+		GPUSLEEP_ROLE_CONTROLLER, GPUSLEEP_ROLE_CONTROLLER,
+		GPUSLEEP_ROLE_ENGINE, 0, 77,
+	};
+	struct gpusleep_grant g;
+	struct gpusleep_op op;
+	int fd, efd;
+
+	memset(&g, 0, sizeof(g));
+	g.role = roles[rnd(seed, 5)];
+	if (!rnd(seed, 8))
+		g.flags = 1 + rnd(seed, 8);
+	if (!rnd(seed, 8))
+		g.reserved[rnd(seed, 2)] = 1;
+	fd = ioctl(e, GPUSLEEP_IOC_GRANT, &g);
+	if (fd < 0)
+		return;
+	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (efd >= 0 && rnd(seed, 2))
+		gs_eventfd(fd, efd, GPUSLEEP_EFD_ALL);
+	memset(&op, 0, sizeof(op));
+	op.tags = rnd(seed, 4);
+	op.flags = GPUSLEEP_OPF_NONBLOCK;
+	ioctl(fd, rnd(seed, 2) ? GPUSLEEP_IOC_RELEASE : GPUSLEEP_IOC_RESUME,
+	      &op);
+	if (efd >= 0)
+		close(efd);
+	close(fd);
 }
 
 /* Engine of slot s: creates the domain, answers (mostly) with success. */
@@ -63,6 +101,8 @@ static void engine_main(int s, unsigned int seed)
 	sh->slot[s].id = id;
 	__sync_fetch_and_add(&sh->slot[s].generation, 1);
 	for (;;) {
+		if (!rnd(&seed, 8))
+			engine_grant(e, &seed);
 		r = gs_next(e, &ev, 1000);
 		if (r == -ETIMEDOUT || r == -EFAULT || r == -EINTR)
 			continue;
@@ -235,6 +275,84 @@ static void controller_main(unsigned int seed)
 	}
 }
 
+/* A dump of every domain, read to its end (or an error, or a bound). */
+static void nl_dump(int sk, uint16_t family)
+{
+	struct nlmsghdr *nh;
+	char buf[NL_BUF];
+	struct nl_req r;
+	int n, done = 0;
+
+	nl_init(&r, family, GPUSLEEP_CMD_GET, NLM_F_DUMP);
+	if (nl_send(sk, &r))
+		return;
+	while (!done) {
+		n = nl_recv(sk, buf, sizeof(buf));
+		if (n <= 0)
+			return;
+		for (nh = (void *)buf; NLMSG_OK(nh, n); nh = NLMSG_NEXT(nh, n))
+			if (nh->nlmsg_type == NLMSG_DONE ||
+			    nh->nlmsg_type == NLMSG_ERROR)
+				done = 1;
+	}
+}
+
+/*
+ * The netlink controller: GET do (a live or a random id) and dump,
+ * RELEASE and RESUME with random tags, flags and timeouts, and requests
+ * with random attributes or commands. Returns only if the family is gone.
+ */
+static void nl_main(unsigned int seed)
+{
+	char out[NL_BUF];
+	struct nl_req r;
+	uint16_t family;
+	uint32_t group, id, v;
+	int sk = nl_open(), i, n;
+
+	if (sk < 0 || nl_resolve(sk, &family, &group))
+		_exit(2);
+	for (;;) {
+		id = rnd(&seed, 8) ? sh->slot[rnd(&seed, SLOTS)].id :
+				     rnd(&seed, 100000);
+		switch (rnd(&seed, 6)) {
+		case 0:
+			nl_get(sk, family, id, out, sizeof(out));
+			break;
+		case 1:
+			nl_dump(sk, family);
+			break;
+		case 2:		/* malformed: random attributes, sizes, command */
+			nl_init(&r, family, rnd(&seed, 8), 0);
+			n = rnd(&seed, 6);
+			for (i = 0; i < n; i++) {
+				v = rand_r(&seed);
+				nl_put(&r, rnd(&seed, GPUSLEEP_A_MAX + 3), &v,
+				       rnd(&seed, 5));
+			}
+			nl_call(sk, &r, NULL, 0);
+			break;
+		default:	/* a well-formed release or resume */
+			nl_init(&r, family, rnd(&seed, 2) ?
+				GPUSLEEP_CMD_RELEASE : GPUSLEEP_CMD_RESUME, 0);
+			nl_put_u32(&r, GPUSLEEP_A_ID, id);
+			if (rnd(&seed, 2))
+				nl_put_u32(&r, GPUSLEEP_A_TAGS, rnd(&seed, 4));
+			if (rnd(&seed, 2))
+				nl_put_u32(&r, GPUSLEEP_A_OP_FLAGS,
+					   rnd(&seed, 4));
+			if (rnd(&seed, 2))
+				nl_put_u32(&r, GPUSLEEP_A_TIMEOUT_MS,
+					   rnd(&seed, 300));
+			nl_call(sk, &r, out, sizeof(out));
+			break;
+		}
+		__sync_fetch_and_add(&sh->ops, 1);
+		if (!rnd(&seed, 16))
+			usleep(1000);
+	}
+}
+
 static pid_t spawn_fn(int role, int s, unsigned int seed)
 {
 	pid_t pid = fork();
@@ -245,8 +363,10 @@ static pid_t spawn_fn(int role, int s, unsigned int seed)
 		engine_main(s, seed);
 	else if (role == 1)
 		agent_main(s, sh->slot[s].id, seed);
-	else
+	else if (role == 2)
 		controller_main(seed);
+	else
+		nl_main(seed);
 	_exit(0);
 }
 
@@ -296,7 +416,7 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 	unsigned int seed = s_seed ? strtoul(s_seed, NULL, 0) : time(NULL);
 	unsigned long kills = 0, faults = 0, checked = 0;
 	char old_drain[32], old_step[32];
-	pid_t ctl[CONTROLLERS];
+	pid_t ctl[CONTROLLERS + 1];
 	time_t end;
 	int i, dev;
 
@@ -314,8 +434,8 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 
 	for (i = 0; i < SLOTS; i++)
 		start_slot(i, &seed);
-	for (i = 0; i < CONTROLLERS; i++)
-		ctl[i] = spawn_fn(2, 0, rand_r(&seed));
+	for (i = 0; i <= CONTROLLERS; i++)
+		ctl[i] = spawn_fn(i < CONTROLLERS ? 2 : 3, 0, rand_r(&seed));
 
 	end = time(NULL) + secs;
 	while (time(NULL) < end) {
@@ -338,12 +458,13 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 			sh->slot[s].inflight = 0;
 			sh->slot[s].agent = spawn_fn(1, s, rand_r(&seed));
 			break;
-		case 2:		/* kill a controller */
-			i = rnd(&seed, CONTROLLERS);
+		case 2:		/* kill a controller (the last: netlink's) */
+			i = rnd(&seed, CONTROLLERS + 1);
 			kill(ctl[i], SIGKILL);
 			kills++;
 			waitpid(ctl[i], NULL, 0);
-			ctl[i] = spawn_fn(2, 0, rand_r(&seed));
+			ctl[i] = spawn_fn(i < CONTROLLERS ? 2 : 3, 0,
+					  rand_r(&seed));
 			break;
 		case 3:	/* arm a fault somewhere ahead (a fault build) */
 			if (gs_fault_arm(1 + rnd(&seed, 200)) == 0)
@@ -364,7 +485,7 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 	}
 
 	/* Stop the controllers and the fault; let the domains settle. */
-	for (i = 0; i < CONTROLLERS; i++) {
+	for (i = 0; i <= CONTROLLERS; i++) {
 		kill(ctl[i], SIGKILL);
 		waitpid(ctl[i], NULL, 0);
 	}

@@ -290,6 +290,54 @@ TEST_F(g, rollback_that_lost_contents_counts)
 	EXPECT_EQ(W, ev.tags);
 }
 
+/* Release weights, start a resume: its RESUME_TAG, read, in *ev. */
+static int release_then_remap(struct _test_data_g *s, struct gpusleep_op *op,
+			      struct gpusleep_event *ev)
+{
+	int r = release(s, W);
+
+	if (!r)
+		r = gs_start(s->ctl, GPUSLEEP_IOC_RESUME, 0, 0, op);
+	return r ? r : gs_expect(s->agent, GPUSLEEP_EV_RESUME_TAG, W, ev);
+}
+
+/*
+ * Issue 26, 16: a remap whose answer reports lost contents is still one
+ * replacement: +1, what its RESUME_TAG announced.
+ */
+TEST_F(g, remap_with_lost_bytes_counts_once)
+{
+	struct gpusleep_event ev;
+	struct gpusleep_op op;
+
+	ASSERT_EQ(0, release_then_remap(self, &op, &ev));
+	EXPECT_EQ(1, ev.generation);
+	ASSERT_EQ(0, answer_full(self->agent, &ev, 0, 4096, 4096, 0, 0));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
+	EXPECT_EQ(ev.generation, gen(self->ctl, GW));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
+	EXPECT_EQ(W, ev.tags);
+}
+
+/* A failed remap, lost contents or not, replaced nothing. */
+TEST_F(g, failed_remap_with_lost_bytes_does_not_count)
+{
+	struct gpusleep_event ev;
+	struct gpusleep_op op;
+
+	ASSERT_EQ(0, release_then_remap(self, &op, &ev));
+	ASSERT_EQ(0, answer_full(self->agent, &ev, -ENOMEM, 0, 4096, 0, 0));
+	ASSERT_EQ(-ENOMEM, gs_finish(self->ctl, op.op_id, NULL));
+	EXPECT_EQ(0, gen(self->ctl, GW));
+	/* The next remap announces and counts the first replacement. */
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_RESUME_TAG, W, &ev));
+	EXPECT_EQ(1, ev.generation);
+	ASSERT_EQ(0, gs_answer(self->agent, &ev, 0, 4096));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
+	EXPECT_EQ(1, gen(self->ctl, GW));
+}
+
 /* A rollback that mapped back the same memory replaced nothing. */
 TEST_F(g, rollback_without_loss_does_not_count)
 {

@@ -7,226 +7,14 @@
  * check, policy refusals.
  */
 #define _GNU_SOURCE
-#include <sys/socket.h>
-#include <linux/genetlink.h>
-#include <linux/netlink.h>
-#include <linux/gpusleep_netlink.h>
-
+#include <sched.h>
 #include "kselftest_harness.h"
-#include "gs_test.h"
+#include "gs_nl.h"
 
 #define W	GPUSLEEP_TAG_WEIGHTS
 #define KV	GPUSLEEP_TAG_KV_CACHE
 #define ALL	GPUSLEEP_TAG_ALL
 #define NB	GPUSLEEP_OPF_NONBLOCK
-
-#define NL_BUF		8192	/* also sizes the kernel's dump skbs */
-#define NL_MAX_ATTR	64
-
-/* ------------------------------------------------------------------ */
-/* A minimal raw generic netlink client                                */
-
-struct nl_req {
-	struct nlmsghdr nh;
-	struct genlmsghdr gh;
-	char attrs[256];
-};
-
-static int nl_open(void)
-{
-	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
-	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
-
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		close(fd);
-		return -errno;
-	}
-	return fd;
-}
-
-static void nl_init(struct nl_req *r, uint16_t family, uint8_t cmd,
-		    uint16_t flags)
-{
-	memset(r, 0, sizeof(*r));
-	r->nh.nlmsg_len = NLMSG_LENGTH(GENL_HDRLEN);
-	r->nh.nlmsg_type = family;
-	r->nh.nlmsg_flags = NLM_F_REQUEST | flags;
-	r->nh.nlmsg_seq = 1;
-	r->gh.cmd = cmd;
-	r->gh.version = GPUSLEEP_GENL_VERSION;
-}
-
-static void nl_put(struct nl_req *r, uint16_t type, const void *data,
-		   uint16_t len)
-{
-	struct nlattr *a = (void *)((char *)r + NLMSG_ALIGN(r->nh.nlmsg_len));
-
-	a->nla_type = type;
-	a->nla_len = NLA_HDRLEN + len;
-	memcpy((char *)a + NLA_HDRLEN, data, len);
-	r->nh.nlmsg_len = NLMSG_ALIGN(r->nh.nlmsg_len) + NLA_ALIGN(a->nla_len);
-}
-
-static void nl_put_u32(struct nl_req *r, uint16_t type, uint32_t v)
-{
-	nl_put(r, type, &v, sizeof(v));
-}
-
-static int nl_send(int fd, struct nl_req *r)
-{
-	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
-
-	if (sendto(fd, r, r->nh.nlmsg_len, 0, (struct sockaddr *)&sa,
-		   sizeof(sa)) < 0)
-		return -errno;
-	return 0;
-}
-
-/* Parse the attributes at p..p+len into tb (indexed by type). */
-static void nl_parse(struct nlattr **tb, void *p, int len)
-{
-	struct nlattr *a;
-
-	memset(tb, 0, NL_MAX_ATTR * sizeof(*tb));
-	for (a = p; len >= NLA_HDRLEN && a->nla_len >= NLA_HDRLEN &&
-	     a->nla_len <= len;
-	     len -= NLA_ALIGN(a->nla_len),
-	     a = (void *)((char *)a + NLA_ALIGN(a->nla_len)))
-		if ((a->nla_type & NLA_TYPE_MASK) < NL_MAX_ATTR)
-			tb[a->nla_type & NLA_TYPE_MASK] = a;
-}
-
-static void nl_parse_genl(struct nlattr **tb, struct nlmsghdr *nh)
-{
-	nl_parse(tb, (char *)NLMSG_DATA(nh) + GENL_HDRLEN,
-		 nh->nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN));
-}
-
-static void *nla_data_(struct nlattr *a)
-{
-	return (char *)a + NLA_HDRLEN;
-}
-
-static uint32_t nla_u32(struct nlattr *a)
-{
-	uint32_t v;
-
-	memcpy(&v, nla_data_(a), sizeof(v));
-	return v;
-}
-
-static uint64_t nla_u64(struct nlattr *a)
-{
-	uint64_t v;
-
-	memcpy(&v, nla_data_(a), sizeof(v));
-	return v;
-}
-
-/* Receive one datagram within GS_WAIT_MS. Returns its length or -errno. */
-static int nl_recv(int fd, char *buf, size_t len)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	ssize_t n;
-	int r = poll(&p, 1, GS_WAIT_MS);
-
-	if (r < 0)
-		return -errno;
-	if (!r)
-		return -ETIMEDOUT;
-	n = recv(fd, buf, len, 0);
-	return n < 0 ? -errno : (int)n;
-}
-
-/*
- * Send r and read the answer: 0 with the first reply message copied to out
- * (if out), or the -errno of an NLMSG_ERROR.
- */
-static int nl_call(int fd, struct nl_req *r, char *out, size_t outlen)
-{
-	char buf[NL_BUF];
-	struct nlmsghdr *nh;
-	int n, ret = 1;
-
-	r->nh.nlmsg_flags |= NLM_F_ACK;
-	n = nl_send(fd, r);
-	if (n)
-		return n;
-	while (ret > 0) {
-		n = nl_recv(fd, buf, sizeof(buf));
-		if (n < 0)
-			return n;
-		for (nh = (void *)buf; NLMSG_OK(nh, n); nh = NLMSG_NEXT(nh, n)) {
-			if (nh->nlmsg_type == NLMSG_ERROR) {
-				struct nlmsgerr *e = NLMSG_DATA(nh);
-
-				ret = e->error;
-				break;
-			}
-			if (out && nh->nlmsg_len <= outlen)
-				memcpy(out, nh, nh->nlmsg_len);
-		}
-	}
-	return ret;
-}
-
-/* Resolve the family id and the events group id. */
-static int nl_resolve(int fd, uint16_t *family, uint32_t *group)
-{
-	struct nlattr *tb[NL_MAX_ATTR], *gt[NL_MAX_ATTR], *a;
-	char out[NL_BUF];
-	struct nl_req r;
-	int ret, len;
-
-	nl_init(&r, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 0);
-	r.gh.version = 1;
-	nl_put(&r, CTRL_ATTR_FAMILY_NAME, GPUSLEEP_GENL_NAME,
-	       sizeof(GPUSLEEP_GENL_NAME));
-	ret = nl_call(fd, &r, out, sizeof(out));
-	if (ret)
-		return ret;
-	nl_parse_genl(tb, (void *)out);
-	if (!tb[CTRL_ATTR_FAMILY_ID] || !tb[CTRL_ATTR_MCAST_GROUPS])
-		return -EPROTO;
-	memcpy(family, nla_data_(tb[CTRL_ATTR_FAMILY_ID]), sizeof(*family));
-	a = nla_data_(tb[CTRL_ATTR_MCAST_GROUPS]);
-	len = tb[CTRL_ATTR_MCAST_GROUPS]->nla_len - NLA_HDRLEN;
-	for (; len >= NLA_HDRLEN; len -= NLA_ALIGN(a->nla_len),
-	     a = (void *)((char *)a + NLA_ALIGN(a->nla_len))) {
-		nl_parse(gt, nla_data_(a), a->nla_len - NLA_HDRLEN);
-		if (gt[CTRL_ATTR_MCAST_GRP_NAME] && gt[CTRL_ATTR_MCAST_GRP_ID] &&
-		    !strcmp(nla_data_(gt[CTRL_ATTR_MCAST_GRP_NAME]),
-			    GPUSLEEP_MCGRP_EVENTS)) {
-			*group = nla_u32(gt[CTRL_ATTR_MCAST_GRP_ID]);
-			return 0;
-		}
-	}
-	return -ENOENT;
-}
-
-/* GET doit, reply into out. */
-static int nl_get(int fd, uint16_t family, uint32_t id, char *out, size_t len)
-{
-	struct nl_req r;
-
-	nl_init(&r, family, GPUSLEEP_CMD_GET, 0);
-	nl_put_u32(&r, GPUSLEEP_A_ID, id);
-	return nl_call(fd, &r, out, len);
-}
-
-static int nl_op(int fd, uint16_t family, uint8_t cmd, uint32_t id,
-		 uint32_t tags, char *out, size_t len)
-{
-	struct nl_req r;
-
-	nl_init(&r, family, cmd, 0);
-	nl_put_u32(&r, GPUSLEEP_A_ID, id);
-	if (tags)
-		nl_put_u32(&r, GPUSLEEP_A_TAGS, tags);
-	return nl_call(fd, &r, out, len);
-}
 
 /* ------------------------------------------------------------------ */
 
@@ -474,6 +262,81 @@ TEST_F(nl, events_follow_a_cycle)
 	close(lsn);
 }
 
+/*
+ * In a child: pid 1 of a new pid namespace joins "events" (writes 'r'),
+ * then reports on rep the OWNER_PID of the first notification about id:
+ * 'a' absent, 'z' zero (not seen from there), 'p' a pid of another
+ * namespace. Exits 50 when a pid namespace cannot be made.
+ */
+static pid_t listen_from_another_pid_ns(uint32_t group, uint32_t id, int rep)
+{
+	pid_t c = fork();
+
+	if (c == 0) {
+		pid_t g;
+		int st;
+
+		if (unshare(CLONE_NEWPID))
+			_exit(50);
+		g = fork();
+		if (g == 0) {
+			struct nlattr *tb[NL_MAX_ATTR];
+			char buf[NL_BUF], v;
+			int lsn = nl_open(), n;
+
+			if (lsn < 0 || setsockopt(lsn, SOL_NETLINK,
+						  NETLINK_ADD_MEMBERSHIP,
+						  &group, sizeof(group)) ||
+			    write(rep, "r", 1) != 1)
+				_exit(51);
+			do {
+				n = nl_recv(lsn, buf, sizeof(buf));
+				if (n < 0 || !NLMSG_OK((struct nlmsghdr *)buf, n))
+					_exit(52);
+				nl_parse_genl(tb, (void *)buf);
+			} while (!tb[GPUSLEEP_A_ID] ||
+				 nla_u32(tb[GPUSLEEP_A_ID]) != id);
+			v = !tb[GPUSLEEP_A_OWNER_PID] ? 'a' :
+			    !nla_u32(tb[GPUSLEEP_A_OWNER_PID]) ? 'z' : 'p';
+			_exit(write(rep, &v, 1) == 1 ? 0 : 53);
+		}
+		_exit(g > 0 && waitpid(g, &st, 0) == g && WIFEXITED(st) ?
+		      WEXITSTATUS(st) : 54);
+	}
+	return c;
+}
+
+/*
+ * Issue 26, 12: a listener in another pid namespace is not shown the
+ * creator's pid as the initial namespace numbers it (notifications carry
+ * no pid; GET and dump show the requester's view).
+ */
+TEST_F(nl, notification_shows_no_foreign_pid)
+{
+	struct gpusleep_op op;
+	int rep[2], st;
+	char v = 0;
+	pid_t c;
+
+	ASSERT_EQ(0, pipe(rep));
+	c = listen_from_another_pid_ns(self->group, self->id, rep[1]);
+	ASSERT_LT(0, c);
+	close(rep[1]);
+	if (read(rep[0], &v, 1) != 1) {
+		waitpid(c, &st, 0);
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 50)
+			SKIP(return, "unshare(CLONE_NEWPID): %s", strerror(errno));
+		ASSERT_EQ(0, WEXITSTATUS(st));
+	}
+	ASSERT_EQ('r', v);
+	ASSERT_EQ(0, gs_release(self->ctl, W, NB, &op));
+	ASSERT_EQ(1, read(rep[0], &v, 1));
+	EXPECT_NE('p', v);
+	ASSERT_EQ(c, waitpid(c, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	close(rep[0]);
+}
+
 TEST_F(nl, release_and_resume_by_netlink)
 {
 	struct nlattr *tb[NL_MAX_ATTR];
@@ -549,6 +412,7 @@ static int as_nobody(int (*fn)(void *), void *arg)
 struct perm_arg {
 	uint16_t family;
 	uint32_t id;
+	int sk;		/* a socket root opened, or -1 */
 };
 
 /* 0 if RELEASE of root's domain is refused with EPERM. */
@@ -561,6 +425,19 @@ static int nobody_release_root(void *p)
 	if (sk < 0)
 		return 101;
 	return nl_op(sk, a->family, GPUSLEEP_CMD_RELEASE, a->id, 0, out,
+		     sizeof(out)) == -EPERM ? 0 : 1;
+}
+
+/*
+ * 0 if RELEASE of root's domain through the socket root opened, sent
+ * after dropping to nobody, is refused with EPERM: the sender is judged.
+ */
+static int nobody_release_root_via_roots_socket(void *p)
+{
+	struct perm_arg *a = p;
+	char out[NL_BUF];
+
+	return nl_op(a->sk, a->family, GPUSLEEP_CMD_RELEASE, a->id, 0, out,
 		     sizeof(out)) == -EPERM ? 0 : 1;
 }
 
@@ -603,6 +480,21 @@ TEST_F(nl, unprivileged_release_of_roots_domain_eperm)
 	EXPECT_EQ(0, st.last_op_id);
 	a.id = 0;
 	EXPECT_EQ(0, as_nobody(nobody_release_own, &a));
+}
+
+/* Issue 26, 9: a socket opened by root grants nothing to its later user. */
+TEST_F(nl, root_socket_used_after_setuid_is_judged_by_the_sender)
+{
+	struct perm_arg a = { .family = self->family, .id = self->id };
+	struct gpusleep_state st;
+
+	a.sk = nl_open();
+	ASSERT_LE(0, a.sk);
+	EXPECT_EQ(0, as_nobody(nobody_release_root_via_roots_socket, &a));
+	close(a.sk);
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_EQ(GPUSLEEP_S_AWAKE, st.state);
+	EXPECT_EQ(0, st.last_op_id);
 }
 
 /* ------------------------------------------------------------------ */

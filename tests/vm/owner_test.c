@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * A domain belongs to the process that created it: it dies when that
- * process closes its last copy of the engine fd (close, exec, exit), even
- * if a forked child still holds one, and only that process acts as the
+ * process closes its last copy of the engine fd (close, exec, exit) or
+ * exits, even if a forked child still holds one or another process shares
+ * its fd table (CLONE_FILES), and only that process acts as the
  * engine; GPUSLEEP_CREATEF_SHARED opts out. The creator's pid is shown in
  * each reader's pid namespace.
  */
@@ -204,6 +205,55 @@ TEST_F(own, exec_ends_the_domain)
 	EXPECT_TRUE(gone);
 	kill(p, SIGKILL);
 	waitpid(p, NULL, 0);
+}
+
+/* A clone(CLONE_FILES) child: creates a domain in the shared table. */
+struct files_creator {
+	int dev;
+	int fd;
+	uint32_t id;
+};
+
+static int create_in_shared_table(void *arg)
+{
+	struct files_creator *fc = arg;
+
+	fc->fd = gs_create(fc->dev, "clone-files", 0, &fc->id);
+	return fc->fd < 0 ? 1 : 0;
+}
+
+/*
+ * Issue 26, 15: the creator shares its fd table (CLONE_FILES) and exits.
+ * No close passes (the table lives on in this process), yet the domain
+ * ends with its creator, as for a plain exit: its engine fd here hangs
+ * up and the id is gone.
+ */
+TEST_F(own, creator_sharing_its_fd_table_ends_the_domain_at_exit)
+{
+	size_t stack_len = 256 * 1024;
+	struct files_creator fc = { .dev = self->dev, .fd = -1 };
+	struct pollfd p;
+	char *stack;
+	pid_t c;
+	int st;
+
+	stack = malloc(stack_len);
+	ASSERT_NE(NULL, stack);
+	/* CLONE_VM too: fc is filled in for this process to read. */
+	c = clone(create_in_shared_table, stack + stack_len,
+		  CLONE_FILES | CLONE_VM | SIGCHLD, &fc);
+	ASSERT_LT(0, c);
+	ASSERT_EQ(c, waitpid(c, &st, 0));
+	ASSERT_EQ(0, WEXITSTATUS(st));
+	ASSERT_LE(0, fc.fd);	/* in this table too */
+	p.fd = fc.fd;
+	p.events = POLLIN;
+	ASSERT_EQ(1, poll(&p, 1, GS_WAIT_MS));
+	EXPECT_TRUE(p.revents & POLLHUP);
+	EXPECT_EQ(-ENOENT, gs_attach(self->dev, fc.id,
+				     GPUSLEEP_ROLE_CONTROLLER));
+	close(fc.fd);
+	free(stack);
 }
 
 static int sysfs_owner_pid(uint32_t id)

@@ -235,6 +235,73 @@ TEST_F(tags, declared_order_and_kv_kind_drive_the_steps)
 	close(e);
 }
 
+/*
+ * Issue 26, 17: weights and cuda_graph released, a release of kv_cache
+ * waits for its drain. The reference controller calls the drain off only
+ * when a resume leaves nothing released: a resume of weights alone is
+ * refused busy and the release carries on; once kv_cache is released, a
+ * resume of weights runs, and a later release's drain is called off by a
+ * resume of everything released.
+ */
+TEST_F(tags, partial_resume_does_not_cancel_a_pending_release)
+{
+	struct gpusleep_result r;
+	struct gpusleep_state st;
+	struct gpusleep_event ev;
+	struct gpusleep_op op, rel;
+	uint32_t id;
+	int e, a;
+
+	e = open_domain(self->dev, "three", GPUSLEEP_CAP_PREFIX_CACHING |
+			GPUSLEEP_CAP_PREFIX_CACHE_RESET, three, 3, &id, &a);
+	ASSERT_LE(0, e);
+	ASSERT_EQ(0, gs_release(e, 0x3, NB, &op));
+	ASSERT_EQ(0, gs_answer_next(e, GPUSLEEP_EV_DRAIN, 0x3, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(a, GPUSLEEP_EV_PAUSE_TAG, 0x1, 0, 100));
+	ASSERT_EQ(0, gs_answer_next(a, GPUSLEEP_EV_PAUSE_TAG, 0x2, 0, 200));
+	ASSERT_EQ(0, gs_wait(e, op.op_id, GS_WAIT_MS, NULL));
+
+	ASSERT_EQ(0, gs_release(e, 0x4, NB, &rel));
+	ASSERT_EQ(0, gs_expect(e, GPUSLEEP_EV_DRAIN, 0x4, &ev));
+	/* cuda_graph would stay released: the release carries on. */
+	EXPECT_EQ(-EBUSY, gs_resume(e, 0x1, NB, &op));
+	EXPECT_EQ(GPUSLEEP_R_BUSY, op.reason);
+	ASSERT_EQ(0, gs_state(e, &st));
+	EXPECT_EQ(GPUSLEEP_S_DRAINING, st.state);
+	EXPECT_EQ(rel.op_id, st.op_in_flight);
+	ASSERT_EQ(0, gs_answer(e, &ev, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(e, GPUSLEEP_EV_RESET_CACHES, 0x4, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(a, GPUSLEEP_EV_PAUSE_TAG, 0x4, 0, 300));
+	ASSERT_EQ(0, gs_wait(e, rel.op_id, GS_WAIT_MS, &r));
+	EXPECT_EQ(0, r.error);
+	ASSERT_EQ(0, gs_state(e, &st));
+	EXPECT_EQ(0x7, st.released);
+
+	/* The caller's retry, after the release: weights come back. */
+	ASSERT_EQ(0, gs_resume(e, 0x1, NB, &op));
+	ASSERT_EQ(0, gs_answer_next(a, GPUSLEEP_EV_RESUME_TAG, 0x1, 0, 100));
+	ASSERT_EQ(0, gs_wait(e, op.op_id, GS_WAIT_MS, &r));
+	EXPECT_EQ(0, r.error);
+
+	/* A resume that leaves nothing released calls the drain off. */
+	ASSERT_EQ(0, gs_release(e, 0x1, NB, &rel));
+	ASSERT_EQ(0, gs_expect(e, GPUSLEEP_EV_DRAIN, 0x1, &ev));
+	ASSERT_EQ(0, gs_resume(e, 0x6, NB, &op));
+	ASSERT_EQ(0, gs_wait(e, rel.op_id, GS_WAIT_MS, &r));
+	EXPECT_EQ(GPUSLEEP_R_CANCELLED, r.reason);
+	ASSERT_EQ(0, gs_answer_next(a, GPUSLEEP_EV_RESUME_TAG, 0x2, 0, 200));
+	ASSERT_EQ(0, gs_answer_next(a, GPUSLEEP_EV_RESUME_TAG, 0x4, 0, 300));
+	ASSERT_EQ(0, gs_expect(e, GPUSLEEP_EV_DRAIN_CANCELLED, 0, &ev));
+	ASSERT_EQ(0, gs_answer_next(e, GPUSLEEP_EV_REPAIR_KV, 0x4, 0, 0));
+	ASSERT_EQ(0, gs_expect(e, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
+	ASSERT_EQ(0, gs_wait(e, op.op_id, GS_WAIT_MS, &r));
+	EXPECT_EQ(0, r.error);
+	ASSERT_EQ(0, gs_state(e, &st));
+	EXPECT_EQ(0, st.released);
+	close(a);
+	close(e);
+}
+
 /* A declared tag of kind memory is released alone: no cache reset. */
 TEST_F(tags, a_declared_memory_tag_alone)
 {

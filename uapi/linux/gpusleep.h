@@ -164,8 +164,9 @@ struct gpusleep_api {
  * module parameter, -EDQUOT past the caller's max_domains_per_user.
  *
  * The domain belongs to the creating process: it dies when that process
- * closes its last copy of the engine fd (close, exec, exit), even if a
- * forked child still holds one (the child's copy then reads as dead), and
+ * closes its last copy of the engine fd (close, exec, exit) or exits, even
+ * if a forked child still holds one or another process shares its fd
+ * table (CLONE_FILES; such a copy then reads as dead), and
  * only that process may act as the engine (read(), COMPLETE; -EPERM
  * elsewhere). GPUSLEEP_CREATEF_SHARED makes it live as long as any copy of
  * the engine fd and lets any holder act as the engine, for an engine that
@@ -365,9 +366,11 @@ struct gpusleep_state {
  * that eventfd for this file; fd >= 0 with events == 0 removes it; fd == -1
  * (events 0) removes every registration of this file. Registrations end
  * with the file. -EBADF: not an open fd; -EINVAL: not an eventfd, bad
- * events; -ENOSPC: the domain's max_eventfds is reached; -ENOENT: removing
- * an eventfd that is not registered. When the domain dies every registered
- * eventfd is signalled.
+ * events; -ENOSPC: the domain's max_eventfds is reached; -EDQUOT: the
+ * caller's max_eventfds_per_user, or its max_eventfds_per_user_per_domain
+ * on this domain (a registration is charged to whoever makes it, also
+ * through a granted fd); -ENOENT: removing an eventfd that is not
+ * registered. When the domain dies every registered eventfd is signalled.
  */
 struct gpusleep_eventfd {
 	__s32 fd;
