@@ -339,7 +339,7 @@ TEST_F(lim, a_user_namespace_does_not_multiply_the_share)
 	lower(self, "max_domains_per_user", "2");
 	total = userns_create_all(self->dev, &skipped);
 	if (skipped)
-		SKIP(return, "unshare(CLONE_NEWUSER): %s (refused in a chroot, as in the VM runner)",
+		SKIP(return, "unshare(CLONE_NEWUSER): %s (user namespaces off, or the test runs in a chroot)",
 		     strerror(skipped));
 	EXPECT_EQ(2, total);
 }
