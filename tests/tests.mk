@@ -22,8 +22,14 @@ HARNESS_KSFT	:= $(BUILD)/tests/harness/ksft-fail
 # the kernel's own YNL client drives the module with it.
 HOST_TESTS	+= tests/host/test_netlink_spec.py
 VM_TESTS	+= tests/vm/ynl_test.py
+# and a C client built on what its ynl-gen-c generates (skipped without one)
+VM_TESTS	+= tests/vm/ynl_client_test.py
 
-kselftests: $(VM_TEST_BINS) $(HARNESS_KSFT)
+kselftests: $(VM_TEST_BINS) $(HARNESS_KSFT) ynl-client
+
+.PHONY: ynl-client
+ynl-client:
+	@tools/ynl/build.sh $(BUILD)/ynl
 
 $(BUILD)/tests/vm/%: tests/vm/%.c $(KSFT_STAMP)
 	@mkdir -p $(@D)
