@@ -24,8 +24,15 @@ HOST_TESTS	+= tests/host/test_netlink_spec.py
 # The quickstart's traps: a tree under /tmp, the demo's packages.
 HOST_TESTS	+= tests/host/test_quickstart.sh
 VM_TESTS	+= tests/vm/ynl_test.py
+# and a C client built on what its ynl-gen-c generates (skipped without one)
+VM_TESTS	+= tests/vm/ynl_client_test.py
 
-kselftests: $(VM_TEST_BINS) $(HARNESS_KSFT)
+kselftests: $(VM_TEST_BINS) $(HARNESS_KSFT) $(BUILD)/ynl/.built
+
+# stamped only once built (without a kernel source tree it says SKIP)
+$(BUILD)/ynl/.built: Documentation/netlink/specs/gpusleep.yaml \
+		tools/ynl/build.sh tools/ynl/gpusleep-ynl-client.c $(wildcard uapi/linux/*.h)
+	@tools/ynl/build.sh $(BUILD)/ynl && if [ -x $(@D)/gpusleep-ynl-client ]; then touch $@; fi
 
 $(BUILD)/tests/vm/%: tests/vm/%.c $(KSFT_STAMP)
 	@mkdir -p $(@D)
