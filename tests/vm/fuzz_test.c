@@ -4,8 +4,11 @@
  * domains as separate processes; random valid and invalid ioctls, grants
  * (valid and not) whose fds are used and closed, netlink commands (GET do
  * and dump, RELEASE, RESUME, malformed requests) from a netlink
- * controller, random SIGKILLs of every role, eventfds closed and
- * registered again, injected faults; for GS_FUZZ_SECONDS (60 by default), seeded by GS_FUZZ_SEED (the
+ * controller, groups of the domains (created, ranks added, released,
+ * resumed and waited for, blocking or not, closed mid-operation so that
+ * the kernel finishes a rollback alone) from a group controller, random
+ * SIGKILLs of every role, eventfds closed and registered again, injected
+ * faults; for GS_FUZZ_SECONDS (60 by default), seeded by GS_FUZZ_SEED (the
  * seed is printed for replay). Afterwards every surviving domain's state
  * must be what its agent confirmed (a pause whose answer was lost counts
  * as released, unconfirmed), and nothing may be stuck; the VM
@@ -20,7 +23,11 @@
 #include "gs_nl.h"
 
 #define SLOTS		4
-#define CONTROLLERS	4	/* by ioctl; one more drives netlink */
+#define CONTROLLERS	4	/* by ioctl; then one netlink, one group */
+#define NR_CTL		(CONTROLLERS + 2)
+#define ROLE_CTL	2
+#define ROLE_NL		3
+#define ROLE_GROUP	4
 
 struct slot {
 	volatile uint32_t id;		/* current domain, 0 while none */
@@ -33,6 +40,7 @@ struct slot {
 struct shared {
 	struct slot slot[SLOTS];
 	volatile unsigned long ops, bad_inputs, answers;
+	volatile unsigned long group_ops;	/* group operations started */
 };
 
 static struct shared *sh;
@@ -353,6 +361,126 @@ static void nl_main(unsigned int seed)
 	}
 }
 
+/* A fresh group named after this process and n, with 1-3 random ranks. */
+static int group_new(int dev, unsigned int *seed, unsigned int n)
+{
+	struct gpusleep_group_create c;
+	struct gpusleep_group_add a;
+	int g, fd, i, ranks = 1 + rnd(seed, 3);
+
+	memset(&c, 0, sizeof(c));
+	snprintf(c.name, sizeof(c.name), "fz%d-%u", getpid(), n);
+	g = ioctl(dev, GPUSLEEP_IOC_CREATE_GROUP, &c);
+	if (g < 0)
+		return -1;
+	for (i = 0; i < ranks; i++) {
+		fd = gs_attach(dev, sh->slot[rnd(seed, SLOTS)].id,
+			       GPUSLEEP_ROLE_CONTROLLER);
+		if (fd < 0)
+			continue;
+		memset(&a, 0, sizeof(a));
+		a.fd = fd;
+		if (!rnd(seed, 16))
+			a.flags = 1;	/* bad input: refused, nothing added */
+		ioctl(g, GPUSLEEP_IOC_GROUP_ADD, &a);
+		close(fd);
+	}
+	return g;
+}
+
+/*
+ * The group controller: groups over the slots' domains (a domain is in
+ * one group at most, so most adds of a busy domain are refused), random
+ * group releases and resumes, mostly non-blocking, sometimes blocking
+ * with a short deadline; waits for random operations; eventfds; garbage;
+ * and the group fd closed at any moment, in flight or not.
+ */
+static void group_main(unsigned int seed)
+{
+	struct gpusleep_group_rank ranks[4];
+	struct gpusleep_group_wait w;
+	struct gpusleep_group_op o;
+	unsigned char buf[256];
+	int dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	int g = -1, efd = -1;
+	unsigned int n = 0, i;
+
+	if (dev < 0)
+		_exit(2);
+	for (;;) {
+		if (g < 0 || !rnd(&seed, 40)) {
+			if (g >= 0)
+				close(g);	/* perhaps mid-operation */
+			g = group_new(dev, &seed, n++);
+			if (g < 0) {
+				usleep(1000);
+				continue;
+			}
+		}
+		switch (rnd(&seed, 7)) {
+		case 0:
+		case 1:
+		case 2:
+			memset(&o, 0, sizeof(o));
+			o.tags = rnd(&seed, 4);
+			o.flags = rnd(&seed, 4) ? GPUSLEEP_OPF_NONBLOCK : 0;
+			o.timeout_ms = rnd(&seed, 3) ? 0 : 1 + rnd(&seed, 300);
+			if (!o.flags && !o.timeout_ms)
+				o.timeout_ms = 1 + rnd(&seed, 300);
+			ioctl(g, rnd(&seed, 2) ? GPUSLEEP_IOC_GROUP_RELEASE :
+				 GPUSLEEP_IOC_GROUP_RESUME, &o);
+			if (o.op_id)
+				__sync_fetch_and_add(&sh->group_ops, 1);
+			break;
+		case 3:
+			memset(&w, 0, sizeof(w));
+			w.op_id = rnd(&seed, 2) ? 0 : rnd(&seed, 64);
+			w.timeout_ms = 1 + rnd(&seed, 100);
+			if (rnd(&seed, 2)) {
+				w.ranks = (uintptr_t)ranks;
+				w.nr_ranks = 1 + rnd(&seed, 4);
+				w.rank_size = sizeof(ranks[0]);
+			}
+			ioctl(g, GPUSLEEP_IOC_GROUP_WAIT, &w);
+			break;
+		case 4: {	/* eventfd on the group, or cleared */
+			struct gpusleep_eventfd e = {
+				.fd = -1, .events = GPUSLEEP_EFD_ALL,
+			};
+
+			if (efd < 0)
+				efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+			if (rnd(&seed, 3))
+				e.fd = efd;
+			ioctl(g, GPUSLEEP_IOC_GROUP_EVENTFD, &e);
+			break;
+		}
+		case 5:		/* garbage for a group command */
+			for (i = 0; i < sizeof(buf); i++)
+				buf[i] = rnd(&seed, 256);
+			ioctl(g, rnd(&seed, 2) ? GPUSLEEP_IOC_GROUP_RELEASE :
+				 GPUSLEEP_IOC_GROUP_WAIT, buf);
+			__sync_fetch_and_add(&sh->bad_inputs, 1);
+			break;
+		default: {	/* another fd for this group, by name */
+			struct gpusleep_group_create c;
+			int fd;
+
+			memset(&c, 0, sizeof(c));
+			snprintf(c.name, sizeof(c.name), "fz%d-%u", getpid(),
+				 n - 1);
+			fd = ioctl(dev, GPUSLEEP_IOC_OPEN_GROUP, &c);
+			if (fd >= 0)
+				close(fd);
+			break;
+		}
+		}
+		__sync_fetch_and_add(&sh->ops, 1);
+		if (!rnd(&seed, 8))
+			usleep(1000);
+	}
+}
+
 static pid_t spawn_fn(int role, int s, unsigned int seed)
 {
 	pid_t pid = fork();
@@ -363,11 +491,19 @@ static pid_t spawn_fn(int role, int s, unsigned int seed)
 		engine_main(s, seed);
 	else if (role == 1)
 		agent_main(s, sh->slot[s].id, seed);
-	else if (role == 2)
+	else if (role == ROLE_CTL)
 		controller_main(seed);
-	else
+	else if (role == ROLE_NL)
 		nl_main(seed);
+	else
+		group_main(seed);
 	_exit(0);
+}
+
+static int ctl_role(int i)
+{
+	return i < CONTROLLERS ? ROLE_CTL :
+	       i == CONTROLLERS ? ROLE_NL : ROLE_GROUP;
 }
 
 /* Start slot s: an engine (which creates the domain), then its agent. */
@@ -395,6 +531,39 @@ static int alive(pid_t pid)
 	       waitpid(pid, NULL, WNOHANG) == 0;
 }
 
+/* Any live slot's domain with an operation in flight? */
+static int busy(int dev)
+{
+	struct gpusleep_state st;
+	int i, c, b = 0;
+
+	for (i = 0; i < SLOTS && !b; i++) {
+		if (!alive(sh->slot[i].engine) || !alive(sh->slot[i].agent))
+			continue;
+		c = gs_attach(dev, sh->slot[i].id, GPUSLEEP_ROLE_CONTROLLER);
+		if (c < 0)
+			continue;
+		b = gs_state(c, &st) == 0 && st.op_in_flight;
+		close(c);
+	}
+	return b;
+}
+
+/*
+ * A group whose fd died with its controller finishes alone: a rank may
+ * be quiet between its release and the rollback's resume. Settled is
+ * quiet on every domain twice, half a second apart (bounded).
+ */
+static void settle(int dev)
+{
+	int quiet = 0, tries;
+
+	for (tries = 0; tries < 120 && quiet < 2; tries++) {
+		quiet = busy(dev) ? 0 : quiet + 1;
+		usleep(500000);
+	}
+}
+
 FIXTURE(fuzz) {
 	int unused;
 };
@@ -416,7 +585,7 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 	unsigned int seed = s_seed ? strtoul(s_seed, NULL, 0) : time(NULL);
 	unsigned long kills = 0, faults = 0, checked = 0;
 	char old_drain[32], old_step[32];
-	pid_t ctl[CONTROLLERS + 1];
+	pid_t ctl[NR_CTL];
 	time_t end;
 	int i, dev;
 
@@ -434,8 +603,8 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 
 	for (i = 0; i < SLOTS; i++)
 		start_slot(i, &seed);
-	for (i = 0; i <= CONTROLLERS; i++)
-		ctl[i] = spawn_fn(i < CONTROLLERS ? 2 : 3, 0, rand_r(&seed));
+	for (i = 0; i < NR_CTL; i++)
+		ctl[i] = spawn_fn(ctl_role(i), 0, rand_r(&seed));
 
 	end = time(NULL) + secs;
 	while (time(NULL) < end) {
@@ -459,11 +628,11 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 			sh->slot[s].agent = spawn_fn(1, s, rand_r(&seed));
 			break;
 		case 2:		/* kill a controller (the last: netlink's) */
-			i = rnd(&seed, CONTROLLERS + 1);
+			i = rnd(&seed, NR_CTL);
 			kill(ctl[i], SIGKILL);
 			kills++;
 			waitpid(ctl[i], NULL, 0);
-			ctl[i] = spawn_fn(i < CONTROLLERS ? 2 : 3, 0,
+			ctl[i] = spawn_fn(ctl_role(i), 0,
 					  rand_r(&seed));
 			break;
 		case 3:	/* arm a fault somewhere ahead (a fault build) */
@@ -485,11 +654,12 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 	}
 
 	/* Stop the controllers and the fault; let the domains settle. */
-	for (i = 0; i <= CONTROLLERS; i++) {
+	for (i = 0; i < NR_CTL; i++) {
 		kill(ctl[i], SIGKILL);
 		waitpid(ctl[i], NULL, 0);
 	}
 	gs_fault_off();
+	settle(dev);
 	for (i = 0; i < SLOTS; i++) {
 		struct slot *sl = &sh->slot[i];
 		struct gpusleep_state st;
@@ -528,9 +698,11 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 		;
 	gs_param_set("drain_timeout_ms", old_drain, NULL, 0);
 	gs_param_set("step_timeout_ms", old_step, NULL, 0);
-	TH_LOG("ops %lu, bad inputs %lu, answers %lu, kills %lu, faults armed %lu, domains checked %lu",
-	       sh->ops, sh->bad_inputs, sh->answers, kills, faults, checked);
+	TH_LOG("ops %lu (group operations started %lu), bad inputs %lu, answers %lu, kills %lu, faults armed %lu, domains checked %lu",
+	       sh->ops, sh->group_ops, sh->bad_inputs, sh->answers, kills,
+	       faults, checked);
 	EXPECT_LT(0, sh->ops);
+	EXPECT_LT(0, sh->group_ops);
 	close(dev);
 }
 
