@@ -443,7 +443,7 @@ void gs_op_unread(struct gs_domain *d, struct gs_evq *q,
 void gs_op_hold(struct gs_domain *d);
 void gs_op_group_go(struct gs_domain *d, u64 op_id);
 bool gs_op_group_cancel(struct gs_domain *d, u64 op_id);
-void gs_op_group_stop(struct gs_domain *d, u64 op_id);
+bool gs_op_group_stop(struct gs_domain *d, u64 op_id);
 void gs_fill_state(struct gs_domain *d, struct gpusleep_state *st);
 /* The errno a failed or refused RELEASE/RESUME returns for a reason. */
 int gs_reason_errno(u32 reason);

@@ -320,13 +320,13 @@ static void gs_group_rollback(struct gs_group *g)
 		if (m->st == GS_M_RUNNING) {
 			/*
 			 * Draining or held: called off. Unmapping: no new
-			 * step; the one read ends within its timeout.
+			 * step; a step not read yet is taken back (called
+			 * off too), the one read ends within its timeout.
 			 */
 			mutex_lock(&d->lock);
-			if (gs_op_group_cancel(d, m->out.op_id))
+			if (gs_op_group_cancel(d, m->out.op_id) ||
+			    gs_op_group_stop(d, m->out.op_id))
 				m->out.flags |= GPUSLEEP_GRF_CANCELLED;
-			else
-				gs_op_group_stop(d, m->out.op_id);
 			mutex_unlock(&d->lock);
 			gs_member_sync(m);
 		}

@@ -672,18 +672,20 @@ bool gs_op_group_cancel(struct gs_domain *d, u64 op_id)
 /*
  * The group of release op_id failed while it unmaps: it sends no new
  * unmap step. A step record not read yet is taken back (nothing of it was
- * done) and the release ends "cancelled" now; a step read ends as it
- * ends (an answer, or its timeout), and the release with it.
+ * done) and the release ends "cancelled" now: true. A step read ends as
+ * it ends (an answer, or its timeout), and the release with it: false.
  */
-void gs_op_group_stop(struct gs_domain *d, u64 op_id)
+bool gs_op_group_stop(struct gs_domain *d, u64 op_id)
 {
 	lockdep_assert_held(&d->lock);
 	if (!d->op_active || d->op.id != op_id ||
 	    d->op.kind != GPUSLEEP_OP_RELEASE)
-		return;
+		return false;
 	d->op.stop = true;
-	if (d->op.await == GPUSLEEP_EV_NONE || gs_step_take_back(d))
-		gs_op_finish(d, GPUSLEEP_R_CANCELLED, 0);
+	if (d->op.await != GPUSLEEP_EV_NONE && !gs_step_take_back(d))
+		return false;
+	gs_op_finish(d, GPUSLEEP_R_CANCELLED, 0);
+	return true;
 }
 
 static u32 gs_step_fail_reason(u32 type)

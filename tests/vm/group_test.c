@@ -469,6 +469,11 @@ TEST_F(g, refused_no_agent)
 }
 
 /* A rank's agent fails its unmap: every other rank is resumed. */
+/*
+ * Rank 1's unmap fails after ranks 0 and 2 unmapped: both are resumed.
+ * Rank 1's step is held until the others have answered theirs, so the
+ * order does not depend on which record the pump happens to read first.
+ */
 TEST_F(g, rank_fails_all_rolled_back)
 {
 	struct gpusleep_group_rank rk[MAXR];
@@ -476,9 +481,18 @@ TEST_F(g, rank_fails_all_rolled_back)
 	struct gpusleep_group_op o;
 	int i;
 
-	self->sc[1].fail = GPUSLEEP_EV_PAUSE_TAG;
-	self->sc[1].status = -EIO;
+	self->sc[1].hold = GPUSLEEP_EV_PAUSE_TAG;
 	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	for (i = 0; i < 200 && !(self->has_held[1] &&
+				 count_of(self, 0, GPUSLEEP_EV_PAUSE_TAG) &&
+				 count_of(self, 2, GPUSLEEP_EV_PAUSE_TAG)); i++)
+		pump(self, 20);
+	ASSERT_TRUE(self->has_held[1]);
+	EXPECT_EQ(1, count_of(self, 0, GPUSLEEP_EV_PAUSE_TAG));
+	EXPECT_EQ(1, count_of(self, 2, GPUSLEEP_EV_PAUSE_TAG));
+	self->has_held[1] = 0;
+	self->sc[1].hold = 0;
+	ASSERT_EQ(0, gs_answer(self->agent[1], &self->held[1], -EIO, 0));
 	ASSERT_EQ(0, drive(self, o.op_id, &res, rk));
 	EXPECT_EQ(-EIO, res.error);
 	EXPECT_EQ(GPUSLEEP_R_AGENT_FAILED, res.reason);
@@ -496,6 +510,49 @@ TEST_F(g, rank_fails_all_rolled_back)
 		expect_awake(_metadata, self, i);
 	}
 	EXPECT_EQ(2, count_of(self, -1, GPUSLEEP_EV_RESUME_TAG));
+}
+
+/*
+ * Rank 1's unmap fails while rank 2's unmap step is still unread: that
+ * step is taken back (nothing of it was done), rank 2's release ends
+ * cancelled with nothing to resume; rank 0, which unmapped, is resumed.
+ */
+TEST_F(g, rank_fails_unread_step_taken_back)
+{
+	struct gpusleep_group_rank rk[MAXR];
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	int fd2 = self->agent[2];
+	int i;
+
+	self->sc[1].hold = GPUSLEEP_EV_PAUSE_TAG;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	/* Rank 2's agent reads nothing until rank 1 has failed. */
+	self->agent[2] = -1;
+	for (i = 0; i < 200 && !(self->has_held[1] &&
+				 count_of(self, 0, GPUSLEEP_EV_PAUSE_TAG)); i++)
+		pump(self, 20);
+	ASSERT_TRUE(self->has_held[1]);
+	self->has_held[1] = 0;
+	self->sc[1].hold = 0;
+	ASSERT_EQ(0, gs_answer(self->agent[1], &self->held[1], -EIO, 0));
+	/* Ends without rank 2 reading its step: it was taken back. */
+	ASSERT_EQ(0, drive(self, o.op_id, &res, rk));
+	self->agent[2] = fd2;
+	EXPECT_EQ(-EIO, res.error);
+	EXPECT_EQ(1, res.rank);
+	EXPECT_EQ(0, count_of(self, 2, GPUSLEEP_EV_PAUSE_TAG));
+	EXPECT_EQ(GPUSLEEP_GRF_CANCELLED, rk[2].flags);
+	EXPECT_EQ(GPUSLEEP_R_CANCELLED, rk[2].reason);
+	EXPECT_EQ(0, rk[2].rollback_op_id);
+	EXPECT_EQ(GPUSLEEP_GRF_DONE | GPUSLEEP_GRF_ROLLED_BACK, rk[0].flags);
+	pump(self, 50);
+	for (i = 0; i < 3; i++) {
+		EXPECT_EQ(0, rk[i].released);
+		expect_awake(_metadata, self, i);
+	}
+	EXPECT_EQ(1, count_of(self, -1, GPUSLEEP_EV_RESUME_TAG));
+	EXPECT_EQ(1, count_of(self, 0, GPUSLEEP_EV_RESUME_TAG));
 }
 
 /* The blocking ioctl waits for every rank and returns the rank's errno. */

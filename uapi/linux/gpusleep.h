@@ -579,7 +579,7 @@ struct gpusleep_group_op {
 /* Flags of struct gpusleep_group_rank.flags. */
 #define GPUSLEEP_GRF_DONE		(1U << 0) /* its operation succeeded */
 #define GPUSLEEP_GRF_FAILED		(1U << 1) /* it failed: the cause */
-#define GPUSLEEP_GRF_CANCELLED		(1U << 2) /* drain called off */
+#define GPUSLEEP_GRF_CANCELLED		(1U << 2) /* called off, nothing unmapped */
 #define GPUSLEEP_GRF_ROLLED_BACK	(1U << 3) /* released, resumed again */
 #define GPUSLEEP_GRF_STILL_RELEASED	(1U << 4) /* could not be resumed */
 
