@@ -48,6 +48,9 @@
 #define GS_MM_PIN_PIECE		(256UL << 20)
 /* a pause's fence, bounded below the module's default step timeout */
 #define GS_MM_FENCE_MS		25000
+/* what a fence leaves of the time to a deadline, for the answer */
+#define GS_MM_DEADLINE_MARGIN_MIN	(20ULL * 1000000)
+#define GS_MM_DEADLINE_MARGIN_MAX	(500ULL * 1000000)
 
 struct block {
 	struct block *prev, *next;	/* address order */
@@ -398,15 +401,45 @@ static int fence_bounded(struct gs_mm *mm, void **st, unsigned int n,
 	return ret;
 }
 
+static uint64_t now_ns(void);
+
+/*
+ * The bound of a fence: fence_ms (0: none), and when the caller has a
+ * deadline (CLOCK_MONOTONIC ns; 0: none, the kernel's step deadline for
+ * the agent), the time left until it less a margin for the answer to
+ * reach the kernel: a tenth of it, at least 20 ms and at most 500 ms.
+ */
+static unsigned int fence_bound_ms(const struct gs_mm *mm, uint64_t deadline)
+{
+	unsigned int ms = mm->fence_ms;
+	uint64_t now = now_ns(), left, margin, until;
+
+	if (!deadline)
+		return ms;
+	left = deadline > now ? deadline - now : 0;
+	margin = left / 10;
+	if (margin < GS_MM_DEADLINE_MARGIN_MIN)
+		margin = GS_MM_DEADLINE_MARGIN_MIN;
+	if (margin > GS_MM_DEADLINE_MARGIN_MAX)
+		margin = GS_MM_DEADLINE_MARGIN_MAX;
+	until = left > margin ? (left - margin) / 1000000 : 0;
+	if (!until)
+		until = 1;	/* nothing left: only what is done at once */
+	if (!ms || until < ms)
+		ms = until > UINT32_MAX ? UINT32_MAX : (unsigned int)until;
+	return ms;
+}
+
 /*
  * Wait for the GPU work of the context (the engine's too), or of the
  * declared streams, with mm->lock held on entry and on return but not
- * while waiting: allocations go on meanwhile. Bounded by fence_ms.
+ * while waiting: allocations go on meanwhile. Bounded by fence_ms and by
+ * deadline (fence_bound_ms()).
  */
-static int mm_fence_unlocked(struct gs_mm *mm)
+static int mm_fence_until(struct gs_mm *mm, uint64_t deadline)
 {
 	unsigned int n = mm->b->fence_streams ? mm->nfence : 0;
-	unsigned int ms = mm->fence_ms;
+	unsigned int ms = fence_bound_ms(mm, deadline);
 	void **st = NULL;
 	int ret;
 
@@ -427,6 +460,11 @@ static int mm_fence_unlocked(struct gs_mm *mm)
 	}
 	pthread_mutex_lock(&mm->lock);
 	return ret;
+}
+
+static int mm_fence_unlocked(struct gs_mm *mm)
+{
+	return mm_fence_until(mm, 0);
 }
 
 int gs_mm_set_pin_limit(struct gs_mm *mm, uint64_t max_bytes)
@@ -1053,6 +1091,12 @@ static int tag_backup(struct gs_mm *mm, struct tag *t)
 
 int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 {
+	return gs_mm_pause_until(mm, tag, 0, res);
+}
+
+int gs_mm_pause_until(struct gs_mm *mm, uint32_t tag, uint64_t deadline_ns,
+		      struct gs_mm_result *res)
+{
 	struct gs_backend *b = mm->b;
 	int i = tag_index(tag);
 	struct tag *t;
@@ -1085,7 +1129,7 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 	 * most fence_ms (a kernel that never ends: -ETIMEDOUT, nothing
 	 * done), and without mm->lock (allocations go on meanwhile).
 	 */
-	ret = mm_fence_unlocked(mm);
+	ret = mm_fence_until(mm, deadline_ns);
 	if (ret)
 		goto out_pausing;
 	if (t->policy == GS_MM_BACKUP && t->chunks) {
@@ -1097,7 +1141,7 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 			goto out_pausing;	/* nothing unmapped */
 	}
 	/* and before the first unmap: nothing is unmapped under a kernel */
-	ret = mm_fence_unlocked(mm);
+	ret = mm_fence_until(mm, deadline_ns);
 	if (ret)
 		goto out_pausing;
 	measured = mm_free_now(mm, &res->free_before);
@@ -1171,7 +1215,7 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 	 * the sticky error shows here. Then the pause failed: the memory is
 	 * unmapped (the tag stays released) and the context is lost.
 	 */
-	ret = mm_fence_unlocked(mm);
+	ret = mm_fence_until(mm, deadline_ns);
 	if (ret) {
 		if (ret == -ENOTRECOVERABLE)
 			res->flags |= GS_MM_RES_FAULT;

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kselftest_harness.h"
@@ -62,27 +63,47 @@ static int all_u32(const void *p, size_t size, uint32_t v)
 /* ---- COMPLETE recorder (the agent's answers) ---- */
 
 static struct gpusleep_complete rec[16];
+static uint64_t rec_ns[16];	/* when each answer was sent (CLOCK_MONOTONIC) */
 static int nrec;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
 
 static int record_complete(int fd, const struct gpusleep_complete *c)
 {
 	(void)fd;
-	if (nrec < 16)
+	if (nrec < 16) {
+		rec_ns[nrec] = mono_ns();
 		rec[nrec++] = *c;
+	}
 	return 0;
+}
+
+/* a step record as the kernel sends it; deadline_ns 0: none */
+static int send_ev_by(int fd, uint64_t op, uint32_t type, uint32_t tags,
+		      uint32_t step, uint64_t deadline_ns)
+{
+	struct gpusleep_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.size = sizeof(ev);
+	ev.op_id = op;
+	ev.type = type;
+	ev.tags = tags;
+	ev.step = step;
+	ev.deadline_ns = deadline_ns;
+	return write(fd, &ev, sizeof(ev)) == sizeof(ev) ? 0 : -errno;
 }
 
 static int send_ev(int fd, uint64_t op, uint32_t type, uint32_t tags,
 		   uint32_t step)
 {
-	struct gpusleep_event ev;
-
-	memset(&ev, 0, sizeof(ev));
-	ev.op_id = op;
-	ev.type = type;
-	ev.tags = tags;
-	ev.step = step;
-	return write(fd, &ev, sizeof(ev)) == sizeof(ev) ? 0 : -errno;
+	return send_ev_by(fd, op, type, tags, step, 0);
 }
 
 FIXTURE(dp) {
@@ -975,6 +996,77 @@ TEST_F(dp, fence_is_bounded_and_holds_no_allocator_lock)
 	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
 	EXPECT_TRUE(all_u32(w, 4 * MiB, 0x5));
 	EXPECT_EQ(0, gs_mm_free(self->mm, kv));
+}
+
+struct dispatch_arg {
+	struct gs_agent *a;
+	int ret;
+	volatile int done;
+};
+
+static void *dispatch_thread(void *p)
+{
+	struct dispatch_arg *da = p;
+
+	da->ret = gs_agent_dispatch(da->a);
+	__atomic_store_n(&da->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/*
+ * Item 2, the step's deadline: the kernel's PAUSE_TAG record says when
+ * the step times out. With a kernel that never ends, the agent's fence
+ * gives up before that deadline (well before the fence timeout set, 8 s
+ * here), answers -ETIMEDOUT with nothing unmapped, and allocations go on
+ * while it waits.
+ */
+TEST_F(dp, agent_fence_ends_before_the_step_deadline)
+{
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	fakecuda_unhang_fn unhang = (fakecuda_unhang_fn)dlsym(lib,
+							"fakecuda_unhang");
+	struct dispatch_arg da = { 0 };
+	struct gs_mm_tag_info info;
+	uint64_t deadline;
+	pthread_t th;
+	void *w, *kv;
+	long syncs;
+
+	NEED_MM();
+	ASSERT_NE(NULL, unhang);
+	ASSERT_EQ(0, gs_mm_set_fence_timeout(self->mm, 8000));
+	agent_up(_metadata, self);
+	w = gs_mm_alloc(self->mm, W, 4 * MiB);
+	ASSERT_NE(NULL, w);
+	ASSERT_EQ(0, self->launch(self->engine, w, 4 * MiB, 0x5, FAKECUDA_HANG));
+	syncs = self->calls("cuCtxSynchronize");
+	deadline = mono_ns() + 3000000000ULL;
+	ASSERT_EQ(0, send_ev_by(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG, W, 1,
+				deadline));
+	da.a = self->a;
+	ASSERT_EQ(0, pthread_create(&th, NULL, dispatch_thread, &da));
+	while (self->calls("cuCtxSynchronize") == syncs)
+		usleep(1000);
+	/* the agent waits for the GPU: the allocator does not */
+	kv = gs_mm_alloc(self->mm, KV, 1 * MiB);
+	EXPECT_NE(NULL, kv);
+	EXPECT_EQ(0, __atomic_load_n(&da.done, __ATOMIC_SEQ_CST))
+		TH_LOG("the allocation waited for the agent's fence");
+	pthread_join(th, NULL);
+	EXPECT_EQ(1, da.ret);
+	ASSERT_EQ(1, nrec);
+	EXPECT_EQ(-ETIMEDOUT, rec[0].status);
+	EXPECT_EQ(0, rec[0].bytes);
+	/* answered before the kernel would have timed the step out */
+	EXPECT_GT(deadline, rec_ns[0])
+		TH_LOG("answered %lld ms after the step deadline",
+		       (long long)(rec_ns[0] - deadline) / 1000000);
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, W, &info));
+	EXPECT_EQ(0, info.paused);
+	EXPECT_EQ(info.chunk_bytes, info.mapped_bytes);
+	unhang();
+	EXPECT_EQ(0, gs_mm_free(self->mm, kv));
+	EXPECT_EQ(0, gs_mm_free(self->mm, w));
 }
 
 /*

@@ -381,6 +381,16 @@ struct gs_mm_result {
 						 * -ENOTRECOVERABLE: the CUDA
 						 * context is lost) */
 int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res);
+/*
+ * gs_mm_pause_ex with a deadline (CLOCK_MONOTONIC ns, 0: none): the
+ * pause's waits for the GPU end before it, by a margin for the answer
+ * (a tenth of the time left, 20 ms to 500 ms), or at the fence timeout
+ * if that comes first: -ETIMEDOUT then, and nothing unmapped when the
+ * wait was the one before the first copy or unmap. The agent passes the
+ * step's deadline from its PAUSE_TAG record (gpusleep_event.deadline_ns).
+ */
+int gs_mm_pause_until(struct gs_mm *mm, uint32_t tag, uint64_t deadline_ns,
+		      struct gs_mm_result *res);
 int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res);
 
 /*
