@@ -94,6 +94,7 @@ struct tag {
 struct gs_mm {
 	struct gs_backend *b;
 	size_t gran;
+	size_t chunk_gran;	/* chunk sizes are multiples (>= gran) */
 	void **fence_streams;	/* declared engine streams; none: context */
 	unsigned int nfence;
 	unsigned int fence_ms;	/* bound of a fence; 0: none */
@@ -148,6 +149,14 @@ int gs_mm_new(struct gs_backend *b, struct gs_mm **out)
 	}
 	mm->b = b;
 	mm->gran = gran;
+	/*
+	 * The device's recommended granularity sizes the chunks (and so
+	 * aligns their ranges), unless it is larger than a chunk may be.
+	 */
+	mm->chunk_gran = b->chunk_granularity ? b->chunk_granularity(b) : 0;
+	if (mm->chunk_gran < gran || (mm->chunk_gran & (mm->chunk_gran - 1)) ||
+	    mm->chunk_gran > GS_MM_CHUNK_MAX)
+		mm->chunk_gran = gran;
 	mm->fence_ms = GS_MM_FENCE_MS;
 	pthread_mutex_init(&mm->lock, NULL);
 	pthread_mutex_init(&mm->flock, NULL);
@@ -161,8 +170,9 @@ int gs_mm_new(struct gs_backend *b, struct gs_mm **out)
 	}
 	for (int i = 0; i < GPUSLEEP_MAX_TAGS; i++) {
 		mm->tags[i].policy = GS_MM_DISCARD;
-		mm->tags[i].first_chunk = GS_MM_CHUNK_DEFAULT;
-		mm->tags[i].next_chunk = GS_MM_CHUNK_DEFAULT;
+		mm->tags[i].first_chunk = round_up(GS_MM_CHUNK_DEFAULT,
+						   mm->chunk_gran);
+		mm->tags[i].next_chunk = mm->tags[i].first_chunk;
 	}
 	*out = mm;
 	return 0;
@@ -576,7 +586,7 @@ int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 	} else {
 		size_t cs = chunk_size ? chunk_size : GS_MM_CHUNK_DEFAULT;
 
-		cs = round_up(cs, mm->gran);
+		cs = round_up(cs, mm->chunk_gran);
 		mm->tags[i].policy = p;
 		mm->tags[i].first_chunk = cs;
 		/*
@@ -662,7 +672,7 @@ static int chunk_new(struct gs_mm *mm, struct tag *t, size_t need,
 	unsigned int np;
 	int ret;
 
-	size = round_up(size, mm->gran);
+	size = round_up(size, mm->chunk_gran);
 	if (size < need)
 		return -ENOMEM;	/* overflow */
 	c = calloc(1, sizeof(*c));

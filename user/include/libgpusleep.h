@@ -308,8 +308,10 @@ void gs_mm_destroy(struct gs_mm *mm);
  * the previous one up to 1 GiB, an allocation larger than that gets a chunk
  * of its own size, so a big tag lives in a few large chunks. Calling it
  * again keeps the growth reached (it restarts only for a tag without
- * chunks, or a larger chunk_size). -EBUSY while the tag is paused or
- * being paused.
+ * chunks, or a larger chunk_size). Chunk sizes are rounded up to the
+ * device's recommended allocation granularity (CUDA: RECOMMENDED, when
+ * it is at most 1 GiB; else the minimum). -EBUSY while the tag is paused
+ * or being paused.
  */
 int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 		     size_t chunk_size);
