@@ -408,10 +408,11 @@ int gs_mm_set_fence_streams(struct gs_mm *mm, void *const *streams,
 /*
  * How long a fence (a pause's, gs_mm_trim's, an allocation's reclaim) may
  * wait for the GPU: timeout_ms (0: no bound; default 25000, under the
- * module's default step timeout of 30 s: set it below the domain's step
- * timeout). Past it the call fails with -ETIMEDOUT and has unmapped
- * nothing. The wait never holds the memory manager's lock: allocations
- * and frees go on meanwhile.
+ * module's default step timeout of 30 s). Past it the call fails with
+ * -ETIMEDOUT and has unmapped nothing. A pause with a deadline
+ * (gs_mm_pause_until: the agent passes the step's) ends its fences before
+ * that deadline too, whichever comes first. The wait never holds the
+ * memory manager's lock: allocations and frees go on meanwhile.
  */
 int gs_mm_set_fence_timeout(struct gs_mm *mm, unsigned int timeout_ms);
 
