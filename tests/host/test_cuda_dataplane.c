@@ -950,6 +950,38 @@ static void *pause_thread(void *p)
 	return NULL;
 }
 
+/* *w: 4 MiB of weights under a kernel that ends only at fakecuda_unhang() */
+static void hang_weights(struct __test_metadata *_metadata,
+			 struct _test_data_dp *self, void **w)
+{
+	*w = gs_mm_alloc(self->mm, W, 4 * MiB);
+	ASSERT_NE(NULL, *w);
+	ASSERT_EQ(0, self->launch(self->engine, *w, 4 * MiB, 0x5,
+				  FAKECUDA_HANG));
+}
+
+/*
+ * fn(arg) on a thread; once it waits for the GPU, an allocation (*kv)
+ * must not wait for it (*done still 0); then the thread is joined.
+ */
+static void alloc_while_fencing(struct __test_metadata *_metadata,
+				struct _test_data_dp *self,
+				void *(*fn)(void *), void *arg,
+				volatile int *done, void **kv)
+{
+	long syncs = self->calls("cuCtxSynchronize");
+	pthread_t th;
+
+	ASSERT_EQ(0, pthread_create(&th, NULL, fn, arg));
+	while (self->calls("cuCtxSynchronize") == syncs)
+		usleep(1000);
+	*kv = gs_mm_alloc(self->mm, KV, 1 * MiB);
+	EXPECT_NE(NULL, *kv);
+	EXPECT_EQ(0, __atomic_load_n(done, __ATOMIC_SEQ_CST))
+		TH_LOG("the allocation waited for the fence");
+	pthread_join(th, NULL);
+}
+
 /*
  * Item 2: a kernel that never ends (a collective waiting for a rank that
  * is itself pausing). The fence is bounded: -ETIMEDOUT, nothing unmapped,
@@ -962,28 +994,16 @@ TEST_F(dp, fence_is_bounded_and_holds_no_allocator_lock)
 							"fakecuda_unhang");
 	struct pause_arg pa = { 0 };
 	struct gs_mm_tag_info info;
-	pthread_t th;
-	void *w, *kv;
-	long syncs;
+	void *w, *kv = NULL;
 	uint64_t bytes;
 
 	NEED_MM();
 	ASSERT_NE(NULL, unhang);
 	ASSERT_EQ(0, gs_mm_set_fence_timeout(self->mm, 3000));
-	w = gs_mm_alloc(self->mm, W, 4 * MiB);
-	ASSERT_NE(NULL, w);
-	ASSERT_EQ(0, self->launch(self->engine, w, 4 * MiB, 0x5, FAKECUDA_HANG));
-	syncs = self->calls("cuCtxSynchronize");
+	hang_weights(_metadata, self, &w);
 	pa.mm = self->mm;
-	ASSERT_EQ(0, pthread_create(&th, NULL, pause_thread, &pa));
-	while (self->calls("cuCtxSynchronize") == syncs)
-		usleep(1000);
 	/* the pause is waiting for the GPU: the allocator is not */
-	kv = gs_mm_alloc(self->mm, KV, 1 * MiB);
-	EXPECT_NE(NULL, kv);
-	EXPECT_EQ(0, __atomic_load_n(&pa.done, __ATOMIC_SEQ_CST))
-		TH_LOG("the allocation waited for the pause's fence");
-	pthread_join(th, NULL);
+	alloc_while_fencing(_metadata, self, pause_thread, &pa, &pa.done, &kv);
 	EXPECT_EQ(-ETIMEDOUT, pa.r.status);
 	EXPECT_EQ(0, pa.r.unmapped_bytes);
 	EXPECT_EQ(0, pa.r.bytes);
@@ -1028,31 +1048,20 @@ TEST_F(dp, agent_fence_ends_before_the_step_deadline)
 	struct dispatch_arg da = { 0 };
 	struct gs_mm_tag_info info;
 	uint64_t deadline;
-	pthread_t th;
-	void *w, *kv;
-	long syncs;
+	void *w, *kv = NULL;
 
 	NEED_MM();
 	ASSERT_NE(NULL, unhang);
 	ASSERT_EQ(0, gs_mm_set_fence_timeout(self->mm, 8000));
 	agent_up(_metadata, self);
-	w = gs_mm_alloc(self->mm, W, 4 * MiB);
-	ASSERT_NE(NULL, w);
-	ASSERT_EQ(0, self->launch(self->engine, w, 4 * MiB, 0x5, FAKECUDA_HANG));
-	syncs = self->calls("cuCtxSynchronize");
+	hang_weights(_metadata, self, &w);
 	deadline = mono_ns() + 3000000000ULL;
 	ASSERT_EQ(0, send_ev_by(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG, W, 1,
 				deadline));
 	da.a = self->a;
-	ASSERT_EQ(0, pthread_create(&th, NULL, dispatch_thread, &da));
-	while (self->calls("cuCtxSynchronize") == syncs)
-		usleep(1000);
 	/* the agent waits for the GPU: the allocator does not */
-	kv = gs_mm_alloc(self->mm, KV, 1 * MiB);
-	EXPECT_NE(NULL, kv);
-	EXPECT_EQ(0, __atomic_load_n(&da.done, __ATOMIC_SEQ_CST))
-		TH_LOG("the allocation waited for the agent's fence");
-	pthread_join(th, NULL);
+	alloc_while_fencing(_metadata, self, dispatch_thread, &da, &da.done,
+			    &kv);
 	EXPECT_EQ(1, da.ret);
 	ASSERT_EQ(1, nrec);
 	EXPECT_EQ(-ETIMEDOUT, rec[0].status);
