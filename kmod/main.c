@@ -313,7 +313,7 @@ static int __init gpusleep_init(void)
 	BUILD_BUG_ON(sizeof(struct gpusleep_wait) != GPUSLEEP_WAIT_SIZE_VER0);
 	BUILD_BUG_ON(sizeof(struct gpusleep_state) != GPUSLEEP_STATE_SIZE_VER0);
 	BUILD_BUG_ON(sizeof(struct gpusleep_eventfd) != GPUSLEEP_EVENTFD_SIZE_VER0);
-	BUILD_BUG_ON(sizeof(struct gpusleep_event) != GPUSLEEP_EVENT_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_event) != GPUSLEEP_EVENT_SIZE_VER1);
 	BUILD_BUG_ON(sizeof(struct gpusleep_complete) != GPUSLEEP_COMPLETE_SIZE_VER0);
 	BUILD_BUG_ON(sizeof(struct gpusleep_grant) != GPUSLEEP_GRANT_SIZE_VER0);
 	BUILD_BUG_ON(sizeof(struct gpusleep_api) % 8);

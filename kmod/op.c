@@ -129,16 +129,22 @@ static void gs_timer_cancel(struct gs_domain *d)
 	cancel_delayed_work(&d->timeout_work);
 }
 
-static void gs_timer_arm(struct gs_domain *d)
+/* When a step of type sent now times out. */
+static ktime_t gs_step_deadline(const struct gs_domain *d, u32 type)
 {
 	unsigned int ms = d->op.timeout_ms;
 
 	if (!ms)
-		ms = d->op.await == GPUSLEEP_EV_DRAIN ? gs_drain_timeout_ms :
-							 gs_step_timeout_ms;
+		ms = type == GPUSLEEP_EV_DRAIN ? gs_drain_timeout_ms :
+						 gs_step_timeout_ms;
+	return ktime_add_ms(ktime_get(), ms);
+}
+
+static void gs_timer_arm(struct gs_domain *d, ktime_t deadline)
+{
 	d->timer_op = d->op.id;
 	d->timer_step = d->op.step;
-	d->timer_deadline = ktime_add_ms(ktime_get(), ms);
+	d->timer_deadline = deadline;
 	mod_delayed_work(system_wq, &d->timeout_work,
 			 gs_jiffies_until(d->timer_deadline));
 }
@@ -417,8 +423,11 @@ static bool gs_send_step(struct gs_domain *d, u32 type, u32 tags, u32 flags)
 		.flags = flags,
 		.step = op->step + 1,
 	};
+	ktime_t deadline = gs_step_deadline(d, type);
 	int ret;
 
+	/* The agent bounds its waits for the GPU by it (CLOCK_MONOTONIC). */
+	ev.deadline_ns = ktime_to_ns(deadline);
 	/* What the tag's memory will be: a remap replaces it. */
 	if (type == GPUSLEEP_EV_RESUME_TAG)
 		ev.generation = d->generation[gs_tag_index(tags)] + 1;
@@ -442,7 +451,7 @@ static bool gs_send_step(struct gs_domain *d, u32 type, u32 tags, u32 flags)
 		d->bytes_released[gs_tag_index(tags)] = 0;
 		gs_changed(d, d->state);
 	}
-	gs_timer_arm(d);
+	gs_timer_arm(d, deadline);
 	return true;
 }
 

@@ -181,7 +181,8 @@ static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
 	switch (ev->type) {
 	case GPUSLEEP_EV_PAUSE_TAG:
 		pause = true;
-		gs_mm_pause_ex(a->mm, ev->tags, &r);
+		/* its waits for the GPU end before the step does */
+		gs_mm_pause_until(a->mm, ev->tags, ev->deadline_ns, &r);
 		break;
 	case GPUSLEEP_EV_RESUME_TAG:
 		pause = false;

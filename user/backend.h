@@ -18,6 +18,13 @@ struct gs_backend {
 	void *ctx;
 	/* allocation granularity in bytes (power of two) */
 	size_t (*granularity)(struct gs_backend *b);
+	/*
+	 * Optional (NULL: granularity): the granularity the device
+	 * recommends (a power of two, a multiple of the above), which large
+	 * ranges (the memory manager's chunks) are best sized and aligned
+	 * to; reserve() aligns a range whose size is a multiple of it to it.
+	 */
+	size_t (*chunk_granularity)(struct gs_backend *b);
 	/* reserve/unreserve a virtual range that stays valid across unmap */
 	int (*reserve)(struct gs_backend *b, size_t size, void **va);
 	void (*unreserve)(struct gs_backend *b, void *va, size_t size);

@@ -178,7 +178,8 @@ struct cuda_backend {
 	CUcontext ctx;
 	bool ctx_retained;
 	CUstream stream;
-	size_t gran;
+	size_t gran;		/* the device's minimum granularity */
+	size_t gran_rec;	/* the one it recommends (>= gran) */
 	int numa_node;		/* host NUMA node closest to the GPU, or -1 */
 	CUmemAllocationProp prop;
 	CUmemAccessDesc access;
@@ -294,6 +295,11 @@ static size_t cuda_granularity(struct gs_backend *b)
 	return cb_of(b)->gran;
 }
 
+static size_t cuda_chunk_granularity(struct gs_backend *b)
+{
+	return cb_of(b)->gran_rec;
+}
+
 static int cuda_reserve(struct gs_backend *b, size_t size, void **va)
 {
 	struct cuda_backend *cb = cb_of(b);
@@ -308,8 +314,10 @@ static int cuda_reserve(struct gs_backend *b, size_t size, void **va)
 	ret = use_ctx(cb);
 	if (ret)
 		return ret;
-	rc = cb->api.MemAddressReserve(&ptr, round_up(cb, size), cb->gran, 0,
-				       0);
+	/* aligned as the device recommends, when the size is made of it */
+	rc = cb->api.MemAddressReserve(&ptr, round_up(cb, size),
+				       size % cb->gran_rec ? cb->gran :
+				       cb->gran_rec, 0, 0);
 	if (rc != CUDA_SUCCESS)
 		return cu_fail(&cb->api, rc, "cuMemAddressReserve");
 	*va = (void *)(uintptr_t)ptr;
@@ -913,6 +921,16 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 		ret = -EIO;
 		goto fail;
 	}
+	/*
+	 * The recommended granularity sizes and aligns the large ranges
+	 * (chunks); one that is not a power-of-two multiple of the minimum
+	 * (or cannot be asked) is not used.
+	 */
+	rc = cb->api.MemGetAllocationGranularity(&cb->gran_rec, &cb->prop,
+			CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+	if (rc != CUDA_SUCCESS || cb->gran_rec < cb->gran ||
+	    (cb->gran_rec & (cb->gran_rec - 1)))
+		cb->gran_rec = cb->gran;
 	rc = cb->api.StreamCreate(&cb->stream, CU_STREAM_NON_BLOCKING);
 	if (rc != CUDA_SUCCESS) {
 		cb->stream = NULL;
@@ -926,6 +944,7 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 		.name = cb->name,
 		.ctx = cb,
 		.granularity = cuda_granularity,
+		.chunk_granularity = cuda_chunk_granularity,
 		.reserve = cuda_reserve,
 		.unreserve = cuda_unreserve,
 		.map = cuda_map,

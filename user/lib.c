@@ -204,8 +204,10 @@ int gs_read_event(int fd, struct gpusleep_event *ev)
 		return -errno;
 	if (n == 0)
 		return 0;
-	if ((size_t)n != sizeof(*ev))
+	/* an older module's record is smaller: its later fields read 0 */
+	if ((size_t)n < GPUSLEEP_EVENT_SIZE_VER0 || (size_t)n > sizeof(*ev))
 		return -EPROTO;
+	memset((char *)ev + n, 0, sizeof(*ev) - (size_t)n);
 	return 1;
 }
 

@@ -48,6 +48,9 @@
 #define GS_MM_PIN_PIECE		(256UL << 20)
 /* a pause's fence, bounded below the module's default step timeout */
 #define GS_MM_FENCE_MS		25000
+/* what a fence leaves of the time to a deadline, for the answer */
+#define GS_MM_DEADLINE_MARGIN_MIN	(20ULL * 1000000)
+#define GS_MM_DEADLINE_MARGIN_MAX	(500ULL * 1000000)
 
 struct block {
 	struct block *prev, *next;	/* address order */
@@ -91,6 +94,7 @@ struct tag {
 struct gs_mm {
 	struct gs_backend *b;
 	size_t gran;
+	size_t chunk_gran;	/* chunk sizes are multiples (>= gran) */
 	void **fence_streams;	/* declared engine streams; none: context */
 	unsigned int nfence;
 	unsigned int fence_ms;	/* bound of a fence; 0: none */
@@ -145,6 +149,14 @@ int gs_mm_new(struct gs_backend *b, struct gs_mm **out)
 	}
 	mm->b = b;
 	mm->gran = gran;
+	/*
+	 * The device's recommended granularity sizes the chunks (and so
+	 * aligns their ranges), unless it is larger than a chunk may be.
+	 */
+	mm->chunk_gran = b->chunk_granularity ? b->chunk_granularity(b) : 0;
+	if (mm->chunk_gran < gran || (mm->chunk_gran & (mm->chunk_gran - 1)) ||
+	    mm->chunk_gran > GS_MM_CHUNK_MAX)
+		mm->chunk_gran = gran;
 	mm->fence_ms = GS_MM_FENCE_MS;
 	pthread_mutex_init(&mm->lock, NULL);
 	pthread_mutex_init(&mm->flock, NULL);
@@ -158,8 +170,9 @@ int gs_mm_new(struct gs_backend *b, struct gs_mm **out)
 	}
 	for (int i = 0; i < GPUSLEEP_MAX_TAGS; i++) {
 		mm->tags[i].policy = GS_MM_DISCARD;
-		mm->tags[i].first_chunk = GS_MM_CHUNK_DEFAULT;
-		mm->tags[i].next_chunk = GS_MM_CHUNK_DEFAULT;
+		mm->tags[i].first_chunk = round_up(GS_MM_CHUNK_DEFAULT,
+						   mm->chunk_gran);
+		mm->tags[i].next_chunk = mm->tags[i].first_chunk;
 	}
 	*out = mm;
 	return 0;
@@ -398,15 +411,45 @@ static int fence_bounded(struct gs_mm *mm, void **st, unsigned int n,
 	return ret;
 }
 
+static uint64_t now_ns(void);
+
+/*
+ * The bound of a fence: fence_ms (0: none), and when the caller has a
+ * deadline (CLOCK_MONOTONIC ns; 0: none, the kernel's step deadline for
+ * the agent), the time left until it less a margin for the answer to
+ * reach the kernel: a tenth of it, at least 20 ms and at most 500 ms.
+ */
+static unsigned int fence_bound_ms(const struct gs_mm *mm, uint64_t deadline)
+{
+	unsigned int ms = mm->fence_ms;
+	uint64_t now = now_ns(), left, margin, until;
+
+	if (!deadline)
+		return ms;
+	left = deadline > now ? deadline - now : 0;
+	margin = left / 10;
+	if (margin < GS_MM_DEADLINE_MARGIN_MIN)
+		margin = GS_MM_DEADLINE_MARGIN_MIN;
+	if (margin > GS_MM_DEADLINE_MARGIN_MAX)
+		margin = GS_MM_DEADLINE_MARGIN_MAX;
+	until = left > margin ? (left - margin) / 1000000 : 0;
+	if (!until)
+		until = 1;	/* nothing left: only what is done at once */
+	if (!ms || until < ms)
+		ms = until > UINT32_MAX ? UINT32_MAX : (unsigned int)until;
+	return ms;
+}
+
 /*
  * Wait for the GPU work of the context (the engine's too), or of the
  * declared streams, with mm->lock held on entry and on return but not
- * while waiting: allocations go on meanwhile. Bounded by fence_ms.
+ * while waiting: allocations go on meanwhile. Bounded by fence_ms and by
+ * deadline (fence_bound_ms()).
  */
-static int mm_fence_unlocked(struct gs_mm *mm)
+static int mm_fence_until(struct gs_mm *mm, uint64_t deadline)
 {
 	unsigned int n = mm->b->fence_streams ? mm->nfence : 0;
-	unsigned int ms = mm->fence_ms;
+	unsigned int ms = fence_bound_ms(mm, deadline);
 	void **st = NULL;
 	int ret;
 
@@ -427,6 +470,11 @@ static int mm_fence_unlocked(struct gs_mm *mm)
 	}
 	pthread_mutex_lock(&mm->lock);
 	return ret;
+}
+
+static int mm_fence_unlocked(struct gs_mm *mm)
+{
+	return mm_fence_until(mm, 0);
 }
 
 int gs_mm_set_pin_limit(struct gs_mm *mm, uint64_t max_bytes)
@@ -538,7 +586,7 @@ int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 	} else {
 		size_t cs = chunk_size ? chunk_size : GS_MM_CHUNK_DEFAULT;
 
-		cs = round_up(cs, mm->gran);
+		cs = round_up(cs, mm->chunk_gran);
 		mm->tags[i].policy = p;
 		mm->tags[i].first_chunk = cs;
 		/*
@@ -624,7 +672,7 @@ static int chunk_new(struct gs_mm *mm, struct tag *t, size_t need,
 	unsigned int np;
 	int ret;
 
-	size = round_up(size, mm->gran);
+	size = round_up(size, mm->chunk_gran);
 	if (size < need)
 		return -ENOMEM;	/* overflow */
 	c = calloc(1, sizeof(*c));
@@ -1053,6 +1101,12 @@ static int tag_backup(struct gs_mm *mm, struct tag *t)
 
 int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 {
+	return gs_mm_pause_until(mm, tag, 0, res);
+}
+
+int gs_mm_pause_until(struct gs_mm *mm, uint32_t tag, uint64_t deadline_ns,
+		      struct gs_mm_result *res)
+{
 	struct gs_backend *b = mm->b;
 	int i = tag_index(tag);
 	struct tag *t;
@@ -1085,7 +1139,7 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 	 * most fence_ms (a kernel that never ends: -ETIMEDOUT, nothing
 	 * done), and without mm->lock (allocations go on meanwhile).
 	 */
-	ret = mm_fence_unlocked(mm);
+	ret = mm_fence_until(mm, deadline_ns);
 	if (ret)
 		goto out_pausing;
 	if (t->policy == GS_MM_BACKUP && t->chunks) {
@@ -1097,7 +1151,7 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 			goto out_pausing;	/* nothing unmapped */
 	}
 	/* and before the first unmap: nothing is unmapped under a kernel */
-	ret = mm_fence_unlocked(mm);
+	ret = mm_fence_until(mm, deadline_ns);
 	if (ret)
 		goto out_pausing;
 	measured = mm_free_now(mm, &res->free_before);
@@ -1171,7 +1225,7 @@ int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 	 * the sticky error shows here. Then the pause failed: the memory is
 	 * unmapped (the tag stays released) and the context is lost.
 	 */
-	ret = mm_fence_unlocked(mm);
+	ret = mm_fence_until(mm, deadline_ns);
 	if (ret) {
 		if (ret == -ENOTRECOVERABLE)
 			res->flags |= GS_MM_RES_FAULT;

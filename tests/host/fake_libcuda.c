@@ -195,6 +195,24 @@ static int numa_id = -1;	/* CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID */
 static long long pin_us_per_gib;
 static unsigned long long max_pin;
 static long long pin_us_total;
+/*
+ * Each device's allocation granularity (cuMemGetAllocationGranularity):
+ * the minimum, which sizes and addresses of cuMemCreate/cuMemMap must be
+ * multiples of, and the recommended one (for performance); default
+ * FAKECUDA_GRANULARITY both. FAKECUDA_GRAN or the knobs gran_min.N,
+ * gran_rec.N set them.
+ */
+static size_t gran_min[MAX_DEVICES], gran_rec[MAX_DEVICES];
+/*
+ * The cost of the VMM calls: bytes through each, and a modelled time
+ * (vmm_call_us per call of cuMemCreate, cuMemMap, cuMemSetAccess,
+ * cuMemUnmap, cuMemRelease, plus vmm_us_per_gib per GiB of its range),
+ * summed in vmm_us and slept for only when vmm_sleep is set.
+ */
+static unsigned long long create_bytes, map_bytes, access_bytes,
+			  unmap_bytes, release_bytes;
+static long long vmm_call_us, vmm_us_per_gib, vmm_us_total;
+static bool vmm_sleep;
 
 static CUresult bad(const char *fn, const char *why)
 {
@@ -264,10 +282,47 @@ out: \
 	pthread_mutex_unlock(&lock); \
 	return rc_
 
+/* the smallest minimum granularity of the devices: any range's floor */
+static size_t gran_floor(void)
+{
+	size_t g = 0;
+
+	for (int i = 0; i < ndevices; i++)
+		if (!g || gran_min[i] < g)
+			g = gran_min[i];
+	return g ? g : GRAN;
+}
+
 static bool aligned(uintptr_t v)
 {
-	return (v & (GRAN - 1)) == 0;
+	return (v & (gran_floor() - 1)) == 0;
 }
+
+/* aligned to device dev's minimum granularity */
+static bool aligned_dev(uintptr_t v, int dev)
+{
+	size_t g = dev >= 0 && dev < MAX_DEVICES ? gran_min[dev] : GRAN;
+
+	return (v & (g - 1)) == 0;
+}
+
+/* the modelled time of a VMM call over size bytes (lock held) */
+static long long vmm_cost(size_t size)
+{
+	long long us = vmm_call_us +
+		       (long long)((double)size / (1ULL << 30) * vmm_us_per_gib);
+
+	vmm_us_total += us;
+	return vmm_sleep ? us : 0;
+}
+
+/* unlock, spend the call's modelled time (vmm_sleep), return rc_ */
+#define END_COST(us) \
+out: \
+	pthread_mutex_unlock(&lock); \
+	if ((us) > 0) \
+		usleep((useconds_t)(us)); \
+	return rc_
 
 static int find_entry(const char *name)
 {
@@ -398,6 +453,32 @@ EXPORT int fakecuda_capture(void *stream, int on)
 	return ret;
 }
 
+/*
+ * "gran_min.N" / "gran_rec.N": device N's minimum / recommended
+ * granularity (a power of two; the recommended one a multiple of the
+ * minimum). True if knob was one of them and value fits.
+ */
+static bool set_gran(const char *knob, long long value)
+{
+	bool rec = !strncmp(knob, "gran_rec.", 9);
+	char *end;
+	long dev;
+
+	if (!rec && strncmp(knob, "gran_min.", 9))
+		return false;
+	dev = strtol(knob + 9, &end, 10);
+	if (*end || dev < 0 || dev >= MAX_DEVICES || value <= 0 ||
+	    (value & (value - 1)))
+		return false;
+	if (rec)
+		gran_rec[dev] = (size_t)value;
+	else
+		gran_min[dev] = (size_t)value;
+	if (gran_rec[dev] < gran_min[dev])
+		gran_rec[dev] = gran_min[dev];
+	return true;
+}
+
 EXPORT int fakecuda_set(const char *knob, long long value)
 {
 	int ret = 0;
@@ -419,7 +500,13 @@ EXPORT int fakecuda_set(const char *knob, long long value)
 		numa_id = (int)value;
 	else if (!strcmp(knob, "async_faults"))
 		async_faults = value != 0;
-	else
+	else if (!strcmp(knob, "vmm_call_us"))
+		vmm_call_us = value;
+	else if (!strcmp(knob, "vmm_us_per_gib"))
+		vmm_us_per_gib = value;
+	else if (!strcmp(knob, "vmm_sleep"))
+		vmm_sleep = value != 0;
+	else if (!set_gran(knob, value))
 		ret = -1;
 	pthread_mutex_unlock(&lock);
 	return ret;
@@ -456,6 +543,18 @@ EXPORT long long fakecuda_counter(const char *name)
 		v = (long long)d2h_bytes;
 	else if (!strcmp(name, "h2d_bytes"))
 		v = (long long)h2d_bytes;
+	else if (!strcmp(name, "create_bytes"))
+		v = (long long)create_bytes;
+	else if (!strcmp(name, "map_bytes"))
+		v = (long long)map_bytes;
+	else if (!strcmp(name, "access_bytes"))
+		v = (long long)access_bytes;
+	else if (!strcmp(name, "unmap_bytes"))
+		v = (long long)unmap_bytes;
+	else if (!strcmp(name, "release_bytes"))
+		v = (long long)release_bytes;
+	else if (!strcmp(name, "vmm_us"))
+		v = vmm_us_total;
 	pthread_mutex_unlock(&lock);
 	return v;
 }
@@ -497,6 +596,47 @@ EXPORT void fakecuda_stats(struct fakecuda_stats *st)
 	pthread_mutex_unlock(&lock);
 }
 
+/* a size with an optional K, M or G suffix; 0 if it is not one */
+static long long parse_size(const char *s, char **end)
+{
+	long long v = strtoll(s, end, 10);
+
+	switch (**end) {
+	case 'G':
+		v <<= 10;
+		/* fall through */
+	case 'M':
+		v <<= 10;
+		/* fall through */
+	case 'K':
+		v <<= 10;
+		(*end)++;
+	}
+	return v;
+}
+
+/* FAKECUDA_GRAN=min[:rec][,min[:rec]...]: device 0, 1... in turn */
+static void parse_gran(const char *s)
+{
+	char name[24], *end;
+
+	for (int dev = 0; *s && dev < MAX_DEVICES; dev++) {
+		long long min = parse_size(s, &end), rec = min;
+
+		if (*end == ':')
+			rec = parse_size(end + 1, &end);
+		snprintf(name, sizeof(name), "gran_min.%d", dev);
+		if (!set_gran(name, min))
+			fprintf(stderr, "fakecuda: FAKECUDA_GRAN: bad minimum for device %d\n", dev);
+		snprintf(name, sizeof(name), "gran_rec.%d", dev);
+		if (!set_gran(name, rec))
+			fprintf(stderr, "fakecuda: FAKECUDA_GRAN: bad recommended granularity for device %d\n", dev);
+		if (*end != ',')
+			break;
+		s = end + 1;
+	}
+}
+
 __attribute__((constructor)) static void fakecuda_load(void)
 {
 	const char *s = getenv("FAKECUDA_DEVICES");
@@ -505,6 +645,11 @@ __attribute__((constructor)) static void fakecuda_load(void)
 	if (s)
 		ndevices = atoi(s) < 0 ? 0 : atoi(s) > MAX_DEVICES ?
 			   MAX_DEVICES : atoi(s);
+	for (int i = 0; i < MAX_DEVICES; i++)
+		gran_min[i] = gran_rec[i] = GRAN;
+	s = getenv("FAKECUDA_GRAN");
+	if (s)
+		parse_gran(s);
 	s = getenv("FAKECUDA_POISON");
 	poison = s && *s && strcmp(s, "0");
 	s = getenv("FAKECUDA_MEM_MIB");
@@ -985,8 +1130,10 @@ EXPORT CUresult cuMemGetAllocationGranularity(size_t *gran,
 	if (!gran || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
 		      option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
 		rc_ = bad("cuMemGetAllocationGranularity", "bad argument");
+	else if (option == CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+		*gran = gran_rec[prop->location.id];
 	else
-		*gran = GRAN;
+		*gran = gran_min[prop->location.id];
 	END;
 }
 
@@ -1010,8 +1157,12 @@ EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size,
 		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	align = alignment > GRAN ? alignment : GRAN;
-	span = size + align;
+	align = alignment > gran_floor() ? alignment : gran_floor();
+	/*
+	 * Aligned to align and never to more: a caller that needs a larger
+	 * alignment (a device's granularity) must ask for it.
+	 */
+	span = size + 2 * align;
 	m = mmap(NULL, span, PROT_NONE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED) {
@@ -1020,6 +1171,8 @@ EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size,
 	}
 	base = (uintptr_t)m;
 	start = (base + align - 1) & ~(uintptr_t)(align - 1);
+	if (!(start & (2 * align - 1)))
+		start += align;
 	if (start > base)
 		munmap(m, start - base);
 	if (base + span > start + size)
@@ -1055,14 +1208,15 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 			    const CUmemAllocationProp *prop,
 			    unsigned long long flags)
 {
+	long long cost = 0;
 	struct phys *p;
 
 	BEGIN_CTX(E_cuMemCreate, "cuMemCreate");
 	rc_ = check_prop("cuMemCreate", prop);
 	if (rc_ != CUDA_SUCCESS)
 		goto out;
-	if (!handle || !size || !aligned(size) || flags) {
-		rc_ = bad("cuMemCreate", "NULL handle, size 0 or not a multiple of the granularity, or flags");
+	if (!handle || !size || !aligned_dev(size, prop->location.id) || flags) {
+		rc_ = bad("cuMemCreate", "NULL handle, size 0 or not a multiple of the device's granularity, or flags");
 		goto out;
 	}
 	if (used_bytes + freeing_bytes + other_bytes + size > capacity) {
@@ -1091,15 +1245,18 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 	}
 	p->size = size;
 	used_bytes += size;
+	create_bytes += size;
+	cost = vmm_cost(size);
 	rdma_handles += prop->allocFlags.gpuDirectRDMACapable != 0;
 	p->device = prop->location.id;
 	phys[nphys++] = p;
 	*handle = (uintptr_t)p;
-	END;
+	END_COST(cost);
 }
 
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
+	long long cost = 0;
 	int i;
 
 	BEGIN_CTX(E_cuMemRelease, "cuMemRelease");
@@ -1111,18 +1268,21 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 	} else {
 		close(phys[i]->fd);
 		used_bytes -= phys[i]->size;
+		release_bytes += phys[i]->size;
+		cost = vmm_cost(phys[i]->size);
 		if (lazy_free)
 			freeing_bytes += phys[i]->size;
 		free(phys[i]);
 		phys[i] = phys[--nphys];
 	}
-	END;
+	END_COST(cost);
 }
 
 EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 			 CUmemGenericAllocationHandle handle,
 			 unsigned long long flags)
 {
+	long long cost = 0;
 	struct phys *p;
 	int i;
 
@@ -1133,8 +1293,9 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 		goto out;
 	}
 	p = phys[i];
-	if (!size || !aligned(ptr) || !aligned(size) || offset || flags) {
-		rc_ = bad("cuMemMap", "address or size not a multiple of the granularity, or offset/flags not 0");
+	if (!size || !aligned_dev(ptr, p->device) ||
+	    !aligned_dev(size, p->device) || offset || flags) {
+		rc_ = bad("cuMemMap", "address or size not a multiple of the device's granularity, or offset/flags not 0");
 		goto out;
 	}
 	if (size > p->size) {
@@ -1158,12 +1319,15 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 	}
 	p->maps++;
 	maps[nmaps++] = (struct mapping){ ptr, size, p, false };
-	END;
+	map_bytes += size;
+	cost = vmm_cost(size);
+	END_COST(cost);
 }
 
 EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
 			       const CUmemAccessDesc *desc, size_t count)
 {
+	long long cost = 0;
 	int prot;
 
 	BEGIN_CTX(E_cuMemSetAccess, "cuMemSetAccess");
@@ -1199,11 +1363,15 @@ EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
 	for (int j = 0; j < nmaps; j++)
 		if (overlaps(maps[j].va, maps[j].size, ptr, size))
 			maps[j].access = prot != PROT_NONE;
-	END;
+	access_bytes += size;
+	cost = vmm_cost(size);
+	END_COST(cost);
 }
 
 EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
+	long long cost = 0;
+
 	BEGIN_CTX(E_cuMemUnmap, "cuMemUnmap");
 	if (!size || !aligned(ptr) || !aligned(size) ||
 	    !covered(ptr, size, true, false)) {
@@ -1238,7 +1406,9 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 		} else {
 			j++;
 		}
-	END;
+	unmap_bytes += size;
+	cost = vmm_cost(size);
+	END_COST(cost);
 }
 
 EXPORT CUresult cuMemHostAlloc(void **pp, size_t size, unsigned int flags)

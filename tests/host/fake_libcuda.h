@@ -10,7 +10,16 @@
 #ifndef GPUSLEEP_TESTS_FAKE_LIBCUDA_H
 #define GPUSLEEP_TESTS_FAKE_LIBCUDA_H
 
-/* the stand-in's allocation granularity: 2 MiB, like most real GPUs */
+/*
+ * The stand-in's default allocation granularity, minimum and recommended,
+ * on every device: 2 MiB, like most real GPUs. Each device's own values:
+ * FAKECUDA_GRAN=min[:rec][,min[:rec]...] (device 0, 1, ...; K/M/G
+ * suffixes) at load, or the knobs "gran_min.N" / "gran_rec.N" (before the
+ * backend asks). cuMemCreate and cuMemMap want sizes and addresses that
+ * are multiples of the handle's device's minimum; cuMemAddressReserve
+ * aligns a range to the alignment asked for (at least the smallest
+ * minimum) and never to more.
+ */
 #define FAKECUDA_GRANULARITY (2UL << 20)
 
 struct fakecuda_stats {
@@ -40,7 +49,14 @@ struct fakecuda_stats {
  * later counters are read by name: fakecuda_counter("capture_errors")
  * (calls refused while a stream is captured), "host_free_syncs"
  * (cuMemFreeHost calls, each a device synchronisation), "d2h_bytes",
- * "h2d_bytes" (bytes copied each way so far); -1 for an unknown name.
+ * "h2d_bytes" (bytes copied each way so far); the cost of the VMM calls:
+ * "create_bytes", "map_bytes", "access_bytes", "unmap_bytes",
+ * "release_bytes" (bytes through each of cuMemCreate, cuMemMap,
+ * cuMemSetAccess, cuMemUnmap, cuMemRelease that succeeded; their calls:
+ * fakecuda_calls()), "vmm_us" (their modelled time: the knobs
+ * "vmm_call_us" per call plus "vmm_us_per_gib"; spent for real, outside
+ * the stand-in's lock, only with the knob "vmm_sleep" 1); -1 for an
+ * unknown name.
  */
 typedef long long (*fakecuda_counter_fn)(const char *name);
 

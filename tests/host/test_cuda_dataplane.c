@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kselftest_harness.h"
@@ -62,27 +63,47 @@ static int all_u32(const void *p, size_t size, uint32_t v)
 /* ---- COMPLETE recorder (the agent's answers) ---- */
 
 static struct gpusleep_complete rec[16];
+static uint64_t rec_ns[16];	/* when each answer was sent (CLOCK_MONOTONIC) */
 static int nrec;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
 
 static int record_complete(int fd, const struct gpusleep_complete *c)
 {
 	(void)fd;
-	if (nrec < 16)
+	if (nrec < 16) {
+		rec_ns[nrec] = mono_ns();
 		rec[nrec++] = *c;
+	}
 	return 0;
+}
+
+/* a step record as the kernel sends it; deadline_ns 0: none */
+static int send_ev_by(int fd, uint64_t op, uint32_t type, uint32_t tags,
+		      uint32_t step, uint64_t deadline_ns)
+{
+	struct gpusleep_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.size = sizeof(ev);
+	ev.op_id = op;
+	ev.type = type;
+	ev.tags = tags;
+	ev.step = step;
+	ev.deadline_ns = deadline_ns;
+	return write(fd, &ev, sizeof(ev)) == sizeof(ev) ? 0 : -errno;
 }
 
 static int send_ev(int fd, uint64_t op, uint32_t type, uint32_t tags,
 		   uint32_t step)
 {
-	struct gpusleep_event ev;
-
-	memset(&ev, 0, sizeof(ev));
-	ev.op_id = op;
-	ev.type = type;
-	ev.tags = tags;
-	ev.step = step;
-	return write(fd, &ev, sizeof(ev)) == sizeof(ev) ? 0 : -errno;
+	return send_ev_by(fd, op, type, tags, step, 0);
 }
 
 FIXTURE(dp) {
@@ -929,6 +950,38 @@ static void *pause_thread(void *p)
 	return NULL;
 }
 
+/* *w: 4 MiB of weights under a kernel that ends only at fakecuda_unhang() */
+static void hang_weights(struct __test_metadata *_metadata,
+			 struct _test_data_dp *self, void **w)
+{
+	*w = gs_mm_alloc(self->mm, W, 4 * MiB);
+	ASSERT_NE(NULL, *w);
+	ASSERT_EQ(0, self->launch(self->engine, *w, 4 * MiB, 0x5,
+				  FAKECUDA_HANG));
+}
+
+/*
+ * fn(arg) on a thread; once it waits for the GPU, an allocation (*kv)
+ * must not wait for it (*done still 0); then the thread is joined.
+ */
+static void alloc_while_fencing(struct __test_metadata *_metadata,
+				struct _test_data_dp *self,
+				void *(*fn)(void *), void *arg,
+				volatile int *done, void **kv)
+{
+	long syncs = self->calls("cuCtxSynchronize");
+	pthread_t th;
+
+	ASSERT_EQ(0, pthread_create(&th, NULL, fn, arg));
+	while (self->calls("cuCtxSynchronize") == syncs)
+		usleep(1000);
+	*kv = gs_mm_alloc(self->mm, KV, 1 * MiB);
+	EXPECT_NE(NULL, *kv);
+	EXPECT_EQ(0, __atomic_load_n(done, __ATOMIC_SEQ_CST))
+		TH_LOG("the allocation waited for the fence");
+	pthread_join(th, NULL);
+}
+
 /*
  * Item 2: a kernel that never ends (a collective waiting for a rank that
  * is itself pausing). The fence is bounded: -ETIMEDOUT, nothing unmapped,
@@ -941,28 +994,16 @@ TEST_F(dp, fence_is_bounded_and_holds_no_allocator_lock)
 							"fakecuda_unhang");
 	struct pause_arg pa = { 0 };
 	struct gs_mm_tag_info info;
-	pthread_t th;
-	void *w, *kv;
-	long syncs;
+	void *w, *kv = NULL;
 	uint64_t bytes;
 
 	NEED_MM();
 	ASSERT_NE(NULL, unhang);
 	ASSERT_EQ(0, gs_mm_set_fence_timeout(self->mm, 3000));
-	w = gs_mm_alloc(self->mm, W, 4 * MiB);
-	ASSERT_NE(NULL, w);
-	ASSERT_EQ(0, self->launch(self->engine, w, 4 * MiB, 0x5, FAKECUDA_HANG));
-	syncs = self->calls("cuCtxSynchronize");
+	hang_weights(_metadata, self, &w);
 	pa.mm = self->mm;
-	ASSERT_EQ(0, pthread_create(&th, NULL, pause_thread, &pa));
-	while (self->calls("cuCtxSynchronize") == syncs)
-		usleep(1000);
 	/* the pause is waiting for the GPU: the allocator is not */
-	kv = gs_mm_alloc(self->mm, KV, 1 * MiB);
-	EXPECT_NE(NULL, kv);
-	EXPECT_EQ(0, __atomic_load_n(&pa.done, __ATOMIC_SEQ_CST))
-		TH_LOG("the allocation waited for the pause's fence");
-	pthread_join(th, NULL);
+	alloc_while_fencing(_metadata, self, pause_thread, &pa, &pa.done, &kv);
 	EXPECT_EQ(-ETIMEDOUT, pa.r.status);
 	EXPECT_EQ(0, pa.r.unmapped_bytes);
 	EXPECT_EQ(0, pa.r.bytes);
@@ -975,6 +1016,66 @@ TEST_F(dp, fence_is_bounded_and_holds_no_allocator_lock)
 	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
 	EXPECT_TRUE(all_u32(w, 4 * MiB, 0x5));
 	EXPECT_EQ(0, gs_mm_free(self->mm, kv));
+}
+
+struct dispatch_arg {
+	struct gs_agent *a;
+	int ret;
+	volatile int done;
+};
+
+static void *dispatch_thread(void *p)
+{
+	struct dispatch_arg *da = p;
+
+	da->ret = gs_agent_dispatch(da->a);
+	__atomic_store_n(&da->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/*
+ * Item 2, the step's deadline: the kernel's PAUSE_TAG record says when
+ * the step times out. With a kernel that never ends, the agent's fence
+ * gives up before that deadline (well before the fence timeout set, 8 s
+ * here), answers -ETIMEDOUT with nothing unmapped, and allocations go on
+ * while it waits.
+ */
+TEST_F(dp, agent_fence_ends_before_the_step_deadline)
+{
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	fakecuda_unhang_fn unhang = (fakecuda_unhang_fn)dlsym(lib,
+							"fakecuda_unhang");
+	struct dispatch_arg da = { 0 };
+	struct gs_mm_tag_info info;
+	uint64_t deadline;
+	void *w, *kv = NULL;
+
+	NEED_MM();
+	ASSERT_NE(NULL, unhang);
+	ASSERT_EQ(0, gs_mm_set_fence_timeout(self->mm, 8000));
+	agent_up(_metadata, self);
+	hang_weights(_metadata, self, &w);
+	deadline = mono_ns() + 3000000000ULL;
+	ASSERT_EQ(0, send_ev_by(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG, W, 1,
+				deadline));
+	da.a = self->a;
+	/* the agent waits for the GPU: the allocator does not */
+	alloc_while_fencing(_metadata, self, dispatch_thread, &da, &da.done,
+			    &kv);
+	EXPECT_EQ(1, da.ret);
+	ASSERT_EQ(1, nrec);
+	EXPECT_EQ(-ETIMEDOUT, rec[0].status);
+	EXPECT_EQ(0, rec[0].bytes);
+	/* answered before the kernel would have timed the step out */
+	EXPECT_GT(deadline, rec_ns[0])
+		TH_LOG("answered %lld ms after the step deadline",
+		       (long long)(rec_ns[0] - deadline) / 1000000);
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, W, &info));
+	EXPECT_EQ(0, info.paused);
+	EXPECT_EQ(info.chunk_bytes, info.mapped_bytes);
+	unhang();
+	EXPECT_EQ(0, gs_mm_free(self->mm, kv));
+	EXPECT_EQ(0, gs_mm_free(self->mm, w));
 }
 
 /*
@@ -1164,6 +1265,192 @@ TEST_F(dp, backup_copies_and_pins_only_live_allocations)
 	gs_mm_pinned(self->mm, &pinned, &limit);
 	EXPECT_EQ(256 * MiB, pinned);
 	EXPECT_EQ(256 * MiB, limit);
+}
+
+/* ---- the cost of the VMM calls, each device's granularity ---- */
+
+static const char *const vmm_fns[] = {
+	"cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap",
+	"cuMemRelease", "cuMemAddressReserve", "cuMemAddressFree",
+};
+#define NVMM (sizeof(vmm_fns) / sizeof(vmm_fns[0]))
+static const char *const vmm_bytes[] = {
+	"create_bytes", "map_bytes", "access_bytes", "unmap_bytes",
+	"release_bytes",
+};
+#define NVMMB (sizeof(vmm_bytes) / sizeof(vmm_bytes[0]))
+
+struct vmm_count {
+	long calls[NVMM];
+	long long bytes[NVMMB];
+	long long us;
+};
+
+static struct vmm_count vmm_now(struct _test_data_dp *self)
+{
+	struct vmm_count v;
+
+	for (size_t i = 0; i < NVMM; i++)
+		v.calls[i] = self->calls(vmm_fns[i]);
+	for (size_t i = 0; i < NVMMB; i++)
+		v.bytes[i] = counter(vmm_bytes[i]);
+	v.us = counter("vmm_us");
+	return v;
+}
+
+/* what happened since v, against the calls (in vmm_fns order) expected */
+static void vmm_expect(struct __test_metadata *_metadata,
+		       struct _test_data_dp *self, const struct vmm_count *v,
+		       const long want[NVMM], const long long want_b[NVMMB],
+		       const char *what)
+{
+	struct vmm_count n = vmm_now(self);
+
+	for (size_t k = 0; k < NVMM; k++) {
+		const char *fn = vmm_fns[k];
+
+		EXPECT_EQ(want[k], n.calls[k] - v->calls[k])
+			TH_LOG("%s: calls of %s", what, fn);
+	}
+	for (size_t k = 0; k < NVMMB; k++) {
+		const char *name = vmm_bytes[k];
+
+		EXPECT_EQ(want_b[k], n.bytes[k] - v->bytes[k])
+			TH_LOG("%s: %s", what, name);
+	}
+}
+
+/*
+ * Item 1, the cost of create/map/unmap: a release and a resume of a tag
+ * make one call of each kind per chunk holding allocations, over the
+ * whole chunk (no call per page or per allocation), and none for the
+ * reserved ranges, which stay; an empty chunk is given back at the pause
+ * (its range too) and not made again by the resume. Two cycles, the same
+ * calls each time; the stand-in's modelled time is the calls' sum.
+ */
+TEST_F(dp, release_resume_make_one_vmm_call_per_chunk)
+{
+	/*
+	 * create, map, access, unmap, release, reserve, address free; the
+	 * first cycle gives the empty chunk (and its range) back
+	 */
+	static const long pause_calls[2][NVMM] = {
+		{ 0, 0, 0, 3, 3, 0, 1 }, { 0, 0, 0, 2, 2, 0, 0 },
+	};
+	static const long resume_calls[NVMM] = { 2, 2, 2, 0, 0, 0, 0 };
+	static const long long pause_b[2][NVMMB] = {
+		{ 0, 0, 0, 112 * MiB, 112 * MiB }, { 0, 0, 0, 48 * MiB, 48 * MiB },
+	};
+	static const long long resume_b[NVMMB] = { 48 * MiB, 48 * MiB,
+						   48 * MiB, 0, 0 };
+	struct gs_mm_tag_info info;
+	struct vmm_count v;
+	void *p[3];
+	uint64_t bytes;
+
+	NEED_MM();
+	ASSERT_EQ(0, self->set("vmm_call_us", 1000));
+	/* chunks of 16, 32 and 64 MiB; the last one freed: empty */
+	p[0] = gs_mm_alloc(self->mm, W, 10 * MiB);
+	p[1] = gs_mm_alloc(self->mm, W, 20 * MiB);
+	p[2] = gs_mm_alloc(self->mm, W, 40 * MiB);
+	for (int i = 0; i < 3; i++)
+		ASSERT_NE(NULL, p[i]);
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, W, &info));
+	ASSERT_EQ(3, info.nr_chunks);
+	ASSERT_EQ(112 * MiB, info.chunk_bytes);
+	ASSERT_EQ(0, gs_mm_free(self->mm, p[2]));
+	for (int round = 0; round < 2; round++) {
+		v = vmm_now(self);
+		ASSERT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+		vmm_expect(_metadata, self, &v, pause_calls[round],
+			   pause_b[round], "pause");
+		/* the modelled time: 1 ms per unmap and per release */
+		EXPECT_EQ((pause_calls[round][3] + pause_calls[round][4]) * 1000,
+			  counter("vmm_us") - v.us);
+		v = vmm_now(self);
+		ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+		EXPECT_EQ(48 * MiB, bytes);
+		vmm_expect(_metadata, self, &v, resume_calls, resume_b,
+			   "resume");
+		EXPECT_EQ(6 * 1000, counter("vmm_us") - v.us);
+	}
+	EXPECT_EQ(0, gs_mm_free(self->mm, p[0]));
+	EXPECT_EQ(0, gs_mm_free(self->mm, p[1]));
+}
+
+/*
+ * Item 1, each device's own granularity: device 1's minimum (4 MiB)
+ * rounds what its backend reserves and maps, and each device's
+ * recommended granularity (device 0: 32 MiB, device 1: 64 MiB, both
+ * above the 16 MiB first chunk) sizes the chunks and aligns their
+ * ranges. The stand-in refuses sizes and addresses that are not
+ * multiples of the handle's device's minimum, and aligns a reservation
+ * to no more than it was asked.
+ */
+TEST(granularity_is_each_devices_own)
+{
+	void *lib;
+	fakecuda_stats_fn stats_fn;
+	struct fakecuda_stats st;
+	struct gs_backend *b0, *b1;
+	struct gs_mm *m0 = NULL, *m1 = NULL;
+	struct gs_mm_tag_info info;
+	void *va = NULL, *h = NULL, *p0, *p1;
+	uint64_t bytes;
+	int err = 0;
+
+	ASSERT_EQ(0, setenv("FAKECUDA_DEVICES", "2", 1));
+	ASSERT_EQ(0, setenv("FAKECUDA_GRAN", "2M:32M,4M:64M", 1));
+	b1 = gs_backend_cuda_new(1, fake_path(), &err);
+	if (!b1 && err == -ENOSYS)
+		SKIP(return, "built without cuda.h (set CUDA_HOME)");
+	ASSERT_NE(NULL, b1) TH_LOG("cannot load %s: %d", fake_path(), err);
+	b0 = gs_backend_cuda_new(0, fake_path(), &err);
+	ASSERT_NE(NULL, b0);
+	lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	ASSERT_NE(NULL, lib);
+	stats_fn = (fakecuda_stats_fn)dlsym(lib, "fakecuda_stats");
+	ASSERT_NE(NULL, stats_fn);
+
+	EXPECT_EQ(2 * MiB, b0->granularity(b0));
+	EXPECT_EQ(4 * MiB, b1->granularity(b1));
+	/* device 1: 6 MiB reserved is 8 MiB, aligned to 4 MiB */
+	ASSERT_EQ(0, b1->reserve(b1, 6 * MiB, &va));
+	EXPECT_EQ(0, (uintptr_t)va % (4 * MiB));
+	ASSERT_EQ(0, b1->map(b1, va, 8 * MiB, &h));
+	ASSERT_EQ(0, b1->unmap(b1, va, 8 * MiB, h));
+	b1->unreserve(b1, va, 6 * MiB);
+
+	ASSERT_EQ(0, gs_mm_new(b0, &m0));
+	ASSERT_EQ(0, gs_mm_new(b1, &m1));
+	ASSERT_EQ(0, gs_mm_set_policy(m1, W, GS_MM_BACKUP, 0));
+	p0 = gs_mm_alloc(m0, W, 1 * MiB);
+	p1 = gs_mm_alloc(m1, W, 1 * MiB);
+	ASSERT_NE(NULL, p0);
+	ASSERT_NE(NULL, p1);
+	ASSERT_EQ(0, gs_mm_tag_info(m0, W, &info));
+	EXPECT_EQ(32 * MiB, info.chunk_bytes);
+	EXPECT_EQ(0, (uintptr_t)p0 % (32 * MiB));
+	ASSERT_EQ(0, gs_mm_tag_info(m1, W, &info));
+	EXPECT_EQ(64 * MiB, info.chunk_bytes);
+	EXPECT_EQ(0, (uintptr_t)p1 % (64 * MiB));
+	/* a chunk size asked for is rounded to it too */
+	ASSERT_EQ(0, gs_mm_set_policy(m1, KV, GS_MM_DISCARD, 6 * MiB));
+	ASSERT_NE(NULL, gs_mm_alloc(m1, KV, 1 * MiB));
+	ASSERT_EQ(0, gs_mm_tag_info(m1, KV, &info));
+	EXPECT_EQ(64 * MiB, info.chunk_bytes);
+	/* and a cycle on device 1 */
+	memset(p1, 0x3c, 1 * MiB);
+	ASSERT_EQ(0, gs_mm_pause(m1, W, &bytes));
+	ASSERT_EQ(0, gs_mm_resume(m1, W, &bytes));
+	EXPECT_TRUE(all_u32(p1, 1 * MiB, 0x3c3c3c3c));
+	gs_mm_destroy(m1);
+	gs_mm_destroy(m0);
+	stats_fn(&st);
+	EXPECT_EQ(0, st.misuse);
+	EXPECT_EQ(0, st.reservations);
+	EXPECT_EQ(0, st.handles);
 }
 
 TEST_HARNESS_MAIN

@@ -109,6 +109,7 @@ int main(void)
 	F(gpusleep_event, step);
 	F(gpusleep_event, pad);
 	F(gpusleep_event, generation);
+	F(gpusleep_event, deadline_ns);
 	S(gpusleep_event);
 	F(gpusleep_complete, op_id);
 	F(gpusleep_complete, step);

@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include <sys/eventfd.h>
+#include <time.h>
 #include "kselftest_harness.h"
 #include "gs_test.h"
 
@@ -132,6 +133,91 @@ TEST_F(dev, event_records_say_their_size)
 	EXPECT_EQ(sizeof(struct gpusleep_event), el.ev.size);
 	EXPECT_EQ(GPUSLEEP_EV_DRAIN, el.ev.type);
 	EXPECT_EQ(0xccccccccccccccccULL, el.more);	/* not written */
+	close(c);
+	close(a);
+	close(e);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * A step record carries its step's deadline (CLOCK_MONOTONIC): the time
+ * it was sent plus the step timeout the operation asked for, so that the
+ * agent can end its waits for the GPU in time. A notification carries 0,
+ * and a reader of the first version's 40 bytes still gets its record.
+ */
+TEST_F(dev, step_records_carry_their_deadline)
+{
+	const uint64_t ms = 1000000, rel_ms = 7000, res_ms = 9000;
+	struct gpusleep_event ev, drain;
+	struct gpusleep_op op;
+	uint64_t t0, t1;
+	uint32_t id;
+	int e, a, c;
+
+	e = gs_create(self->dev, "u9", 0, &id);
+	ASSERT_LE(0, e);
+	a = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
+	c = gs_attach(self->dev, id, GPUSLEEP_ROLE_CONTROLLER);
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, c);
+	t0 = mono_ns();
+	ASSERT_EQ(0, gs_start(c, GPUSLEEP_IOC_RELEASE, GPUSLEEP_TAG_WEIGHTS,
+			      rel_ms, &op));
+	ASSERT_EQ(0, gs_expect(e, GPUSLEEP_EV_DRAIN, 0, &drain));
+	t1 = mono_ns();
+	EXPECT_EQ(sizeof(struct gpusleep_event), drain.size);
+	EXPECT_LE(t0 + rel_ms * ms, drain.deadline_ns);
+	EXPECT_GE(t1 + rel_ms * ms, drain.deadline_ns);
+	/* the PAUSE_TAG step is sent while the drain is answered */
+	t0 = mono_ns();
+	ASSERT_EQ(0, gs_answer(e, &drain, 0, 0));
+	ASSERT_EQ(0, gs_expect(a, GPUSLEEP_EV_PAUSE_TAG, GPUSLEEP_TAG_WEIGHTS,
+			       &ev));
+	t1 = mono_ns();
+	EXPECT_LE(t0 + rel_ms * ms, ev.deadline_ns);
+	EXPECT_GE(t1 + rel_ms * ms, ev.deadline_ns);
+	ASSERT_EQ(0, gs_answer(a, &ev, 0, GS_TAG_BYTES(ev.tags)));
+	ASSERT_EQ(0, gs_finish(c, op.op_id, NULL));
+
+	t0 = mono_ns();
+	ASSERT_EQ(0, gs_start(c, GPUSLEEP_IOC_RESUME, GPUSLEEP_TAG_WEIGHTS,
+			      res_ms, &op));
+	ASSERT_EQ(0, gs_expect(a, GPUSLEEP_EV_RESUME_TAG, GPUSLEEP_TAG_WEIGHTS,
+			       &ev));
+	t1 = mono_ns();
+	EXPECT_LE(t0 + res_ms * ms, ev.deadline_ns);
+	EXPECT_GE(t1 + res_ms * ms, ev.deadline_ns);
+	ASSERT_EQ(0, gs_answer(a, &ev, 0, GS_TAG_BYTES(ev.tags)));
+	ASSERT_EQ(0, gs_finish(c, op.op_id, NULL));
+	/* notifications (RESUME_SCHED) have no deadline */
+	ASSERT_EQ(0, gs_expect(e, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
+	EXPECT_EQ(0, ev.deadline_ns);
+
+	/* a first-version reader: 40 bytes of a step record, the rest not */
+	ASSERT_EQ(0, gs_start(c, GPUSLEEP_IOC_RELEASE, GPUSLEEP_TAG_WEIGHTS,
+			      rel_ms, &op));
+	ASSERT_EQ(0, gs_expect(e, GPUSLEEP_EV_DRAIN, 0, &drain));
+	ASSERT_EQ(0, gs_answer(e, &drain, 0, 0));
+	{
+		struct pollfd p = { .fd = a, .events = POLLIN };
+
+		ASSERT_EQ(1, poll(&p, 1, GS_WAIT_MS));
+	}
+	memset(&ev, 0xcc, sizeof(ev));
+	ASSERT_EQ(GPUSLEEP_EVENT_SIZE_VER0,
+		  read(a, &ev, GPUSLEEP_EVENT_SIZE_VER0));
+	EXPECT_EQ(GPUSLEEP_EV_PAUSE_TAG, ev.type);
+	EXPECT_EQ(GPUSLEEP_EVENT_SIZE_VER1, ev.size);
+	EXPECT_EQ(0xccccccccccccccccULL, ev.deadline_ns);	/* not written */
+	ASSERT_EQ(0, gs_answer(a, &ev, 0, GS_TAG_BYTES(ev.tags)));
+	ASSERT_EQ(0, gs_finish(c, op.op_id, NULL));
 	close(c);
 	close(a);
 	close(e);

@@ -458,6 +458,16 @@ struct gpusleep_event {
 	 * the previous RESUME_SCHED: register those again before scheduling.)
 	 */
 	__u64 generation;
+	/*
+	 * Since GPUSLEEP_EVENT_SIZE_VER1 (older modules send 40 bytes: read
+	 * it as 0). A step record (one awaiting an answer: DRAIN, PAUSE_TAG,
+	 * RESUME_TAG, ...): when the step times out, as CLOCK_MONOTONIC
+	 * nanoseconds (clock_gettime(CLOCK_MONOTONIC) of the reader's
+	 * machine); an answer after it is -ESTALE and the operation has
+	 * failed. The agent bounds its waits for the GPU by it. 0 on
+	 * notifications.
+	 */
+	__u64 deadline_ns;
 };
 
 /*
@@ -664,6 +674,7 @@ struct gpusleep_group_wait {
 #define GPUSLEEP_STATE_SIZE_VER0	448
 #define GPUSLEEP_EVENTFD_SIZE_VER0	16
 #define GPUSLEEP_EVENT_SIZE_VER0	40
+#define GPUSLEEP_EVENT_SIZE_VER1	48	/* + deadline_ns */
 #define GPUSLEEP_COMPLETE_SIZE_VER0	64
 #define GPUSLEEP_GRANT_SIZE_VER0	24
 #define GPUSLEEP_TAGS_SIZE_VER0		352

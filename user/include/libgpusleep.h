@@ -308,8 +308,10 @@ void gs_mm_destroy(struct gs_mm *mm);
  * the previous one up to 1 GiB, an allocation larger than that gets a chunk
  * of its own size, so a big tag lives in a few large chunks. Calling it
  * again keeps the growth reached (it restarts only for a tag without
- * chunks, or a larger chunk_size). -EBUSY while the tag is paused or
- * being paused.
+ * chunks, or a larger chunk_size). Chunk sizes are rounded up to the
+ * device's recommended allocation granularity (CUDA: RECOMMENDED, when
+ * it is at most 1 GiB; else the minimum). -EBUSY while the tag is paused
+ * or being paused.
  */
 int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 		     size_t chunk_size);
@@ -381,6 +383,16 @@ struct gs_mm_result {
 						 * -ENOTRECOVERABLE: the CUDA
 						 * context is lost) */
 int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res);
+/*
+ * gs_mm_pause_ex with a deadline (CLOCK_MONOTONIC ns, 0: none): the
+ * pause's waits for the GPU end before it, by a margin for the answer
+ * (a tenth of the time left, 20 ms to 500 ms), or at the fence timeout
+ * if that comes first: -ETIMEDOUT then, and nothing unmapped when the
+ * wait was the one before the first copy or unmap. The agent passes the
+ * step's deadline from its PAUSE_TAG record (gpusleep_event.deadline_ns).
+ */
+int gs_mm_pause_until(struct gs_mm *mm, uint32_t tag, uint64_t deadline_ns,
+		      struct gs_mm_result *res);
 int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res);
 
 /*
@@ -396,10 +408,11 @@ int gs_mm_set_fence_streams(struct gs_mm *mm, void *const *streams,
 /*
  * How long a fence (a pause's, gs_mm_trim's, an allocation's reclaim) may
  * wait for the GPU: timeout_ms (0: no bound; default 25000, under the
- * module's default step timeout of 30 s: set it below the domain's step
- * timeout). Past it the call fails with -ETIMEDOUT and has unmapped
- * nothing. The wait never holds the memory manager's lock: allocations
- * and frees go on meanwhile.
+ * module's default step timeout of 30 s). Past it the call fails with
+ * -ETIMEDOUT and has unmapped nothing. A pause with a deadline
+ * (gs_mm_pause_until: the agent passes the step's) ends its fences before
+ * that deadline too, whichever comes first. The wait never holds the
+ * memory manager's lock: allocations and frees go on meanwhile.
  */
 int gs_mm_set_fence_timeout(struct gs_mm *mm, unsigned int timeout_ms);
 

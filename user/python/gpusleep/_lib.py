@@ -176,7 +176,7 @@ class gpusleep_eventfd(ctypes.Structure):
 class gpusleep_event(ctypes.Structure):
     _fields_ = [("size", u32), ("type", u32), ("op_id", u64), ("tags", u32),
                 ("flags", u32), ("step", u32), ("pad", u32),
-                ("generation", u64)]
+                ("generation", u64), ("deadline_ns", u64)]
 
 
 class gpusleep_complete(ctypes.Structure):
@@ -391,6 +391,7 @@ PROTOTYPES = {
     "gs_mm_tag_info": (c_int, [c_void_p, u32, P(gs_mm_tag_info)]),
     "gs_mm_resident": (c_int, [c_void_p, P(u64)]),
     "gs_mm_pause_ex": (c_int, [c_void_p, u32, P(gs_mm_result)]),
+    "gs_mm_pause_until": (c_int, [c_void_p, u32, u64, P(gs_mm_result)]),
     "gs_mm_resume_ex": (c_int, [c_void_p, u32, P(gs_mm_result)]),
     "gs_mm_trim": (c_int, [c_void_p, u32, P(u64)]),
     "gs_mm_set_fence_streams": (c_int, [c_void_p, P(c_void_p), c_uint]),
