@@ -7,8 +7,10 @@ VM by tests/vm/ctl_test.py with mankeys.py), every option each command's
 --help names documented in the man page, the example sessions marked
 <!-- session: fixture --> in README.md and docs/*.md produced again and
 compared, every link in README.md and docs/*.md staying inside the
-repository (and resolving), and performance figures only in
-docs/benchmarks.md. Prints TAP.
+repository (and resolving), performance figures only in
+docs/benchmarks.md, every key list of the man page compared by some test,
+and every "$ gpusleepctl" session of the docs marked as checked (here, or
+<!-- session: vm --> by tests/vm/docs_test.py). Prints TAP.
 
 --update rewrites the fixture sessions with what gpusleepctl prints."""
 
@@ -22,7 +24,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from mankeys import json_keys, man_keys, MAN  # noqa: E402
+from mankeys import doc_files, json_keys, man_keys, MAN  # noqa: E402
 from test_ctl_exporter import write_domain  # noqa: E402
 
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -81,14 +83,6 @@ def run(env, argv):
     r = subprocess.run([CTL] + argv, capture_output=True, text=True,
                        env=env, timeout=60)
     return r
-
-
-def doc_files():
-    yield os.path.join(REPO, "README.md")
-    d = os.path.join(REPO, "docs")
-    for f in sorted(os.listdir(d)):
-        if f.endswith(".md"):
-            yield os.path.join(d, f)
 
 
 def sessions(text, env):
@@ -158,7 +152,7 @@ def main():
     fixture(root)
     env = dict(os.environ, GPUSLEEP_SYSFS=root,
                GPUSLEEP_DEVICE=os.path.join(tmp.name, "no-device"))
-    print("1..9")
+    print("1..11")
 
     # JSON keys against the man page
     lst = json.loads(run(env, ["-j", "list"]).stdout or "[]")
@@ -263,6 +257,32 @@ def main():
     with open(os.path.join(REPO, "README.md")) as f:
         readme = f.read()
     t.check("README links to the figures", "docs/benchmarks.md" in readme)
+
+    # nothing documented escapes the checks
+    names = re.findall(r'^\.\\" keys (\S+)$', open(MAN).read(), re.M)
+    tests = ""
+    for d in ("host", "vm", "vm-py"):
+        for f in sorted(os.listdir(os.path.join(REPO, "tests", d))):
+            if f.endswith(".py") and f != "mankeys.py":
+                tests += open(os.path.join(REPO, "tests", d, f)).read()
+    unchecked = [n for n in names if 'man_keys("%s")' % n not in tests]
+    t.check("every key list of gpusleepctl(8) is compared by a test",
+            names and not unchecked, "not compared: %s" % unchecked)
+    loose = []
+    for f in doc_files():
+        lines = open(f).read().split("\n")
+        fence = None
+        for n, ln in enumerate(lines):
+            if ln.startswith("```"):
+                fence = None if fence is not None else n
+            elif fence is not None and ln.startswith("$ gpusleepctl ") and \
+                    lines[fence - 1].strip() not in (SESSION,
+                                                     "<!-- session: vm -->"):
+                loose.append("%s:%d: %s" % (os.path.relpath(f, REPO), n + 1,
+                                            ln))
+    t.check("every gpusleepctl session in the docs is checked (a fixture "
+            "session here, a vm one by tests/vm/docs_test.py)", not loose,
+            "\n".join(loose))
     tmp.cleanup()
     return 1 if t.failed else 0
 
