@@ -9,8 +9,10 @@ VM by tests/vm/ctl_test.py with mankeys.py), every option each command's
 compared, every link in README.md and docs/*.md staying inside the
 repository (and resolving), performance figures only in
 docs/benchmarks.md, every key list of the man page compared by some test,
-and every "$ gpusleepctl" session of the docs marked as checked (here, or
-<!-- session: vm --> by tests/vm/docs_test.py). Prints TAP.
+every "$ gpusleepctl" session of the docs marked as checked (here, or
+<!-- session: vm --> by tests/vm/docs_test.py), and the README's demo
+block an excerpt of docs/demo.md's run (make demo pastes both; running
+the demo costs too much for make check). Prints TAP.
 
 --update rewrites the fixture sessions with what gpusleepctl prints."""
 
@@ -152,7 +154,7 @@ def main():
     fixture(root)
     env = dict(os.environ, GPUSLEEP_SYSFS=root,
                GPUSLEEP_DEVICE=os.path.join(tmp.name, "no-device"))
-    print("1..11")
+    print("1..12")
 
     # JSON keys against the man page
     lst = json.loads(run(env, ["-j", "list"]).stdout or "[]")
@@ -283,6 +285,26 @@ def main():
     t.check("every gpusleepctl session in the docs is checked (a fixture "
             "session here, a vm one by tests/vm/docs_test.py)", not loose,
             "\n".join(loose))
+
+    # the README's demo block: an excerpt, in order, of docs/demo.md's run
+    def block_after(text, heading):
+        lines = text.split("\n")
+        i = next(n for n, ln in enumerate(lines) if ln.startswith(heading))
+        i = lines.index("```", i) + 1
+        return lines[i:lines.index("```", i)]
+    demo = block_after(open(os.path.join(REPO, "docs", "demo.md")).read(),
+                       "## A real run")
+    excerpt = block_after(readme, "<!-- Demo section")
+    at, missing = 0, []
+    for ln in excerpt:
+        if ln.startswith("[..."):
+            continue
+        try:
+            at = demo.index(ln, at) + 1
+        except ValueError:
+            missing.append(ln)
+    t.check("the README's demo block is an excerpt of docs/demo.md's run",
+            excerpt and not missing, "\n".join(missing))
     tmp.cleanup()
     return 1 if t.failed else 0
 

@@ -114,7 +114,7 @@ def main():
     t = ct.Tap()
     dev = os.open(ct.DEV, os.O_RDWR | os.O_CLOEXEC)
     # llm1 is the second domain of the docs' node (the fixture's too)
-    first, _ = ct.create(dev, "llm0")
+    llm0, _ = ct.create(dev, "llm0")
     engine, dom = ct.create(dev, "llm1")
     agent = ct.attach(dev, dom, ct.ROLE_AGENT)
     resp = Responder([engine, agent])
@@ -134,8 +134,8 @@ def main():
                                      stderr=subprocess.PIPE, text=True,
                                      env=env)
                 rd = ct.LineReader(p.stdout)
-                first = rd.readline()	# the snapshot: joined
-                mons.append(((f, b, c), p, rd, [first.rstrip("\n")], want))
+                snap = rd.readline()	# the snapshot: joined
+                mons.append(((f, b, c), p, rd, [snap.rstrip("\n")], want))
     for f, _, bl in docs:
         for b, (_, _, cmds) in enumerate(bl):
             for c, (cmd, want) in enumerate(cmds):
@@ -179,7 +179,7 @@ def main():
             print("# updated: %s" % dst)
     os.close(agent)
     os.close(engine)
-    os.close(first)
+    os.close(llm0)
     os.close(dev)
     print("1..%d" % t.n)
     return 1 if t.failed else 0
