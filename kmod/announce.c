@@ -4,14 +4,19 @@
  *
  * op.c decides and calls gs_announce() once per change; this file fans it
  * out: sysfs pollers, the netlink "events" group, registered eventfds, the
- * blocking calls waiting for an operation's result, and the domain's group. Nothing here calls
- * back into op.c. Runs with domain->lock held (every callee only queues or
- * wakes: kernfs_notify(), genlmsg_multicast() with GFP_KERNEL outside any
- * spinlock, eventfd_signal(), wake_up_all(), queue_work()).
+ * blocking calls waiting for an operation's result, and the domain's
+ * group. op.c also calls gs_step_started() and gs_step_ended() at each
+ * boundary of a step, for the timelines of netlink listeners only. Nothing
+ * here calls back into op.c. Runs with domain->lock held (every callee
+ * only queues or wakes: kernfs_notify(), genlmsg_multicast() with
+ * GFP_KERNEL outside any spinlock, eventfd_signal(), wake_up_all(),
+ * queue_work()).
  */
 #include <linux/list.h>
 #include <linux/lockdep.h>
 #include <linux/wait.h>
+
+#include <linux/gpusleep_netlink.h>
 
 #include "gpusleep.h"
 
@@ -49,4 +54,41 @@ void gs_announce(struct gs_domain *d, const struct gs_change *c)
 		wake_up_all(&d->engine_q.wq);
 		wake_up_all(&d->agent_q.wq);
 	}
+}
+
+void gs_step_started(struct gs_domain *d, u32 type, u32 tags)
+{
+	struct gs_op *op = &d->op;
+	struct gs_step_ntf s = {
+		.op_id = op->id,
+		.step = op->step,
+		.type = type,
+		.phase = GPUSLEEP_STEP_START,
+		.tags = tags,
+	};
+
+	lockdep_assert_held(&d->lock);
+	op->ntf_type = type;
+	op->ntf_tags = tags;
+	gs_genl_step_notify(d, &s);
+}
+
+void gs_step_ended(struct gs_domain *d, int err, u32 reason)
+{
+	struct gs_op *op = &d->op;
+	struct gs_step_ntf s = {
+		.op_id = op->id,
+		.step = op->step,
+		.type = op->ntf_type,
+		.phase = GPUSLEEP_STEP_END,
+		.tags = op->ntf_tags,
+		.err = err,
+		.reason = reason,
+	};
+
+	lockdep_assert_held(&d->lock);
+	if (!op->ntf_type)
+		return;
+	op->ntf_type = 0;
+	gs_genl_step_notify(d, &s);
 }

@@ -5,13 +5,15 @@
  * Spec: Documentation/netlink/specs/gpusleep.yaml; uAPI: uapi/linux/gpusleep_netlink.h.
  * GET (do and dump) reads domains; RELEASE and RESUME start an operation
  * without waiting for it; STATE_NTF goes to the "events" multicast group at
- * every state transition. One fill function, gs_nl_fill(), writes a domain
- * for all of them, always under domain->lock.
+ * every state transition, STEP_NTF at each start and end of a step. One
+ * fill function, gs_nl_fill(), writes a domain for all but STEP_NTF,
+ * always under domain->lock.
  *
  * Locking: doit and dumpit look a domain up in the id table (taking and
  * dropping gs_domains_lock), then take domain->lock to fill; the two are
- * never held together here. gs_genl_notify() is called with domain->lock
- * held and only allocates (GFP_KERNEL) and multicasts.
+ * never held together here. gs_genl_notify() and gs_genl_step_notify()
+ * are called with domain->lock held and only allocate (GFP_KERNEL) and
+ * multicast.
  */
 #include <linux/capability.h>
 #include <linux/cred.h>
@@ -488,4 +490,53 @@ void gs_genl_notify(struct gs_domain *d, u32 from, u32 to, u64 op_id,
 	}
 	genlmsg_multicast(&gs_nl_family, msg, 0, GS_NL_MCGRP_EVENTS,
 			  GFP_KERNEL);
+}
+
+/* What a STEP_NTF can take: seven u32, two u64, two names. */
+#define GS_NL_STEP_SIZE	(7 * nla_total_size(sizeof(u32)) +		\
+			 2 * nla_total_size_64bit(sizeof(u64)) +	\
+			 2 * nla_total_size(GPUSLEEP_NAME_LEN))
+
+/*
+ * Under domain->lock: announce a boundary of one of d's steps. Nothing is
+ * made or taken while no one listens, so the ioctl path pays one check.
+ */
+void gs_genl_step_notify(struct gs_domain *d, const struct gs_step_ntf *s)
+{
+	char group[GPUSLEEP_NAME_LEN];
+	struct sk_buff *msg;
+	void *hdr;
+
+	lockdep_assert_held(&d->lock);
+	if (!genl_has_listeners(&gs_nl_family, &init_net, GS_NL_MCGRP_EVENTS))
+		return;
+	msg = genlmsg_new(GS_NL_STEP_SIZE, GFP_KERNEL);
+	if (!msg)
+		return;
+	hdr = genlmsg_put(msg, 0, 0, &gs_nl_family, 0, GPUSLEEP_CMD_STEP_NTF);
+	if (!hdr)
+		goto err_free;
+	if (d->group)
+		gs_group_name(d->group, group, sizeof(group));
+	if (nla_put_u32(msg, GPUSLEEP_A_ID, d->id) ||
+	    nla_put_string(msg, GPUSLEEP_A_NAME, d->name) ||
+	    (d->group && nla_put_string(msg, GPUSLEEP_A_GROUP, group)) ||
+	    gs_nl_put_u64(msg, GPUSLEEP_A_OP_ID, s->op_id, GPUSLEEP_A_PAD) ||
+	    nla_put_u32(msg, GPUSLEEP_A_STEP, s->step) ||
+	    nla_put_u32(msg, GPUSLEEP_A_STEP_TYPE, s->type) ||
+	    nla_put_u32(msg, GPUSLEEP_A_STEP_PHASE, s->phase) ||
+	    nla_put_u32(msg, GPUSLEEP_A_STEP_TAGS, s->tags) ||
+	    (s->phase == GPUSLEEP_STEP_END &&
+	     (nla_put_s32(msg, GPUSLEEP_A_ERROR, s->err) ||
+	      nla_put_u32(msg, GPUSLEEP_A_REASON, s->reason))) ||
+	    gs_nl_put_u64(msg, GPUSLEEP_A_TIME_NS, ktime_get_real_ns(),
+			  GPUSLEEP_A_PAD))
+		goto err_free;
+	genlmsg_end(msg, hdr);
+	genlmsg_multicast(&gs_nl_family, msg, 0, GS_NL_MCGRP_EVENTS,
+			  GFP_KERNEL);
+	return;
+
+err_free:
+	nlmsg_free(msg);
 }

@@ -105,6 +105,9 @@ struct gs_op {
 	u32 shortfall_tags;
 	u32 lost_tags;
 	ktime_t start;
+	/* The step announced started and not yet ended (type 0: none). */
+	u32 ntf_type;
+	u32 ntf_tags;
 };
 
 /* An agent step that timed out; its late answer still updates the state. */
@@ -464,6 +467,14 @@ struct gs_change {
 };
 
 void gs_announce(struct gs_domain *d, const struct gs_change *c);
+/*
+ * A step of the operation in flight started (the record of type, about
+ * tags, was queued as d->op.step), or ended with err (0 or -errno) and
+ * reason. An end without a start announced is ignored, so every way a
+ * step or its operation ends may call gs_step_ended().
+ */
+void gs_step_started(struct gs_domain *d, u32 type, u32 tags);
+void gs_step_ended(struct gs_domain *d, int err, u32 reason);
 
 /* group.c */
 struct gs_group;
@@ -506,6 +517,18 @@ int gs_genl_init(void);
 void gs_genl_exit(void);
 void gs_genl_notify(struct gs_domain *d, u32 from, u32 to, u64 op_id,
 		    const struct gpusleep_result *res);
+/* One boundary of a step (GPUSLEEP_CMD_STEP_NTF). */
+struct gs_step_ntf {
+	u64 op_id;
+	u32 step;
+	u32 type;		/* GPUSLEEP_EV_* */
+	u32 phase;		/* GPUSLEEP_STEP_* */
+	u32 tags;
+	int err;		/* end: 0 or -errno */
+	u32 reason;		/* end: GPUSLEEP_R_* */
+};
+
+void gs_genl_step_notify(struct gs_domain *d, const struct gs_step_ntf *s);
 
 /*
  * fault.c: every allocation, fd creation, eventfd lookup and user copy goes

@@ -365,6 +365,7 @@ static void gs_op_finish(struct gs_domain *d, u32 reason, int peer)
 
 	lockdep_assert_held(&d->lock);
 	gs_timer_cancel(d);
+	gs_step_ended(d, peer ? peer : err, reason);
 	taken = gs_step_take_back(d);
 	ns = ktime_to_ns(ktime_sub(ktime_get(), op->start));
 
@@ -444,6 +445,7 @@ static bool gs_send_step(struct gs_domain *d, u32 type, u32 tags, u32 flags)
 	op->step++;
 	op->await = type;
 	op->await_tag = gs_engine_step(type) ? 0 : tags;
+	gs_step_started(d, type, tags);
 	if (type == GPUSLEEP_EV_PAUSE_TAG) {
 		/* From now on the agent may be unmapping it. */
 		d->released |= tags;
@@ -762,6 +764,8 @@ int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
 	    op->await != c->type || engine != gs_engine_step(c->type))
 		return -ESTALE;
 
+	gs_step_ended(d, c->status,
+		      c->status ? gs_step_fail_reason(c->type) : GPUSLEEP_R_NONE);
 	if (!engine)
 		gs_agent_report(d, op, c->type, op->await_tag, c);
 	if (c->status) {

@@ -16,16 +16,19 @@
 # (`gpusleepctl -j monitor -t`, when built), and the trainer
 # (build/demo/trainer), which drives the steps and prints the timeline. The
 # watcher's events are shown as they happen and checked at the end; the
-# trainer runs `gpusleepctl status` before the engine quits.
+# trainer runs `gpusleepctl status` before the engine quits. A second
+# watcher (`gpusleepctl -j monitor --timeline`) records each operation's
+# steps for the picture.
 #
 # Environment: BUILD (default REPO/build), GPUSLEEPCTL (default
 # BUILD/bin/gpusleepctl; when it is not there the demo runs without the
 # watcher and the status, and says so).
 # Files, in $GPUSLEEP_OUT (the VM's results dir, build/vm/demo) or a fresh
-# directory under /tmp: engine.log, events.jsonl, monitor.err, rows.jsonl
-# (the trainer's timeline rows) and demo.svg (tools/demo/plot.py: the
-# engine's and the trainer's memory over the steps, and the release
-# timeline; written when python3 is there).
+# directory under /tmp: engine.log, events.jsonl, timeline.jsonl (each
+# operation's steps), monitor.err, rows.jsonl (the trainer's timeline rows)
+# and demo.svg (tools/demo/plot.py: the engine's and the trainer's memory
+# over the steps, the release timeline and the steps of each operation;
+# written when python3 is there).
 # Exit status: 0 when every check passed, 1 on a mismatch, 2 on bad usage
 # or a missing prerequisite.
 set -u
@@ -87,9 +90,24 @@ ENGINE_PID=""
 MON_PID=""
 VIEW_PID=""
 
+# A watcher is subscribed once its first dump (into FILE) shows up.
+subscribed() {
+	i=0
+	until grep -q '"event":"snapshot"' "$1" 2>/dev/null; do
+		i=$((i + 1))
+		if [ "$i" -gt 100 ]; then
+			echo "demo: FAIL: gpusleepctl $2 printed no snapshot in 10 s:" >&2
+			cat "$OUT/monitor.err" >&2
+			exit 1
+		fi
+		sleep 0.1
+	done
+}
+
 cleanup() {
 	[ -n "$ENGINE_PID" ] && kill "$ENGINE_PID" 2>/dev/null
 	[ -f "$RUN/monitor.pid" ] && kill "$(cat "$RUN/monitor.pid")" 2>/dev/null
+	[ -f "$RUN/timeline.pid" ] && kill "$(cat "$RUN/timeline.pid")" 2>/dev/null
 	[ -n "$VIEW_PID" ] && wait "$VIEW_PID" 2>/dev/null
 	rm -rf "$RUN"
 }
@@ -135,17 +153,11 @@ if [ -x "$CTL" ]; then
 		}'
 	fi &
 	VIEW_PID=$!
-	# Subscribed once its first dump shows our domain.
-	i=0
-	until grep -q '"event":"snapshot"' "$OUT/events.jsonl" 2>/dev/null; do
-		i=$((i + 1))
-		if [ "$i" -gt 100 ]; then
-			echo "demo: FAIL: gpusleepctl monitor printed no snapshot in 10 s:" >&2
-			cat "$OUT/monitor.err" >&2
-			exit 1
-		fi
-		sleep 0.1
-	done
+	subscribed "$OUT/events.jsonl" monitor
+	# The steps of each operation, for the picture.
+	"$CTL" -j monitor --timeline > "$OUT/timeline.jsonl" 2>> "$OUT/monitor.err" &
+	echo $! > "$RUN/timeline.pid"
+	subscribed "$OUT/timeline.jsonl" "monitor --timeline"
 	EVENTS_ARG="--events $OUT/events.jsonl"
 	STATUS_ARG="$CTL status"
 	note "watcher: $CTL -j monitor -t (events in $OUT/events.jsonl)"
@@ -165,8 +177,8 @@ fi
 status=$?
 if command -v python3 > /dev/null; then
 	if python3 "$REPO/tools/demo/plot.py" "$OUT/rows.jsonl" \
-		"$OUT/events.jsonl" "$OUT/demo.svg"; then
-		note "picture: $OUT/demo.svg (memory over the steps, release timeline)"
+		"$OUT/events.jsonl" "$OUT/demo.svg" "$OUT/timeline.jsonl"; then
+		note "picture: $OUT/demo.svg (memory over the steps, release timeline, steps)"
 	else
 		note "picture: tools/demo/plot.py failed"
 	fi

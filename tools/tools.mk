@@ -33,6 +33,8 @@ HOST_TESTS	+= tests/host/test_ctl_exporter.py tests/host/test_packaging.sh \
 		   tests/host/test_docs.py
 # Scripts run in the VM as they are; they find gpusleepctl in $(BUILD)/bin.
 VM_TESTS	+= tests/vm/ctl_test.py tests/vm/exporter_test.py
+# the docs' sessions that need the module (<!-- session: vm -->)
+VM_TESTS	+= tests/vm/docs_test.py
 
 .PHONY: gpusleepctl
 gpusleepctl: $(GS_CTL)

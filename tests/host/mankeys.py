@@ -7,13 +7,15 @@ In the man page a list is the line after a comment line
     .\\" keys NAME
 and its keys are the words in bold (\\fBkey\\fR). Keys of objects whose
 keys are the domain's tag names (bytes, freed_bytes, generation) are data,
-not keys: json_keys() leaves them out."""
+not keys: json_keys() leaves them out. doc_files() names the pages whose
+example sessions the tests check (README.md and docs/*.md)."""
 
 import os
 import re
 
-MAN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                   "tools", "gpusleepctl.8")
+REPO = os.path.normpath(os.path.join(os.path.dirname(
+    os.path.abspath(__file__)), "..", ".."))
+MAN = os.path.join(REPO, "tools", "gpusleepctl.8")
 PER_TAG = {"bytes", "freed_bytes", "generation"}
 
 
@@ -39,3 +41,12 @@ def json_keys(obj, parent=None):
         for v in obj:
             keys |= json_keys(v, parent)
     return keys
+
+
+def doc_files():
+    """README.md, then docs/*.md in name order (absolute paths)."""
+    yield os.path.join(REPO, "README.md")
+    d = os.path.join(REPO, "docs")
+    for f in sorted(os.listdir(d)):
+        if f.endswith(".md"):
+            yield os.path.join(d, f)

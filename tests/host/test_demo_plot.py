@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 """tools/demo/plot.py on a made-up run: the SVG parses, has one memory
 line per process with a point per timeline row, one bar per state the
-domain went through (with its duration), and says so when the events
-carry no timestamps. Prints TAP."""
+domain went through (with its duration), says so when the events carry
+no timestamps, and one bar per step of the monitor --timeline objects.
+Prints TAP."""
 
 import json
 import os
@@ -18,22 +19,26 @@ NS = "{http://www.w3.org/2000/svg}"
 MIB = 1 << 20
 
 
-def run(rows, events, tmp):
+def run(rows, events, tmp, timeline=None):
     paths = []
-    for name, items in (("rows.jsonl", rows), ("events.jsonl", events)):
+    files = [("rows.jsonl", rows), ("events.jsonl", events)]
+    if timeline is not None:
+        files.append(("timeline.jsonl", timeline))
+    for name, items in files:
         p = os.path.join(tmp, name)
         with open(p, "w") as f:
             f.write("".join(json.dumps(i) + "\n" for i in items))
             f.write("not json\n")
         paths.append(p)
     out = os.path.join(tmp, "demo.svg")
-    r = subprocess.run([sys.executable, PLOT] + paths + [out],
+    r = subprocess.run([sys.executable, PLOT] + paths[:2] + [out] +
+                       paths[2:],
                        capture_output=True, text=True)
     return r, (ET.parse(out).getroot() if r.returncode == 0 else None)
 
 
 def main():
-    print("TAP version 13\n1..3")
+    print("TAP version 13\n1..4")
     t0 = 1796319569.0
     rows = [{"step": s, "phase": ph, "unix_s": t0 + i,
              "engine_rss_bytes": e * MIB, "trainer_rss_bytes": tr * MIB}
@@ -72,6 +77,33 @@ def main():
             if svg is not None else ""
         ok = "no timestamped events" in text
         print("%s 3 events without timestamps: said so" % ("ok" if ok else "not ok"))
+        fails += not ok
+        # the steps, from monitor --timeline objects: a bar each, placed
+        # from its operation's first transition
+        tl = [{"event": "timeline", "domain": dom, "op": 1, "steps": [
+                  {"step": 1, "type": "drain", "tags": ["weights"],
+                   "start_us": 1000, "duration_us": 90000, "error": 0},
+                  {"step": 2, "type": "pause_tag", "tags": ["weights"],
+                   "start_us": 101000, "duration_us": 50000,
+                   "error": -110}]},
+              {"event": "timeline", "domain": dom, "op": 2, "steps": [
+                  {"step": 1, "type": "resume_tag", "tags": ["weights"],
+                   "start_us": 0, "duration_us": 70000, "error": 0}]}]
+        r, svg = run(rows, evs, tmp, tl)
+        bars = [(el.find(NS + "title").text, float(el.get("x")))
+                for el in svg.iter(NS + "rect")
+                if el.find(NS + "title") is not None and
+                "ing " not in el.find(NS + "title").text and
+                "released" not in el.find(NS + "title").text] \
+            if svg is not None else []
+        ok = [b for b, _ in bars] == ["op 1 drain 90.0 ms",
+                                      "op 1 unmap weights 50.0 ms failed",
+                                      "op 2 map weights 70.0 ms"] and \
+            bars[0][1] < bars[1][1] < bars[2][1]
+        print("%s 4 one bar per step, after its operation's start, with its "
+              "duration" % ("ok" if ok else "not ok"))
+        if not ok:
+            print("# %r %r" % (bars, r.stderr))
         fails += not ok
     return 1 if fails else 0
 

@@ -7,8 +7,12 @@ VM by tests/vm/ctl_test.py with mankeys.py), every option each command's
 --help names documented in the man page, the example sessions marked
 <!-- session: fixture --> in README.md and docs/*.md produced again and
 compared, every link in README.md and docs/*.md staying inside the
-repository (and resolving), and performance figures only in
-docs/benchmarks.md. Prints TAP.
+repository (and resolving), performance figures only in
+docs/benchmarks.md, every key list of the man page compared by some test,
+every "$ gpusleepctl" session of the docs marked as checked (here, or
+<!-- session: vm --> by tests/vm/docs_test.py), and the README's demo
+block an excerpt of docs/demo.md's run (make demo pastes both; running
+the demo costs too much for make check). Prints TAP.
 
 --update rewrites the fixture sessions with what gpusleepctl prints."""
 
@@ -22,7 +26,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from mankeys import json_keys, man_keys, MAN  # noqa: E402
+from mankeys import doc_files, json_keys, man_keys, MAN  # noqa: E402
 from test_ctl_exporter import write_domain  # noqa: E402
 
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -81,14 +85,6 @@ def run(env, argv):
     r = subprocess.run([CTL] + argv, capture_output=True, text=True,
                        env=env, timeout=60)
     return r
-
-
-def doc_files():
-    yield os.path.join(REPO, "README.md")
-    d = os.path.join(REPO, "docs")
-    for f in sorted(os.listdir(d)):
-        if f.endswith(".md"):
-            yield os.path.join(d, f)
 
 
 def sessions(text, env):
@@ -158,7 +154,7 @@ def main():
     fixture(root)
     env = dict(os.environ, GPUSLEEP_SYSFS=root,
                GPUSLEEP_DEVICE=os.path.join(tmp.name, "no-device"))
-    print("1..9")
+    print("1..12")
 
     # JSON keys against the man page
     lst = json.loads(run(env, ["-j", "list"]).stdout or "[]")
@@ -263,6 +259,52 @@ def main():
     with open(os.path.join(REPO, "README.md")) as f:
         readme = f.read()
     t.check("README links to the figures", "docs/benchmarks.md" in readme)
+
+    # nothing documented escapes the checks
+    names = re.findall(r'^\.\\" keys (\S+)$', open(MAN).read(), re.M)
+    tests = ""
+    for d in ("host", "vm", "vm-py"):
+        for f in sorted(os.listdir(os.path.join(REPO, "tests", d))):
+            if f.endswith(".py") and f != "mankeys.py":
+                tests += open(os.path.join(REPO, "tests", d, f)).read()
+    unchecked = [n for n in names if 'man_keys("%s")' % n not in tests]
+    t.check("every key list of gpusleepctl(8) is compared by a test",
+            names and not unchecked, "not compared: %s" % unchecked)
+    loose = []
+    for f in doc_files():
+        lines = open(f).read().split("\n")
+        fence = None
+        for n, ln in enumerate(lines):
+            if ln.startswith("```"):
+                fence = None if fence is not None else n
+            elif fence is not None and ln.startswith("$ gpusleepctl ") and \
+                    lines[fence - 1].strip() not in (SESSION,
+                                                     "<!-- session: vm -->"):
+                loose.append("%s:%d: %s" % (os.path.relpath(f, REPO), n + 1,
+                                            ln))
+    t.check("every gpusleepctl session in the docs is checked (a fixture "
+            "session here, a vm one by tests/vm/docs_test.py)", not loose,
+            "\n".join(loose))
+
+    # the README's demo block: an excerpt, in order, of docs/demo.md's run
+    def block_after(text, heading):
+        lines = text.split("\n")
+        i = next(n for n, ln in enumerate(lines) if ln.startswith(heading))
+        i = lines.index("```", i) + 1
+        return lines[i:lines.index("```", i)]
+    demo = block_after(open(os.path.join(REPO, "docs", "demo.md")).read(),
+                       "## A real run")
+    excerpt = block_after(readme, "<!-- Demo section")
+    at, missing = 0, []
+    for ln in excerpt:
+        if ln.startswith("[..."):
+            continue
+        try:
+            at = demo.index(ln, at) + 1
+        except ValueError:
+            missing.append(ln)
+    t.check("the README's demo block is an excerpt of docs/demo.md's run",
+            excerpt and not missing, "\n".join(missing))
     tmp.cleanup()
     return 1 if t.failed else 0
 

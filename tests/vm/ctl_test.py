@@ -145,7 +145,7 @@ def main():
     if not os.access(CTL, os.X_OK):
         print("1..0 # SKIP %s not built" % CTL)
         return 0
-    print("1..40")
+    print("1..41")
     t = Tap()
     dev = os.open(DEV, os.O_RDWR | os.O_CLOEXEC)
     engine, dom = create(dev, "ctltest")
@@ -381,6 +381,18 @@ def main():
                 for ph in tl["phases"]) and
             json_keys(tl) == man_keys("timeline") - {"timestamp"},
             "%r %r" % (line, r))
+    steps = tl.get("steps", [])
+    t.check("monitor --timeline: the release's steps, started in order, "
+            "each with its duration",
+            [(s["step"], s["type"], s["tags"], s["error"], s["reason"])
+             for s in steps] ==
+            [(1, "drain", ["weights"], 0, "none"),
+             (2, "pause_tag", ["weights"], 0, "none")] and
+            all(isinstance(s["duration_us"], int) and
+                isinstance(s["start_us"], int) for s in steps) and
+            steps[0]["start_us"] + steps[0]["duration_us"] <=
+            steps[1]["start_us"] + 1 and
+            steps[1]["start_us"] <= tl["duration_us"] + 1000000, steps)
     r = ctl("resume", str(dom), "--no-wait")
     answer(agent, EV_RESUME_TAG, W, 0, 1)
     answer(engine, EV_RESUME_SCHED)

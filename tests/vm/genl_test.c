@@ -2,7 +2,7 @@
 /*
  * The "gpusleep" generic netlink family over raw netlink sockets: GET (do
  * and dump), every transition of a release/resume cycle on the "events"
- * group in order, a dump of 100 domains while another process creates and
+ * group in order, the start and end of every step of an operation, a dump of 100 domains while another process creates and
  * destroys domains (NLM_F_DUMP_INTR), RELEASE/RESUME and their permission
  * check, policy refusals.
  */
@@ -173,28 +173,40 @@ struct trans {
 	int32_t error;
 };
 
+/*
+ * The next notification about domain id, its attributes in tb (buf holds
+ * them): its command, or -errno.
+ */
+static int recv_about(int fd, uint32_t id, char *buf, struct nlattr **tb)
+{
+	struct nlmsghdr *nh = (void *)buf;
+	int n;
+
+	for (;;) {
+		n = nl_recv(fd, buf, NL_BUF);
+		if (n < 0)
+			return n;
+		if (!NLMSG_OK(nh, n))
+			return -EPROTO;
+		nl_parse_genl(tb, nh);
+		if (tb[GPUSLEEP_A_ID] && nla_u32(tb[GPUSLEEP_A_ID]) == id)
+			return ((struct genlmsghdr *)NLMSG_DATA(nh))->cmd;
+	}
+}
+
 static int expect_trans(int fd, uint32_t id, const struct trans *t)
 {
 	struct nlattr *tb[NL_MAX_ATTR], *rb[NL_MAX_ATTR];
 	char buf[NL_BUF];
-	struct nlmsghdr *nh;
-	int n;
+	int cmd;
 
-	for (;;) {
-		n = nl_recv(fd, buf, sizeof(buf));
-		if (n < 0)
-			return n;
-		nh = (void *)buf;
-		if (!NLMSG_OK(nh, n))
-			return -EPROTO;
-		nl_parse_genl(tb, nh);
-		if (!tb[GPUSLEEP_A_ID] || nla_u32(tb[GPUSLEEP_A_ID]) != id)
-			continue;	/* another domain's */
-		break;
-	}
-	if (((struct genlmsghdr *)NLMSG_DATA(nh))->cmd != GPUSLEEP_CMD_STATE_NTF ||
-	    !tb[GPUSLEEP_A_FROM_STATE] || !tb[GPUSLEEP_A_STATE] ||
-	    !tb[GPUSLEEP_A_OP_ID])
+	do {		/* the steps' are for steps_* below */
+		cmd = recv_about(fd, id, buf, tb);
+	} while (cmd == GPUSLEEP_CMD_STEP_NTF);
+	if (cmd < 0)
+		return cmd;
+	if (cmd != GPUSLEEP_CMD_STATE_NTF || !tb[GPUSLEEP_A_FROM_STATE] ||
+	    !tb[GPUSLEEP_A_STATE] || !tb[GPUSLEEP_A_OP_ID])
 		return -EPROTO;
 	if (nla_u32(tb[GPUSLEEP_A_FROM_STATE]) != t->from ||
 	    nla_u32(tb[GPUSLEEP_A_STATE]) != t->to ||
@@ -259,6 +271,206 @@ TEST_F(nl, events_follow_a_cycle)
 	for (i = 0; i < sizeof(seq) / sizeof(seq[0]); i++)
 		ASSERT_EQ(0, expect_trans(lsn, self->id, &seq[i]))
 			TH_LOG("transition %zu", i);
+	close(lsn);
+}
+
+/* One boundary of a step, as a STEP_NTF says it. */
+struct step {
+	uint32_t step, type, phase, tags;
+	int32_t error;		/* ends only */
+	uint32_t reason;	/* ends only */
+};
+
+#define S_START	GPUSLEEP_STEP_START
+#define S_END	GPUSLEEP_STEP_END
+/* Step n, of type, about tags, starts; ends with error and reason. */
+#define START(n, type, tags)	{ n, GPUSLEEP_EV_##type, S_START, tags, 0, 0 }
+#define END(n, type, tags, error, reason) \
+	{ n, GPUSLEEP_EV_##type, S_END, tags, error, GPUSLEEP_R_##reason }
+#define OK(n, type, tags)	END(n, type, tags, 0, NONE)
+
+/*
+ * Read the notifications about domain id up to the state notification
+ * with op's result, and check that they announce the steps want[0..n) in
+ * that order, each of op, and that their times (TIME_NS, of the state
+ * notifications too) never go back.
+ */
+static int expect_steps(int fd, uint32_t id, uint64_t op,
+			const struct step *want, size_t n)
+{
+	struct nlattr *tb[NL_MAX_ATTR];
+	uint64_t t, last = 0;
+	char buf[NL_BUF];
+	size_t i = 0;
+	int cmd;
+
+	for (;;) {
+		cmd = recv_about(fd, id, buf, tb);
+		if (cmd < 0)
+			return cmd;
+		if (!tb[GPUSLEEP_A_TIME_NS] || !tb[GPUSLEEP_A_OP_ID])
+			return -EPROTO;
+		t = nla_u64(tb[GPUSLEEP_A_TIME_NS]);
+		if (t < last) {
+			fprintf(stderr, "# time went back: %llu after %llu\n",
+				(unsigned long long)t, (unsigned long long)last);
+			return -ERANGE;
+		}
+		last = t;
+		if (cmd == GPUSLEEP_CMD_STATE_NTF) {
+			if (tb[GPUSLEEP_A_RESULT] &&
+			    nla_u64(tb[GPUSLEEP_A_OP_ID]) == op)
+				break;
+			continue;
+		}
+		if (cmd != GPUSLEEP_CMD_STEP_NTF || !tb[GPUSLEEP_A_STEP] ||
+		    !tb[GPUSLEEP_A_STEP_TYPE] || !tb[GPUSLEEP_A_STEP_PHASE] ||
+		    !tb[GPUSLEEP_A_STEP_TAGS] || !tb[GPUSLEEP_A_NAME])
+			return -EPROTO;
+		if (i == n) {
+			fprintf(stderr, "# a step more than the %zu expected\n", n);
+			return -E2BIG;
+		}
+		if (nla_u64(tb[GPUSLEEP_A_OP_ID]) != op ||
+		    nla_u32(tb[GPUSLEEP_A_STEP]) != want[i].step ||
+		    nla_u32(tb[GPUSLEEP_A_STEP_TYPE]) != want[i].type ||
+		    nla_u32(tb[GPUSLEEP_A_STEP_PHASE]) != want[i].phase ||
+		    nla_u32(tb[GPUSLEEP_A_STEP_TAGS]) != want[i].tags ||
+		    !!tb[GPUSLEEP_A_ERROR] != (want[i].phase == S_END) ||
+		    (tb[GPUSLEEP_A_ERROR] &&
+		     ((int32_t)nla_u32(tb[GPUSLEEP_A_ERROR]) != want[i].error ||
+		      !tb[GPUSLEEP_A_REASON] ||
+		      nla_u32(tb[GPUSLEEP_A_REASON]) != want[i].reason))) {
+			fprintf(stderr, "# step ntf %zu: op %llu step %u type %u phase %u tags %#x error %d; expected op %llu step %u type %u phase %u tags %#x error %d reason %u\n",
+				i, (unsigned long long)nla_u64(tb[GPUSLEEP_A_OP_ID]),
+				nla_u32(tb[GPUSLEEP_A_STEP]),
+				nla_u32(tb[GPUSLEEP_A_STEP_TYPE]),
+				nla_u32(tb[GPUSLEEP_A_STEP_PHASE]),
+				nla_u32(tb[GPUSLEEP_A_STEP_TAGS]),
+				tb[GPUSLEEP_A_ERROR] ?
+				(int32_t)nla_u32(tb[GPUSLEEP_A_ERROR]) : 0,
+				(unsigned long long)op, want[i].step,
+				want[i].type, want[i].phase, want[i].tags,
+				want[i].error, want[i].reason);
+			return -EPROTO;
+		}
+		i++;
+	}
+	if (i != n) {
+		fprintf(stderr, "# %zu step notifications, expected %zu\n", i, n);
+		return -ENODATA;
+	}
+	return 0;
+}
+
+static int join_events(uint32_t group)
+{
+	int lsn = nl_open(), grp = group;
+
+	if (lsn >= 0 && setsockopt(lsn, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP,
+				   &grp, sizeof(grp))) {
+		close(lsn);
+		return -errno;
+	}
+	return lsn;
+}
+
+/*
+ * Issue 23: a release and a resume announce each step's start and end,
+ * in order, with the operation's id and the step's number, before the
+ * result; their times never go back.
+ */
+TEST_F(nl, steps_of_a_release_and_a_resume)
+{
+	static const struct step rel[] = {
+		START(1, DRAIN, W | KV),
+		OK(1, DRAIN, W | KV),
+		START(2, RESET_CACHES, KV),
+		OK(2, RESET_CACHES, KV),
+		START(3, PAUSE_TAG, W),
+		OK(3, PAUSE_TAG, W),
+		START(4, PAUSE_TAG, KV),
+		OK(4, PAUSE_TAG, KV),
+	};
+	static const struct step res[] = {
+		START(1, RESUME_TAG, W),
+		OK(1, RESUME_TAG, W),
+		START(2, RESUME_TAG, KV),
+		OK(2, RESUME_TAG, KV),
+		START(3, REPAIR_KV, KV),
+		OK(3, REPAIR_KV, KV),
+	};
+	struct gpusleep_op op1, op2;
+	int engine, agent, ctl, lsn;
+	uint32_t id;
+
+	engine = gs_create(self->dev, "genl-steps", GPUSLEEP_CAP_ALL, &id);
+	ASSERT_LE(0, engine);
+	agent = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
+	ASSERT_LE(0, agent);
+	ctl = gs_attach(self->dev, id, GPUSLEEP_ROLE_CONTROLLER);
+	ASSERT_LE(0, ctl);
+	lsn = join_events(self->group);
+	ASSERT_LE(0, lsn);
+
+	ASSERT_EQ(0, gs_release(ctl, W | KV, NB, &op1));
+	ASSERT_EQ(0, gs_answer_next(engine, GPUSLEEP_EV_DRAIN, W | KV, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(engine, GPUSLEEP_EV_RESET_CACHES, KV, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(agent, GPUSLEEP_EV_PAUSE_TAG, W, 0, 100));
+	ASSERT_EQ(0, gs_answer_next(agent, GPUSLEEP_EV_PAUSE_TAG, KV, 0, 100));
+	ASSERT_EQ(0, gs_resume(ctl, 0, NB, &op2));
+	ASSERT_EQ(0, gs_answer_next(agent, GPUSLEEP_EV_RESUME_TAG, W, 0, 100));
+	ASSERT_EQ(0, gs_answer_next(agent, GPUSLEEP_EV_RESUME_TAG, KV, 0, 100));
+	ASSERT_EQ(0, gs_answer_next(engine, GPUSLEEP_EV_REPAIR_KV, KV, 0, 0));
+
+	EXPECT_EQ(0, expect_steps(lsn, id, op1.op_id, rel, ARRAY_SIZE(rel)));
+	EXPECT_EQ(0, expect_steps(lsn, id, op2.op_id, res, ARRAY_SIZE(res)));
+	close(lsn);
+	close(ctl);
+	close(agent);
+	close(engine);
+}
+
+/*
+ * A step that does not end with its answer ends all the same, once, with
+ * why: called off by a resume, timed out, failed by its peer.
+ */
+TEST_F(nl, steps_that_fail_end_with_why)
+{
+	static const struct step cancelled[] = {
+		START(1, DRAIN, W),
+		END(1, DRAIN, W, -ECANCELED, CANCELLED),
+	};
+	static const struct step timed_out[] = {
+		START(1, DRAIN, W),
+		END(1, DRAIN, W, -ETIMEDOUT, DRAIN_TIMEOUT),
+	};
+	static const struct step failed[] = {
+		START(1, DRAIN, W),
+		OK(1, DRAIN, W),
+		START(2, PAUSE_TAG, W),
+		END(2, PAUSE_TAG, W, -EIO, AGENT_FAILED),
+	};
+	struct gpusleep_op o = { .tags = W, .flags = NB, .timeout_ms = 50 };
+	struct gpusleep_op op1, op3;
+	int lsn = join_events(self->group);
+
+	ASSERT_LE(0, lsn);
+	ASSERT_EQ(0, gs_release(self->ctl, W, NB, &op1));
+	ASSERT_EQ(0, gs_resume(self->ctl, 0, NB, NULL));
+	EXPECT_EQ(0, expect_steps(lsn, self->id, op1.op_id, cancelled,
+				  ARRAY_SIZE(cancelled)));
+
+	ASSERT_EQ(0, ioctl(self->ctl, GPUSLEEP_IOC_RELEASE, &o));
+	EXPECT_EQ(0, expect_steps(lsn, self->id, o.op_id, timed_out,
+				  ARRAY_SIZE(timed_out)));
+
+	ASSERT_EQ(0, gs_release(self->ctl, W, NB, &op3));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W,
+				    -EIO, 0));
+	EXPECT_EQ(0, expect_steps(lsn, self->id, op3.op_id, failed,
+				  ARRAY_SIZE(failed)));
 	close(lsn);
 }
 

@@ -5,8 +5,8 @@ make check unpacked under build/, or $GPUSLEEP_YNL_SRC) against the module:
 the spec validates against the kernel's genetlink-legacy schema; every
 operation (get do and dump, release, resume) and the "events" multicast
 group work through it; and what it decodes covers every state, every
-state flag, both tags, both operation kinds and the reasons an operation
-can get here. This script plays engine and agent by hand. Prints TAP;
+state flag, both tags, both operation kinds, the reasons an operation
+can get here, and the step notifications (every step type, both phases). This script plays engine and agent by hand. Prints TAP;
 SKIPs when no kernel source with YNL is there.
 
 YNL's library (the lib/ beside cli.py, what the CLI is a front end of) is
@@ -387,6 +387,15 @@ def main():
                "engine-timeout"}
     t.check("the reasons met here decoded", reasons <= seen["reason"],
             f"missing {reasons - seen['reason']}")
+    steps = [n["msg"] for n in ntfs if n.get("name") == "step-ntf" and
+             n.get("msg", {}).get("id") in [dom] + others]
+    types = {m.get("step-type") for m in steps}
+    phases = {m.get("step-phase") for m in steps}
+    want = {"drain", "reset-caches", "repair-kv", "pause-tag", "resume-tag"}
+    t.check("the step notifications decoded: every step type, both phases",
+            want <= types and phases == {"start", "end"} and
+            all(isinstance(m.get("time-ns"), int) and m.get("op-id")
+                for m in steps), (types, phases, steps[:2]))
     print("1..%d" % t.n)
     return 1 if t.failed else 0
 

@@ -2,25 +2,33 @@
 # SPDX-License-Identifier: GPL-2.0
 """The demo's pictures, as one SVG written by hand (no plotting package):
 the engine's and the trainer's memory (VmRSS) over the run, one point per
-timeline row, and below it the release timeline: per operation, the
-domain's states (draining, releasing, released, resuming) as bars, from
-the watcher's `gpusleepctl -j monitor -t` lines.
+timeline row; below it the release timeline: per operation, the domain's
+states (draining, releasing, released, resuming) as bars, from the
+watcher's `gpusleepctl -j monitor -t` lines; and below that the steps of
+each operation (drain, prefix-cache reset, each tag's unmap and map, KV
+repair) as bars, from `gpusleepctl -j monitor --timeline` lines.
 
-    plot.py ROWS.jsonl EVENTS.jsonl OUT.svg
+    plot.py ROWS.jsonl EVENTS.jsonl OUT.svg [TIMELINE.jsonl]
 
 ROWS: the trainer's --rows file ({"unix_s", "phase", "step",
 "engine_rss_bytes", "trainer_rss_bytes"}). EVENTS: monitor lines with a
-"timestamp" (the kernel's time of each transition). Lines that do
-not parse are skipped; an empty run gives an SVG that says so."""
+"timestamp" (the kernel's time of each transition). TIMELINE: one
+"timeline" object per operation, whose steps' "start_us" count from the
+operation's first transition in EVENTS. Lines that do not parse are
+skipped; an empty run gives an SVG that says so."""
 
 import json
 import sys
 from html import escape
 
-W, H = 900, 520
-LEFT, RIGHT = 70, 20
+W = 900
+LEFT, RIGHT = 130, 20
 MEM_TOP, MEM_H = 40, 260
 TL_TOP, TL_ROW = 350, 26
+STEP_TOP, STEP_ROW = 520, 20
+STEP_TEXT = {"drain": "drain", "reset_caches": "reset prefix cache",
+             "pause_tag": "unmap", "resume_tag": "map",
+             "repair_kv": "repair KV"}
 COLORS = {"engine": "#1f77b4", "trainer": "#d62728",
           "draining": "#ff7f0e", "releasing": "#9467bd",
           "released": "#7f7f7f", "resuming": "#2ca02c"}
@@ -68,22 +76,57 @@ def spans(events, domain):
     return sorted(out, key=lambda s: s[2])
 
 
-def svg(rows, events):
-    parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
-             'font-family="sans-serif" font-size="12">' % (W, H),
-             '<rect width="100%" height="100%" fill="white"/>']
+def steps(timeline, events, domain):
+    """[(label, op, start, end, failed)] of domain's operations' steps:
+    each timeline object's steps, from its operation's first transition."""
+    first = {}
+    for e in events:
+        if e.get("event") == "transition" and \
+                isinstance(e.get("timestamp"), (int, float)) and \
+                e.get("domain", {}).get("id") == domain:
+            first.setdefault(e.get("op"), e["timestamp"])
+    out = []
+    for tl in timeline:
+        if tl.get("event") != "timeline" or \
+                tl.get("domain", {}).get("id") != domain or \
+                tl.get("op") not in first:
+            continue
+        for st in tl.get("steps", []):
+            if not isinstance(st.get("start_us"), int):
+                continue
+            label = STEP_TEXT.get(st.get("type"), str(st.get("type")))
+            if st.get("type") in ("pause_tag", "resume_tag"):
+                label += " " + ",".join(st.get("tags", []))
+            a = first[tl["op"]] + st["start_us"] / 1e6
+            b = a + (st.get("duration_us") or 0) / 1e6
+            out.append((label, tl["op"], a, b, bool(st.get("error"))))
+    return out
+
+
+def svg(rows, events, timeline=()):
     rows = [r for r in rows if "unix_s" in r]
-    if not rows:
-        parts.append('<text x="20" y="40">no timeline rows</text></svg>')
-        return "\n".join(parts)
     domain = None
     for e in events:
         if e.get("event") == "transition":
             domain = e.get("domain", {}).get("id")
             break
     sp = spans(events, domain)
-    t0 = min([r["unix_s"] for r in rows] + [s[2] for s in sp])
-    t1 = max([r["unix_s"] for r in rows] + [s[3] for s in sp])
+    stp = steps(timeline, events, domain)
+    labels = []
+    for lb, _, _, _, _ in stp:
+        if lb not in labels:
+            labels.append(lb)
+    height = STEP_TOP + max(len(labels), 1) * STEP_ROW + 40
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+             'font-family="sans-serif" font-size="12">' % (W, height),
+             '<rect width="100%" height="100%" fill="white"/>']
+    if not rows:
+        parts.append('<text x="20" y="40">no timeline rows</text></svg>')
+        return "\n".join(parts)
+    t0 = min([r["unix_s"] for r in rows] + [s[2] for s in sp] +
+             [s[2] for s in stp])
+    t1 = max([r["unix_s"] for r in rows] + [s[3] for s in sp] +
+             [s[3] for s in stp])
     span = max(t1 - t0, 1e-3)
     mib = max(max(r["engine_rss_bytes"], r["trainer_rss_bytes"])
               for r in rows) / 2**20 or 1
@@ -149,16 +192,38 @@ def svg(rows, events):
         parts.append('<text x="%d" y="%d" fill="#a00">no timestamped events '
                      '(the watcher did not run with -t)</text>'
                      % (LEFT, TL_TOP + 40))
+    # the steps within the states
+    parts.append('<text x="%d" y="%d" font-size="15">steps of each '
+                 'operation (from gpusleepctl monitor --timeline)</text>'
+                 % (LEFT, STEP_TOP - 14))
+    for i, lb in enumerate(labels):
+        yy = STEP_TOP + i * STEP_ROW
+        parts.append('<text x="%d" y="%d" text-anchor="end">%s</text>'
+                     % (LEFT - 4, yy + 14, escape(lb)))
+        for lb2, op, a, b, failed in stp:
+            if lb2 != lb:
+                continue
+            parts.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" '
+                         'fill="%s"><title>op %s %s %.1f ms%s</title></rect>'
+                         % (x(a), yy + 3, max(x(b) - x(a), 1.5), STEP_ROW - 6,
+                            "#d62728" if failed else "#17becf", op,
+                            escape(lb), (b - a) * 1e3,
+                            " failed" if failed else ""))
+    if not stp:
+        parts.append('<text x="%d" y="%d" fill="#a00">no step timeline '
+                     '(no gpusleepctl monitor --timeline lines)</text>'
+                     % (LEFT, STEP_TOP + 14))
     parts.append("</svg>")
     return "\n".join(parts)
 
 
 def main(argv):
-    if len(argv) != 4:
+    if len(argv) not in (4, 5):
         sys.stderr.write(__doc__)
         return 2
+    timeline = load(argv[4]) if len(argv) == 5 else []
     with open(argv[3], "w") as f:
-        f.write(svg(load(argv[1]), load(argv[2])) + "\n")
+        f.write(svg(load(argv[1]), load(argv[2]), timeline) + "\n")
     return 0
 
 

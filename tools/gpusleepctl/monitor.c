@@ -5,7 +5,9 @@
  * On ENOBUFS (events lost) say so and dump again. -t stamps each line with
  * the transition's time (GPUSLEEP_A_TIME_NS; for a dump line, or a module
  * without it, the time gpusleepctl received it); DOMAIN or --group NAME
- * keeps the lines of those domains only.
+ * keeps the lines of those domains only. --timeline prints one operation
+ * a line, with the time in each state and, from the step notifications
+ * (GPUSLEEP_CMD_STEP_NTF), each step's start and duration.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -25,16 +27,27 @@
 
 #define TL_OPS		32	/* operations followed at once (--timeline) */
 #define TL_PHASES	8
+#define TL_STEPS	(GPUSLEEP_MAX_TAGS + 4)	/* drain, reset, unmaps */
+
+/* --timeline: a step of an operation, from its start and end. */
+struct tl_step {
+	uint32_t step, type, tags, reason;
+	int32_t error;
+	double start, end;	/* Unix seconds; end 0: not seen */
+};
 
 /* --timeline: one operation of one domain, the times of its states. */
 struct tl_op {
 	bool used;
 	uint32_t domain;
 	uint64_t op;
+	double t0;		/* its first event (Unix seconds) */
 	const char *state;	/* the state entered last */
 	double since;		/* when (Unix seconds: the kernel's, or receipt) */
 	unsigned int n;
 	struct { const char *state; double s; } ph[TL_PHASES];
+	unsigned int ns;
+	struct tl_step st[TL_STEPS];
 };
 
 struct mon {
@@ -149,8 +162,9 @@ static void mon_result(struct mon *m, const struct gpusleep_tags *decl,
 	out_obj_close(&m->o);
 }
 
-/* The entry of (domain, op), a free one, or the oldest. */
-static struct tl_op *tl_find(struct mon *m, uint32_t domain, uint64_t op)
+/* The entry of (domain, op), or a new one (free, or the oldest) from now. */
+static struct tl_op *tl_find(struct mon *m, uint32_t domain, uint64_t op,
+			     double now)
 {
 	struct tl_op *t, *free_ = NULL, *old = &m->tl[0];
 
@@ -167,7 +181,108 @@ static struct tl_op *tl_find(struct mon *m, uint32_t domain, uint64_t op)
 	t->used = true;
 	t->domain = domain;
 	t->op = op;
+	t->t0 = t->since = now;
 	return t;
+}
+
+/* --timeline: a step started or ended (a STEP_NTF, at m->when). */
+static void tl_step(struct mon *m, struct nlattr **tb, uint32_t id)
+{
+	double now = m->when > 0 ? m->when : now_unix();
+	struct tl_op *t = tl_find(m, id, gs_attr_u64(tb, GPUSLEEP_A_OP_ID),
+				  now);
+	uint32_t n = gs_attr_u32(tb, GPUSLEEP_A_STEP);
+	struct tl_step *s;
+	unsigned int i;
+
+	if (gs_attr_u32(tb, GPUSLEEP_A_STEP_PHASE) == GPUSLEEP_STEP_START) {
+		if (t->ns == TL_STEPS)
+			return;
+		s = &t->st[t->ns++];
+		memset(s, 0, sizeof(*s));
+		s->step = n;
+		s->type = gs_attr_u32(tb, GPUSLEEP_A_STEP_TYPE);
+		s->tags = gs_attr_u32(tb, GPUSLEEP_A_STEP_TAGS);
+		s->start = now;
+		return;
+	}
+	for (i = t->ns; i-- > 0;) {
+		s = &t->st[i];
+		if (s->step != n)
+			continue;
+		s->end = now;
+		s->error = tb[GPUSLEEP_A_ERROR] ?
+			   nla_get_s32(tb[GPUSLEEP_A_ERROR]) : 0;
+		s->reason = gs_attr_u32(tb, GPUSLEEP_A_REASON);
+		return;
+	}
+}
+
+/* What a step does, for a reader: "reset prefix cache", "unmap"... */
+static const char *tl_step_text(uint32_t type)
+{
+	switch (type) {
+	case GPUSLEEP_EV_DRAIN:
+		return "drain";
+	case GPUSLEEP_EV_RESET_CACHES:
+		return "reset prefix cache";
+	case GPUSLEEP_EV_REPAIR_KV:
+		return "repair KV";
+	case GPUSLEEP_EV_PAUSE_TAG:
+		return "unmap";
+	case GPUSLEEP_EV_RESUME_TAG:
+		return "map";
+	default:
+		return gs_event_name(type);
+	}
+}
+
+static uint64_t tl_us(double s)
+{
+	return s > 0 ? (uint64_t)(s * 1e6 + 0.5) : 0;
+}
+
+/*
+ * The steps of t, in the order they started: text, one a line under the
+ * operation's ("+START  WHAT [TAG]: DURATION"); JSON, the "steps" array.
+ */
+static void tl_print_steps(struct mon *m, const struct tl_op *t,
+			   const struct gpusleep_tags *decl)
+{
+	const struct tl_step *s;
+	struct out *o = &m->o;
+	char lower[64], why[256], at[32];
+	bool tag;
+
+	out_arr_open(o, "steps");
+	for (s = t->st; s < t->st + t->ns; s++) {
+		tag = s->type == GPUSLEEP_EV_PAUSE_TAG ||
+		      s->type == GPUSLEEP_EV_RESUME_TAG;
+		out_obj_open(o, NULL);
+		out_u64(o, "step", NULL, s->step);
+		out_str(o, "type", NULL, gs_event_name(s->type));
+		if (!o->json) {
+			fmt_us(tl_us(s->start - t->t0), at, sizeof(at));
+			out_text(o, "\n  +%-10s %s", at, tl_step_text(s->type));
+		}
+		out_tag_bits(o, decl, "tags", tag ? " %s" : NULL, s->tags);
+		out_us(o, "start_us", NULL, tl_us(s->start - t->t0));
+		if (!s->end) {
+			out_null(o, "duration_us", ": %.0sno end seen");
+			out_obj_close(o);
+			continue;
+		}
+		out_us(o, "duration_us", ": %s", tl_us(s->end - s->start));
+		out_s64(o, "error", NULL, s->error);
+		reason_lower(s->reason, lower, sizeof(lower));
+		out_str(o, "reason", NULL, lower);
+		if (s->error) {
+			failure_text(s->reason, s->error, why, sizeof(why));
+			out_text(o, ", failed (%s)", why);
+		}
+		out_obj_close(o);
+	}
+	out_arr_close(o);
 }
 
 /*
@@ -179,10 +294,11 @@ static bool mon_timeline(struct mon *m, struct nlattr **tb, uint32_t id,
 			 const char *name, const struct gpusleep_tags *decl)
 {
 	struct nlattr *rb[GPUSLEEP_A_RES_MAX + 1];
-	struct tl_op *t = tl_find(m, id, gs_attr_u64(tb, GPUSLEEP_A_OP_ID));
+	double now = m->when > 0 ? m->when : now_unix();
+	struct tl_op *t = tl_find(m, id, gs_attr_u64(tb, GPUSLEEP_A_OP_ID),
+				  now);
 	struct out *o = &m->o;
 	char lower[64], why[256];
-	double now = m->when > 0 ? m->when : now_unix();
 	int32_t err;
 	unsigned int i;
 
@@ -227,6 +343,7 @@ static bool mon_timeline(struct mon *m, struct nlattr **tb, uint32_t id,
 		out_obj_close(o);
 	}
 	out_arr_close(o);
+	tl_print_steps(m, t, decl);
 	out_obj_close(o);
 	out_end_line(o);
 	fflush(stdout);
@@ -242,6 +359,7 @@ static int mon_valid(struct nl_msg *msg, void *arg)
 	struct mon *m = arg;
 	struct out *o = &m->o;
 	bool ntf = gh->cmd == GPUSLEEP_CMD_STATE_NTF;
+	bool step = gh->cmd == GPUSLEEP_CMD_STEP_NTF;
 	const char *name, *group;
 	uint32_t id;
 
@@ -251,12 +369,18 @@ static int mon_valid(struct nl_msg *msg, void *arg)
 	if (ntf && !m->count)
 		return NL_STOP;
 	id = gs_attr_u32(tb, GPUSLEEP_A_ID);
-	m->when = ntf && tb[GPUSLEEP_A_TIME_NS] ?
+	m->when = (ntf || step) && tb[GPUSLEEP_A_TIME_NS] ?
 		(double)nla_get_u64(tb[GPUSLEEP_A_TIME_NS]) / 1e9 : 0;
 	name = tb[GPUSLEEP_A_NAME] ? nla_get_string(tb[GPUSLEEP_A_NAME]) : "";
 	group = tb[GPUSLEEP_A_GROUP] ? nla_get_string(tb[GPUSLEEP_A_GROUP]) : "";
 	if (!mon_match(m, id, name, group))
 		return NL_OK;
+	/* A step is a part of a timeline, not a line of its own. */
+	if (step) {
+		if (m->timeline)
+			tl_step(m, tb, id);
+		return NL_OK;
+	}
 	if (m->timeline && ntf) {
 		gs_nl_tags(nlmsg_hdr(msg), &decl);
 		if (mon_timeline(m, tb, id, name, &decl) && m->count > 0)
@@ -314,7 +438,9 @@ static const char monitor_usage[] =
 	"Unix seconds).\n"
 	"--timeline: instead of the transitions, one line per finished\n"
 	"operation: its result and the time spent in each state (draining,\n"
-	"releasing...), from the same times.\n"
+	"releasing...), from the same times, then one line per step (drain,\n"
+	"prefix-cache reset, each tag's unmap or map, KV repair): when it\n"
+	"started, after the operation's first event, and how long it took.\n"
 	"--count N: exit after N transitions (--timeline: N operations) of the\n"
 	"domains shown.\n";
 

@@ -18,6 +18,12 @@ struct nla_policy gs_nl_policy[GPUSLEEP_A_MAX + 1] = {
 	[GPUSLEEP_A_TAG]	= { .type = NLA_NESTED },
 	[GPUSLEEP_A_GROUP]	= { .type = NLA_STRING },
 	[GPUSLEEP_A_TIME_NS]	= { .type = NLA_U64 },
+	[GPUSLEEP_A_ERROR]	= { .type = NLA_U32 },
+	[GPUSLEEP_A_REASON]	= { .type = NLA_U32 },
+	[GPUSLEEP_A_STEP]	= { .type = NLA_U32 },
+	[GPUSLEEP_A_STEP_TYPE]	= { .type = NLA_U32 },
+	[GPUSLEEP_A_STEP_PHASE]	= { .type = NLA_U32 },
+	[GPUSLEEP_A_STEP_TAGS]	= { .type = NLA_U32 },
 };
 
 static struct nla_policy gs_nl_tag_policy[GPUSLEEP_A_TAG_MAX + 1] = {

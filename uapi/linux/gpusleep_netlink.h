@@ -22,6 +22,11 @@
  *              the domain's attributes, FROM_STATE, OP_ID, TIME_NS (when
  *              it happened, CLOCK_REALTIME) and, when an operation
  *              finished, a RESULT nest. Never requested.
+ *   STEP_NTF   multicast on "events" at each start and end of a step of
+ *              an operation (drain, cache reset, each tag's unmap or map,
+ *              KV repair), while the group has listeners: ID, NAME,
+ *              [GROUP], OP_ID, STEP, STEP_TYPE, STEP_PHASE, STEP_TAGS,
+ *              TIME_NS and, at the end, ERROR and REASON. Never requested.
  */
 /*
  * GPUSLEEP_A_OWNER_PID is the creating process's pid in the pid namespace
@@ -41,6 +46,7 @@ enum {
 	GPUSLEEP_CMD_RELEASE,
 	GPUSLEEP_CMD_RESUME,
 	GPUSLEEP_CMD_STATE_NTF,
+	GPUSLEEP_CMD_STEP_NTF,
 
 	__GPUSLEEP_CMD_MAX,
 	GPUSLEEP_CMD_MAX = (__GPUSLEEP_CMD_MAX - 1)
@@ -81,9 +87,19 @@ enum {
 	GPUSLEEP_A_RESIDENT_SOURCE,	/* u32, GPUSLEEP_RESIDENT_*, 0 unknown */
 	GPUSLEEP_A_GROUP,		/* string, the domain's group, if any */
 	GPUSLEEP_A_TIME_NS,		/* u64, notification: CLOCK_REALTIME */
+	GPUSLEEP_A_STEP,		/* u32, step notification: its number */
+	GPUSLEEP_A_STEP_TYPE,		/* u32, enum gpusleep_event_type */
+	GPUSLEEP_A_STEP_PHASE,		/* u32, enum gpusleep_step_phase */
+	GPUSLEEP_A_STEP_TAGS,		/* u32, the tags the step is about */
 
 	__GPUSLEEP_A_MAX,
 	GPUSLEEP_A_MAX = (__GPUSLEEP_A_MAX - 1)
+};
+
+/* GPUSLEEP_A_STEP_PHASE: which boundary of a step a STEP_NTF announces. */
+enum gpusleep_step_phase {
+	GPUSLEEP_STEP_START = 1,	/* its record was queued */
+	GPUSLEEP_STEP_END = 2,		/* answered, failed, timed out, called off */
 };
 
 /* Attribute set "counters" (nested in GPUSLEEP_A_COUNTERS). */
