@@ -99,7 +99,10 @@
 #endif
 
 #ifdef GS_HAVE_GENL_SPLIT_OPS
-#define gs_genl_split_ops_compat(family, split) do { } while (0)
+static inline void gs_genl_split_ops_compat(struct genl_family *family,
+					    const struct genl_split_ops *ops)
+{
+}
 #else
 #define genl_split_ops genl_ops
 #define split_ops ops
