@@ -5,6 +5,9 @@
 #                  fragments user/user.mk and tools/tools.mk, kselftests
 #   check          deps, build, lint, host tests, VM suite (+ debug kernel)
 #   lint           checkpatch --strict and sparse on the module
+#   nlgen          kmod/gpusleep-nl-gen.[ch], uapi/linux/gpusleep_netlink.h
+#                  from the netlink spec (the kernel's ynl-gen-c)
+#   patches        the module as a kernel patch series (KSRC=, OUT=)
 #   demo           deps (the demo's only), build what it runs, tools/demo.sh
 #                  in the VM
 #   vm-shell       a shell in the VM: gpusleep.ko loaded, gpusleepctl and
@@ -81,7 +84,7 @@ VM_TESTS	:=
 
 .DEFAULT_GOAL := all
 .PHONY: all module userspace kselftests check lint demo vm-shell install \
-	uninstall clean deps
+	uninstall clean deps nlgen patches
 
 -include user/user.mk tools/tools.mk
 -include user/python/python.mk
@@ -98,6 +101,18 @@ module:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
 
 userspace: $(ALL_TARGETS)
+
+# The kernel's netlink code and uAPI header, from the spec, by the kernel's
+# own generator (tools/ynl/nlgen.sh; test_netlink_spec checks them).
+nlgen:
+	tools/ynl/nlgen.sh
+
+# The module as a kernel patch series (docs/upstream.md): against the
+# kernel source tree KSRC, into OUT (default build/patches).
+patches:
+	@test -n "$(KSRC)" || \
+		{ echo "usage: make patches KSRC=<kernel source tree> [OUT=dir]" >&2; exit 1; }
+	tools/upstream/mkpatches.py $(KSRC) $(or $(OUT),$(BUILD)/patches)
 
 deps:
 	tools/deps.sh

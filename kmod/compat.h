@@ -21,6 +21,16 @@
  *   "GS_CLASS_CONST struct class *" and "GS_CLASS_CONST struct
  *   class_attribute *": const from 6.4, nothing before, so the code on an
  *   older kernel is what it always was. GS_HAVE_CLASS_ATTR_CONST.
+ * - split genetlink ops (struct genl_split_ops, genl_family.split_ops):
+ *   new in 6.2. The generated op table (gpusleep-nl-gen.c, which Kbuild
+ *   compiles with this header included first) has one entry per command
+ *   and mode, do and dump apart. Before 6.2 a family has one struct
+ *   genl_ops per command: there the table is a struct genl_ops array,
+ *   .split_ops names .ops, and gs_genl_split_ops_compat() folds the do
+ *   and the dump entry of a command into one before the family is
+ *   registered (a dump takes the do's policy then, as it always did here;
+ *   from 6.2 a dump, which the spec gives no request attributes, has
+ *   none). GS_HAVE_GENL_SPLIT_OPS.
  * - GENL_REQ_ATTR_CHECK(): new in 6.1, with the extended ack's
  *   missing-attribute report (NL_SET_ERR_ATTR_MISS). Before 6.1 the same
  *   test, with a text message in the extended ack instead.
@@ -53,7 +63,19 @@
 #include <linux/eventfd.h>
 #include <net/genetlink.h>
 
+/*
+ * Out of the tree, Kbuild runs kmod/conftest.sh and defines GS_CONFTEST; in
+ * the kernel tree the API is the tree's own, the newest, and this header
+ * adapts nothing.
+ */
+#ifdef GS_CONFTEST
 #include "gs_conftest.h"
+#else
+#define GS_HAVE_EVENTFD_SIGNAL_1ARG 1
+#define GS_HAVE_CLASS_ATTR_CONST 1
+#define GS_HAVE_GENL_REQ_ATTR_CHECK 1
+#define GS_HAVE_GENL_SPLIT_OPS 1
+#endif
 
 #ifndef GS_HAVE_EVENTFD_SIGNAL_1ARG
 #define eventfd_signal(ctx) eventfd_signal((ctx), 1)
@@ -74,6 +96,53 @@
 		NL_SET_ERR_MSG(__info->extack, "missing attribute");	\
 	__missing;							\
 })
+#endif
+
+#ifdef GS_HAVE_GENL_SPLIT_OPS
+static inline void gs_genl_split_ops_compat(struct genl_family *family,
+					    const struct genl_split_ops *ops)
+{
+}
+#else
+#define genl_split_ops genl_ops
+#define split_ops ops
+#define n_split_ops n_ops
+
+/* Fold a split table (in f->ops) into one genl_ops per command, in buf. */
+static inline void gs_genl_fold_split_ops(struct genl_family *f,
+					  struct genl_ops *buf)
+{
+	const u8 caps = GENL_CMD_CAP_DO | GENL_CMD_CAP_DUMP |
+			GENL_CMD_CAP_HASPOL;
+	unsigned int i, j, n = 0;
+
+	for (i = 0; i < f->n_ops; i++) {
+		const struct genl_ops *s = &f->ops[i];
+
+		for (j = 0; j < n && buf[j].cmd != s->cmd; j++)
+			;
+		if (j == n)
+			buf[n++] = (struct genl_ops){ .cmd = s->cmd };
+		if (s->doit)
+			buf[j].doit = s->doit;
+		if (s->dumpit)
+			buf[j].dumpit = s->dumpit;
+		if (s->policy && (s->doit || !buf[j].policy)) {
+			buf[j].policy = s->policy;
+			buf[j].maxattr = s->maxattr;
+		}
+		buf[j].flags |= s->flags & ~caps;
+		buf[j].validate |= s->validate;
+	}
+	f->ops = buf;
+	f->n_ops = n;
+}
+
+#define gs_genl_split_ops_compat(family, split) do {			\
+	static struct genl_ops __gs_folded[ARRAY_SIZE(split)];		\
+									\
+	gs_genl_fold_split_ops((family), __gs_folded);			\
+} while (0)
 #endif
 
 #endif /* _GPUSLEEP_COMPAT_H */

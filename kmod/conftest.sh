@@ -94,5 +94,18 @@ int gs_probe(struct genl_info *info)
 }
 EOF
 
+# 6.2 ("genetlink: allow families to use split ops directly"): struct
+# genl_split_ops, registered through genl_family.split_ops.
+run GENL_SPLIT_OPS "$@" <<'EOF'
+#include <net/genetlink.h>
+static const struct genl_split_ops gs_probe_ops[] = {
+	{ .cmd = 1, .flags = GENL_CMD_CAP_DO },
+};
+struct genl_family gs_probe_family = {
+	.split_ops = gs_probe_ops,
+	.n_split_ops = 1,
+};
+EOF
+
 echo "#endif" >> "$dir/out.h"
 mv "$dir/out.h" "$out"

@@ -2,7 +2,10 @@
 /*
  * gpusleep: the "gpusleep" generic netlink family.
  *
- * Spec: Documentation/netlink/specs/gpusleep.yaml; uAPI: uapi/linux/gpusleep_netlink.h.
+ * Spec: Documentation/netlink/specs/gpusleep.yaml. The uAPI header
+ * (uapi/linux/gpusleep_netlink.h), the request policies and the op table
+ * (gpusleep-nl-gen.[ch]) are generated from it by the kernel's ynl-gen-c
+ * (`make nlgen`); this file has the handlers and the family.
  * GET (do and dump) reads domains; RELEASE and RESUME start an operation
  * without waiting for it; STATE_NTF goes to the "events" multicast group at
  * every state transition, STEP_NTF at each start and end of a step. One
@@ -30,34 +33,15 @@
 
 #include "compat.h"
 #include "gpusleep.h"
-
-enum gs_nl_mcgrp {
-	GS_NL_MCGRP_EVENTS,
-};
-
-static const struct genl_multicast_group gs_nl_mcgrps[] = {
-	[GS_NL_MCGRP_EVENTS] = { .name = GPUSLEEP_MCGRP_EVENTS, },
-};
-
-static const struct nla_policy gs_nl_get_policy[GPUSLEEP_A_ID + 1] = {
-	[GPUSLEEP_A_ID]		= { .type = NLA_U32 },
-};
+#include "gpusleep-nl-gen.h"
 
 /*
- * RELEASE and RESUME take the same attributes, with the spec's mask of the
- * op-flags flag set; an op flag that the operation does not take
- * (abort-inflight on a resume) and a tag the domain did not declare are
- * the state machine's to refuse, as a reply with reason invalid.
- * tests/host/test_netlink_spec.py checks the mask against
- * Documentation/netlink/specs/gpusleep.yaml.
+ * The generator writes a multicast group table only beside a family struct
+ * of its own, which it does not write for a genetlink-legacy family: the
+ * family and its groups are here, indexed by the generated ids.
  */
-static const struct nla_policy gs_nl_op_policy[GPUSLEEP_A_TIMEOUT_MS + 1] = {
-	[GPUSLEEP_A_ID]		= { .type = NLA_U32 },
-	[GPUSLEEP_A_TAGS]	= { .type = NLA_U32 },
-	[GPUSLEEP_A_OP_FLAGS]	= NLA_POLICY_MASK(NLA_U32,
-						  GPUSLEEP_OPF_RELEASE_MASK |
-						  GPUSLEEP_OPF_RESUME_MASK),
-	[GPUSLEEP_A_TIMEOUT_MS]	= { .type = NLA_U32 },
+static const struct genl_multicast_group gs_nl_mcgrps[] = {
+	[GPUSLEEP_NLGRP_EVENTS] = { .name = GPUSLEEP_MCGRP_EVENTS, },
 };
 
 static struct genl_family gs_nl_family;
@@ -272,7 +256,7 @@ static struct gs_domain *gs_nl_domain(struct genl_info *info)
 	return d;
 }
 
-static int gs_nl_get_doit(struct sk_buff *skb, struct genl_info *info)
+int gpusleep_nl_get_doit(struct sk_buff *skb, struct genl_info *info)
 {
 	struct gs_domain *d;
 	struct sk_buff *msg;
@@ -305,7 +289,7 @@ err_put:
 }
 
 /* cb->args[0]: the next domain id to visit. */
-static int gs_nl_get_dumpit(struct sk_buff *skb, struct netlink_callback *cb)
+int gpusleep_nl_get_dumpit(struct sk_buff *skb, struct netlink_callback *cb)
 {
 	u32 id = cb->args[0];
 	struct gs_domain *d;
@@ -352,7 +336,13 @@ static bool gs_nl_may_control(struct sk_buff *skb, const struct gs_domain *d)
 	return netlink_capable(skb, CAP_SYS_ADMIN);
 }
 
-/* RELEASE / RESUME: start the operation, reply with how it went. */
+/*
+ * RELEASE / RESUME: start the operation, reply with how it went. The
+ * policy lets through any flag of the spec's op-flags set; one that the
+ * operation does not take (abort-inflight on a resume) and a tag the domain
+ * did not declare are the state machine's to refuse, as a reply with reason
+ * invalid.
+ */
 static int gs_nl_op(struct sk_buff *skb, struct genl_info *info, u32 kind)
 {
 	struct gpusleep_op req = {};
@@ -409,37 +399,15 @@ err_put:
 	return ret;
 }
 
-static int gs_nl_release_doit(struct sk_buff *skb, struct genl_info *info)
+int gpusleep_nl_release_doit(struct sk_buff *skb, struct genl_info *info)
 {
 	return gs_nl_op(skb, info, GPUSLEEP_OP_RELEASE);
 }
 
-static int gs_nl_resume_doit(struct sk_buff *skb, struct genl_info *info)
+int gpusleep_nl_resume_doit(struct sk_buff *skb, struct genl_info *info)
 {
 	return gs_nl_op(skb, info, GPUSLEEP_OP_RESUME);
 }
-
-static const struct genl_ops gs_nl_ops[] = {
-	{
-		.cmd		= GPUSLEEP_CMD_GET,
-		.doit		= gs_nl_get_doit,
-		.dumpit		= gs_nl_get_dumpit,
-		.policy		= gs_nl_get_policy,
-		.maxattr	= ARRAY_SIZE(gs_nl_get_policy) - 1,
-	},
-	{
-		.cmd		= GPUSLEEP_CMD_RELEASE,
-		.doit		= gs_nl_release_doit,
-		.policy		= gs_nl_op_policy,
-		.maxattr	= ARRAY_SIZE(gs_nl_op_policy) - 1,
-	},
-	{
-		.cmd		= GPUSLEEP_CMD_RESUME,
-		.doit		= gs_nl_resume_doit,
-		.policy		= gs_nl_op_policy,
-		.maxattr	= ARRAY_SIZE(gs_nl_op_policy) - 1,
-	},
-};
 
 static struct genl_family gs_nl_family __ro_after_init = {
 	.name		= GPUSLEEP_GENL_NAME,
@@ -447,8 +415,8 @@ static struct genl_family gs_nl_family __ro_after_init = {
 	.maxattr	= GPUSLEEP_A_MAX,
 	.parallel_ops	= true,
 	.module		= THIS_MODULE,
-	.ops		= gs_nl_ops,
-	.n_ops		= ARRAY_SIZE(gs_nl_ops),
+	.split_ops	= gpusleep_nl_ops,
+	.n_split_ops	= ARRAY_SIZE(gpusleep_nl_ops),
 	/* .resv_start_op stays 0 (6.1+): every command is validated strictly */
 	.mcgrps		= gs_nl_mcgrps,
 	.n_mcgrps	= ARRAY_SIZE(gs_nl_mcgrps),
@@ -456,6 +424,7 @@ static struct genl_family gs_nl_family __ro_after_init = {
 
 int gs_genl_init(void)
 {
+	gs_genl_split_ops_compat(&gs_nl_family, gpusleep_nl_ops);
 	return genl_register_family(&gs_nl_family);
 }
 
@@ -479,7 +448,7 @@ void gs_genl_notify(struct gs_domain *d, u32 from, u32 to, u64 op_id,
 	struct sk_buff *msg;
 
 	lockdep_assert_held(&d->lock);
-	if (!genl_has_listeners(&gs_nl_family, &init_net, GS_NL_MCGRP_EVENTS))
+	if (!genl_has_listeners(&gs_nl_family, &init_net, GPUSLEEP_NLGRP_EVENTS))
 		return;
 	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
 	if (!msg)
@@ -488,7 +457,7 @@ void gs_genl_notify(struct gs_domain *d, u32 from, u32 to, u64 op_id,
 		nlmsg_free(msg);
 		return;
 	}
-	genlmsg_multicast(&gs_nl_family, msg, 0, GS_NL_MCGRP_EVENTS,
+	genlmsg_multicast(&gs_nl_family, msg, 0, GPUSLEEP_NLGRP_EVENTS,
 			  GFP_KERNEL);
 }
 
@@ -508,7 +477,7 @@ void gs_genl_step_notify(struct gs_domain *d, const struct gs_step_ntf *s)
 	void *hdr;
 
 	lockdep_assert_held(&d->lock);
-	if (!genl_has_listeners(&gs_nl_family, &init_net, GS_NL_MCGRP_EVENTS))
+	if (!genl_has_listeners(&gs_nl_family, &init_net, GPUSLEEP_NLGRP_EVENTS))
 		return;
 	msg = genlmsg_new(GS_NL_STEP_SIZE, GFP_KERNEL);
 	if (!msg)
@@ -533,7 +502,7 @@ void gs_genl_step_notify(struct gs_domain *d, const struct gs_step_ntf *s)
 			  GPUSLEEP_A_PAD))
 		goto err_free;
 	genlmsg_end(msg, hdr);
-	genlmsg_multicast(&gs_nl_family, msg, 0, GS_NL_MCGRP_EVENTS,
+	genlmsg_multicast(&gs_nl_family, msg, 0, GPUSLEEP_NLGRP_EVENTS,
 			  GFP_KERNEL);
 	return;
 

@@ -48,7 +48,7 @@ $(BUILD)/tests/harness/%: tests/harness/%.c $(KSFT_STAMP)
 # Each check-* phase prints TAP result lines and never fails by itself;
 # tests/tap-summary.sh numbers them, prints the summary and sets the status.
 .PHONY: check-lint check-host check-vm check-harness check-debug check-vm-only \
-	check-kernels check-vm-6.12 check-dkms pycache \
+	check-kernels check-vm-6.12 check-dkms check-patches pycache \
 	lint-checkpatch lint-sparse harness-warnmod debug-module
 
 # Python bytecode for the VM, whose read-only root keeps Python from
@@ -93,6 +93,7 @@ check:
 	  $(MAKE_SUB) check-vm-6.12; \
 	  $(MAKE_SUB) check-harness; \
 	  if [ -n "$$dk" ]; then wait $$dk; fi; \
+	  $(MAKE_SUB) check-patches; \
 	  $(MAKE_SUB) check-debug DEBUG_BUILT=$${dk:+1}; } 2>&1 | tests/tap-summary.sh
 
 # The VM suite alone, summarised (used by the harness self-tests).
@@ -189,6 +190,12 @@ check-vm-6.12: pycache
 # leaving /usr/src, /var/lib/dkms and any MOK key as they were.
 check-dkms:
 	@tests/dkms.sh
+
+# The module as a kernel patch series (tests/patches.sh, docs/upstream.md):
+# git am onto linux-source-6.12, checkpatch, every prefix builds, module
+# and built-in with W=1 C=1, the kselftests in their place, ynl-regen.
+check-patches:
+	@tests/patches.sh --out $(BUILD)/patches-check
 
 # Compile tests: gpusleep.ko with W=1 against 6.1 (the machine's headers),
 # 5.10, 6.12, 7.3.

@@ -13,40 +13,17 @@
 # "SKIP: why" on stdout when there is no such tree; anything the generator
 # or the compiler prints is a failure.
 set -euo pipefail
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tools/ynl/ynl-lib.sh
+. "$(dirname "$0")/ynl-lib.sh"
+REPO=$YNL_REPO
 OUT=${1:?usage: build.sh OUTDIR [KSRC]}
-KSRC=${2:-${GPUSLEEP_YNL_SRC:-}}
-SPEC=$REPO/Documentation/netlink/specs/gpusleep.yaml
 CC=${CC:-cc}
 
-gen_of() {
-	local g
-	for g in tools/net/ynl/pyynl/ynl_gen_c.py tools/net/ynl/ynl-gen-c.py; do
-		[ -f "$1/$g" ] && { echo "$1/$g"; return 0; }
-	done
-	return 1
-}
-
-if [ -z "$KSRC" ]; then
-	for d in $(ls -d "$REPO"/build/kernels/*/src "$REPO"/build/debug-kernel/src-* \
-		   2>/dev/null | sort -rV); do
-		gen_of "$d" >/dev/null && { KSRC=$d; break; }
-	done
-fi
-if [ -z "$KSRC" ] || ! GEN=$(gen_of "$KSRC"); then
-	echo "SKIP: no kernel source with tools/net/ynl (set GPUSLEEP_YNL_SRC or run tools/deps.sh --kernels)"
+if ! ynl_setup "${2:-}"; then
+	echo "SKIP: $YNL_WHY"
 	exit 0
 fi
-SCHEMA=$KSRC/Documentation/netlink/genetlink-legacy.yaml
-
-# The generator finds the schema beside the spec's directory and the tree's
-# root by a MAINTAINERS file (it loops forever without one): give it a
-# minimal tree.
-mkdir -p "$OUT/tree/Documentation/netlink/specs"
-: > "$OUT/tree/MAINTAINERS"
-cp "$SCHEMA" "$OUT/tree/Documentation/netlink/"
-cp "$SPEC" "$OUT/tree/Documentation/netlink/specs/"
-TSPEC=$OUT/tree/Documentation/netlink/specs/gpusleep.yaml
+ynl_tree "$OUT/tree"
 
 for m in header source; do
 	ext=h; [ $m = source ] && ext=c
