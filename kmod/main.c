@@ -35,7 +35,8 @@ MODULE_PARM_DESC(step_timeout_ms, "Time an agent or engine step has, in ms (defa
 #define GS_FEATURES	(GPUSLEEP_FEAT_EVENTFD | GPUSLEEP_FEAT_TIMEOUTS | \
 			 GPUSLEEP_FEAT_WAIT_BY_ID | GPUSLEEP_FEAT_SYSFS | \
 			 GPUSLEEP_FEAT_NETLINK | GPUSLEEP_FEAT_DECLARED_TAGS | \
-			 GPUSLEEP_FEAT_GROUPS)
+			 GPUSLEEP_FEAT_GROUPS | GPUSLEEP_FEAT_STEP_DEADLINE | \
+			 GPUSLEEP_FEAT_STEP_NTF)
 
 /* The id table. Lock order: gs_domains_lock before any domain->lock. */
 static DEFINE_MUTEX(gs_domains_lock);

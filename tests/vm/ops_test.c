@@ -101,6 +101,9 @@ TEST_F(dom, handshake)
 	a.api = GPUSLEEP_API_VERSION;
 	ASSERT_EQ(0, ioctl(self->dev, GPUSLEEP_IOC_API, &a));
 	EXPECT_NE(0, a.features & GPUSLEEP_FEAT_EVENTFD);
+	/* What this module does is announced: step deadlines, step events. */
+	EXPECT_NE(0, a.features & GPUSLEEP_FEAT_STEP_DEADLINE);
+	EXPECT_NE(0, a.features & GPUSLEEP_FEAT_STEP_NTF);
 	EXPECT_LT(0, a.max_domains);
 	a.api = GPUSLEEP_API_VERSION + 1;
 	a.features = 0;

@@ -41,6 +41,8 @@
 #define GPUSLEEP_FEAT_NETLINK		(1ULL << 4)
 #define GPUSLEEP_FEAT_DECLARED_TAGS	(1ULL << 5)	/* tags, GET_TAGS */
 #define GPUSLEEP_FEAT_GROUPS		(1ULL << 6)	/* docs/groups.md */
+#define GPUSLEEP_FEAT_STEP_DEADLINE	(1ULL << 7)	/* event.deadline_ns */
+#define GPUSLEEP_FEAT_STEP_NTF		(1ULL << 8)	/* netlink STEP_NTF */
 
 /*
  * Tags: the parts of an engine's memory, released and resumed on their own.
