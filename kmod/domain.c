@@ -428,8 +428,7 @@ static bool gs_zero(const void *p, size_t n)
 /* This fd has fetched the result of operation id (for poll()). */
 static void gs_seen(struct gs_file *gf, u64 id)
 {
-	if (id > gf->seen_done)
-		WRITE_ONCE(gf->seen_done, id);
+	gs_seen_upto(&gf->seen_done, id);
 }
 
 void gs_restarts_init(struct gs_restarts *rs, struct mutex *lock)
@@ -607,9 +606,7 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd,
 	req.reason = w.res.reason;
 	if (gs_uarg_out(ua, &req, sizeof(req)))
 		return -EFAULT;
-	mutex_lock(&d->lock);
 	gs_seen(gf, w.op_id);
-	mutex_unlock(&d->lock);
 	return w.res.error ? gs_reason_errno(w.res.reason) : 0;
 
 out_unwait:
@@ -661,9 +658,7 @@ static long gs_ioc_wait(struct gs_file *gf, const struct gs_uarg *ua)
 	wt.result = w.res;
 	if (gs_uarg_out(ua, &wt, sizeof(wt)))
 		return -EFAULT;
-	mutex_lock(&d->lock);
 	gs_seen(gf, w.op_id);
-	mutex_unlock(&d->lock);
 	return 0;
 }
 
@@ -783,6 +778,9 @@ static long gs_domain_ioctl(struct file *file, unsigned int cmd,
 	struct gs_uarg ua;
 	int ret;
 
+	/* The one-word question first: no argument, no lock. */
+	if (cmd == GPUSLEEP_IOC_IS_SLEEPING)
+		return arg ? -EINVAL : !!READ_ONCE(d->released);
 	switch (gs_domain_cmd(cmd, arg, &ua, &ret)) {
 	case GPUSLEEP_IOC_RELEASE:
 		return gs_ioc_op(gf, GPUSLEEP_IOC_RELEASE, &ua);
@@ -798,9 +796,7 @@ static long gs_domain_ioctl(struct file *file, unsigned int cmd,
 		mutex_unlock(&d->lock);
 		if (gs_uarg_out(&ua, &st, sizeof(st)))
 			return -EFAULT;
-		mutex_lock(&d->lock);
 		gs_seen(gf, st.last.op_id);
-		mutex_unlock(&d->lock);
 		return 0;
 	case GPUSLEEP_IOC_WAIT:
 		return gs_ioc_wait(gf, &ua);

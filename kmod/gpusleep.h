@@ -45,6 +45,7 @@
 #define _GPUSLEEP_INTERNAL_H
 
 #include <linux/types.h>
+#include <linux/atomic.h>
 #include <linux/bitops.h>
 #include <linux/jiffies.h>
 #include <linux/kernel.h>
@@ -277,6 +278,24 @@ struct gs_file {
 	 */
 	u64 seen_done;
 };
+
+/*
+ * An fd fetched the result of operation id: its seen_done moves up to id,
+ * never down. No lock: seen_done is only compared by poll(), and two
+ * threads of one fd may race here.
+ */
+static inline void gs_seen_upto(u64 *seen, u64 id)
+{
+	u64 old = READ_ONCE(*seen);
+
+	while (id > old) {
+		u64 cur = cmpxchg64(seen, old, id);
+
+		if (cur == old)
+			break;
+		old = cur;
+	}
+}
 
 /* uarg.c: an ioctl argument, with the caller's size of it. */
 struct gs_uarg {
