@@ -29,6 +29,26 @@
 static const struct file_operations gs_domain_fops;
 
 /*
+ * Domains come from a cache of their own: a struct gs_domain is a little
+ * over 4 KiB, which kmalloc would round up to 8 KiB per domain. Charged
+ * to the creator's memory cgroup, as GFP_KERNEL_ACCOUNT would be.
+ */
+static struct kmem_cache *gs_domain_cache;
+
+int gs_domains_cache_init(void)
+{
+	gs_domain_cache = kmem_cache_create("gpusleep_domain",
+					    sizeof(struct gs_domain), 0,
+					    SLAB_ACCOUNT, NULL);
+	return gs_domain_cache ? 0 : -ENOMEM;
+}
+
+void gs_domains_cache_exit(void)
+{
+	kmem_cache_destroy(gs_domain_cache);
+}
+
+/*
  * The creating process exited (the last of its threads): the domain ends
  * with it, as when its last close of the engine fd passes flush. That
  * close does not pass when the fd table is shared (CLONE_FILES) and
@@ -90,7 +110,7 @@ static void gs_domain_free(struct kref *kref)
 	gs_user_uncharge(d->charged, GS_UC_DOMAINS);
 	put_pid(d->owner_pid);
 	put_cred(d->cred);
-	kfree(d);
+	kmem_cache_free(gs_domain_cache, d);
 }
 
 void gs_domain_put(struct gs_domain *d)
@@ -108,7 +128,7 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 	ret = gs_user_charge(charged, GS_UC_DOMAINS);
 	if (ret)
 		return ERR_PTR(ret);
-	d = gs_kzalloc(sizeof(*d), GFP_KERNEL_ACCOUNT);
+	d = gs_fault() ? NULL : kmem_cache_zalloc(gs_domain_cache, GFP_KERNEL);
 	if (!d) {
 		gs_user_uncharge(charged, GS_UC_DOMAINS);
 		return ERR_PTR(-ENOMEM);

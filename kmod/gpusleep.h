@@ -339,6 +339,9 @@ void gs_user_uncharge(kuid_t uid, enum gs_ucount what);
 struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 				   const struct gs_tagset *ts);
 void gs_domain_put(struct gs_domain *d);
+/* The slab cache of domains (module init and exit). */
+int gs_domains_cache_init(void);
+void gs_domains_cache_exit(void);
 struct gs_domain *gs_domain_get_by_id(u32 id);
 /*
  * An fd of role for d; the caller's reference on d passes to it. Attaching
