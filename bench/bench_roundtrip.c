@@ -306,7 +306,7 @@ floor:
 	close(dev);
 
 	bn_json_begin(&j, "2a", "round trip vs C AF_UNIX floor (same hops)",
-		      m[0] / m[3], 1.5, "max");
+		      m[0] / m[3], 1.2, "max");
 	bn_json_median(&j, "gpusleep_cycle", m[0]);
 	bn_json_median(&j, "gpusleep_release", m[1]);
 	bn_json_median(&j, "gpusleep_resume", m[2]);
@@ -326,12 +326,12 @@ floor:
 
 	if (run_pickle(pycycles, py)) {
 		bn_json_begin(&j, "2b", "round trip vs python pickle stand-in (speedup)",
-			      0, 10.0, "min");
+			      0, 0, "none");
 		bn_json_end(&j, "skipped: bench/pickle_rt.py failed");
 		return 0;
 	}
 	bn_json_begin(&j, "2b", "round trip vs python pickle stand-in (speedup)",
-		      py[0] / m[0], 10.0, "min");
+		      py[0] / m[0], 0, "none");
 	bn_json_median(&j, "gpusleep_cycle", m[0]);
 	bn_json_median(&j, "pickle_cycle", py[0]);
 	bn_json_median(&j, "pickle_release", py[1]);
@@ -339,6 +339,6 @@ floor:
 	bn_json_size(&j, "cycles", cycles);
 	bn_json_size(&j, "pickle_cycles", pycycles);
 	bn_json_size(&j, "messages", 6);
-	bn_json_end(&j, "ratio here is a speedup: pickle / gpusleep");
+	bn_json_end(&j, "information, a speedup (pickle / gpusleep): the 10x target assumed ZeroMQ, see docs/benchmarks.md");
 	return 0;
 }
