@@ -483,6 +483,7 @@ struct gs_change {
 	u64 op_id;
 	const struct gpusleep_result *res;
 	u32 efd;
+	bool agent_gone;	/* the agent left: the group looks again */
 };
 
 void gs_announce(struct gs_domain *d, const struct gs_change *c);
