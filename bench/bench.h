@@ -172,6 +172,26 @@ static inline void bn_json_end(struct bn_json *j, const char *note)
 	fflush(stdout);
 }
 
+/*
+ * Context switches of the whole machine so far (/proc/stat "ctxt"), or 0
+ * when unreadable: the difference over a block of cycles, divided by the
+ * cycles, is the switches one cycle costs (the guest runs nothing else).
+ */
+static inline unsigned long long bn_ctxt(void)
+{
+	unsigned long long v = 0;
+	char line[256];
+	FILE *f = fopen("/proc/stat", "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "ctxt %llu", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
 /* Repetition counts scale with BENCH_SCALE (default 1; "make bench
  * BENCH_SCALE=0.2" for a quick run). At least min. */
 static inline unsigned int bn_reps(unsigned int n, unsigned int min)

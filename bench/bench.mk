@@ -7,6 +7,10 @@
 #                    in one VM boot with the module, print the table and
 #                    write build/bench/results.json
 #   make bench-build only build them
+#   make bench-docs  put the latest run into the docs (JSON, chart, tables)
+# BENCH_ONLY="bench_state bench_roundtrip" runs only those; BENCH_STRICT=0
+# reports a missed target without failing (the last line of the run is
+# "N met, M missed", and the status is non-zero when one was missed).
 # BENCH_REPEAT=N runs every comparison N times as a whole (default 3) and
 # reports each ratio as median [min-max]; BENCH_SCALE=F multiplies the
 # repetition counts inside each (default 1); BENCH_SMP=N
@@ -18,12 +22,14 @@
 
 BENCH_DIR	:= $(BUILD)/bench
 BENCH_NAMES	:= bench_state bench_roundtrip bench_fanout bench_host bench_scale \
-		   bench_group
+		   bench_group bench_node
 BENCH_BINS	:= $(BENCH_NAMES:%=$(BENCH_DIR)/%)
 BENCH_CFLAGS	:= $(CFLAGS) -Iuser/include -Ibench -MMD -MP
 BENCH_GPU	:= $(if $(GS_CUDA_H),$(BENCH_DIR)/gpu/bench_cuda)
 # Built by `make all` too (so by make check), so that they cannot rot.
 ALL_TARGETS	+= $(BENCH_BINS)
+# The docs' tables and chart against the committed run (no benchmark runs).
+HOST_TESTS	+= tests/host/test_bench_report.py
 
 $(BENCH_BINS): $(BENCH_DIR)/%: bench/%.c bench/bench.h $(GS_A)
 	@mkdir -p $(@D)
@@ -37,9 +43,27 @@ $(BENCH_DIR)/gpu/bench_cuda: bench/gpu/bench_cuda.c bench/bench.h $(GS_A)
 .PHONY: bench bench-build
 bench-build: $(BENCH_BINS) $(BENCH_GPU) $(if $(BENCH_GPU),$(GS_CUDA_FAKE))
 
+BENCH_REPEAT	?= 3
+BENCH_SCALE	?= 1
+BENCH_SMP	?= 1
+BENCH_CMD	= make bench BENCH_REPEAT=$(BENCH_REPEAT) BENCH_SCALE=$(BENCH_SCALE) \
+		  BENCH_SMP=$(BENCH_SMP)$(if $(BENCH_ONLY), BENCH_ONLY="$(BENCH_ONLY)")
+
 bench: module bench-build
 	BENCH_SCALE=$(BENCH_SCALE) BENCH_SMP=$(BENCH_SMP) BENCH_REPEAT=$(BENCH_REPEAT) \
-		BENCH_GPU=$(BENCH_GPU) \
+		BENCH_GPU=$(BENCH_GPU) BENCH_ONLY="$(BENCH_ONLY)" \
+		BENCH_STRICT=$(BENCH_STRICT) BENCH_CMD='$(BENCH_CMD)' \
 		KERNEL=/boot/vmlinuz-$(KVER) bench/run.sh
+
+# The latest run into the docs: its JSON and chart committed under docs/,
+# the tables between the markers of README.md and docs/benchmarks.md
+# rendered from it (tests/host/test_bench_report.py checks they agree).
+.PHONY: bench-docs
+bench-docs:
+	@test -f $(BENCH_DIR)/results.json || \
+		{ echo "bench-docs: no $(BENCH_DIR)/results.json: run make bench"; exit 1; }
+	cp $(BENCH_DIR)/results.json docs/bench-results.json
+	python3 bench/report.py --svg docs/bench-results.json docs/bench-results.svg
+	python3 bench/report.py --update docs/bench-results.json README.md docs/benchmarks.md
 
 -include $(BENCH_BINS:=.d) $(BENCH_GPU:=.d)

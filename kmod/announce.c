@@ -44,8 +44,14 @@ void gs_announce(struct gs_domain *d, const struct gs_change *c)
 		gs_efd_signal(d, c->efd);
 	if (c->res)
 		gs_deliver(d, c->res);
-	/* The group looks at its ranks again, from its own work. */
-	if (d->group)
+	/*
+	 * The group looks at its ranks again, from its own work, when what
+	 * it acts on changed: a rank's operation ended, a rank drained (held
+	 * for the group's go), its agent left or its engine died. Not at
+	 * every step in between: each look is a kworker wake-up.
+	 */
+	if (d->group && (c->res || c->efd || c->agent_gone ||
+			 d->state == GPUSLEEP_S_DEAD))
 		gs_group_kick(d->group);
 	if (c->res || d->state == GPUSLEEP_S_DEAD)
 		wake_up_all(&d->op_wq);

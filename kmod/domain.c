@@ -29,6 +29,26 @@
 static const struct file_operations gs_domain_fops;
 
 /*
+ * Domains come from a cache of their own: a struct gs_domain is a little
+ * over 4 KiB, which kmalloc would round up to 8 KiB per domain. Charged
+ * to the creator's memory cgroup, as GFP_KERNEL_ACCOUNT would be.
+ */
+static struct kmem_cache *gs_domain_cache;
+
+int gs_domains_cache_init(void)
+{
+	gs_domain_cache = kmem_cache_create("gpusleep_domain",
+					    sizeof(struct gs_domain), 0,
+					    SLAB_ACCOUNT, NULL);
+	return gs_domain_cache ? 0 : -ENOMEM;
+}
+
+void gs_domains_cache_exit(void)
+{
+	kmem_cache_destroy(gs_domain_cache);
+}
+
+/*
  * The creating process exited (the last of its threads): the domain ends
  * with it, as when its last close of the engine fd passes flush. That
  * close does not pass when the fd table is shared (CLONE_FILES) and
@@ -90,7 +110,7 @@ static void gs_domain_free(struct kref *kref)
 	gs_user_uncharge(d->charged, GS_UC_DOMAINS);
 	put_pid(d->owner_pid);
 	put_cred(d->cred);
-	kfree(d);
+	kmem_cache_free(gs_domain_cache, d);
 }
 
 void gs_domain_put(struct gs_domain *d)
@@ -108,7 +128,7 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 	ret = gs_user_charge(charged, GS_UC_DOMAINS);
 	if (ret)
 		return ERR_PTR(ret);
-	d = gs_kzalloc(sizeof(*d), GFP_KERNEL_ACCOUNT);
+	d = gs_fault() ? NULL : kmem_cache_zalloc(gs_domain_cache, GFP_KERNEL);
 	if (!d) {
 		gs_user_uncharge(charged, GS_UC_DOMAINS);
 		return ERR_PTR(-ENOMEM);
@@ -428,8 +448,7 @@ static bool gs_zero(const void *p, size_t n)
 /* This fd has fetched the result of operation id (for poll()). */
 static void gs_seen(struct gs_file *gf, u64 id)
 {
-	if (id > gf->seen_done)
-		WRITE_ONCE(gf->seen_done, id);
+	gs_seen_upto(&gf->seen_done, id);
 }
 
 void gs_restarts_init(struct gs_restarts *rs, struct mutex *lock)
@@ -607,9 +626,7 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd,
 	req.reason = w.res.reason;
 	if (gs_uarg_out(ua, &req, sizeof(req)))
 		return -EFAULT;
-	mutex_lock(&d->lock);
 	gs_seen(gf, w.op_id);
-	mutex_unlock(&d->lock);
 	return w.res.error ? gs_reason_errno(w.res.reason) : 0;
 
 out_unwait:
@@ -661,9 +678,7 @@ static long gs_ioc_wait(struct gs_file *gf, const struct gs_uarg *ua)
 	wt.result = w.res;
 	if (gs_uarg_out(ua, &wt, sizeof(wt)))
 		return -EFAULT;
-	mutex_lock(&d->lock);
 	gs_seen(gf, w.op_id);
-	mutex_unlock(&d->lock);
 	return 0;
 }
 
@@ -783,6 +798,9 @@ static long gs_domain_ioctl(struct file *file, unsigned int cmd,
 	struct gs_uarg ua;
 	int ret;
 
+	/* The one-word question first: no argument, no lock. */
+	if (cmd == GPUSLEEP_IOC_IS_SLEEPING)
+		return arg ? -EINVAL : !!READ_ONCE(d->released);
 	switch (gs_domain_cmd(cmd, arg, &ua, &ret)) {
 	case GPUSLEEP_IOC_RELEASE:
 		return gs_ioc_op(gf, GPUSLEEP_IOC_RELEASE, &ua);
@@ -798,9 +816,7 @@ static long gs_domain_ioctl(struct file *file, unsigned int cmd,
 		mutex_unlock(&d->lock);
 		if (gs_uarg_out(&ua, &st, sizeof(st)))
 			return -EFAULT;
-		mutex_lock(&d->lock);
 		gs_seen(gf, st.last.op_id);
-		mutex_unlock(&d->lock);
 		return 0;
 	case GPUSLEEP_IOC_WAIT:
 		return gs_ioc_wait(gf, &ua);

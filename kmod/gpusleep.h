@@ -45,6 +45,7 @@
 #define _GPUSLEEP_INTERNAL_H
 
 #include <linux/types.h>
+#include <linux/atomic.h>
 #include <linux/bitops.h>
 #include <linux/jiffies.h>
 #include <linux/kernel.h>
@@ -281,6 +282,24 @@ struct gs_file {
 	u64 seen_done;
 };
 
+/*
+ * An fd fetched the result of operation id: its seen_done moves up to id,
+ * never down. No lock: seen_done is only compared by poll(), and two
+ * threads of one fd may race here.
+ */
+static inline void gs_seen_upto(u64 *seen, u64 id)
+{
+	u64 old = READ_ONCE(*seen);
+
+	while (id > old) {
+		u64 cur = cmpxchg64(seen, old, id);
+
+		if (cur == old)
+			break;
+		old = cur;
+	}
+}
+
 /* uarg.c: an ioctl argument, with the caller's size of it. */
 struct gs_uarg {
 	void __user *p;
@@ -323,6 +342,9 @@ void gs_user_uncharge(kuid_t uid, enum gs_ucount what);
 struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 				   const struct gs_tagset *ts);
 void gs_domain_put(struct gs_domain *d);
+/* The slab cache of domains (module init and exit). */
+int gs_domains_cache_init(void);
+void gs_domains_cache_exit(void);
 struct gs_domain *gs_domain_get_by_id(u32 id);
 /*
  * An fd of role for d; the caller's reference on d passes to it. Attaching
@@ -464,6 +486,7 @@ struct gs_change {
 	u64 op_id;
 	const struct gpusleep_result *res;
 	u32 efd;
+	bool agent_gone;	/* the agent left: the group looks again */
 };
 
 void gs_announce(struct gs_domain *d, const struct gs_change *c);

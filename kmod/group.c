@@ -140,9 +140,19 @@ static DEFINE_IDA(gs_group_ids);
 
 static const struct file_operations gs_group_fops;
 
+/*
+ * A rank's state changed (its domain->lock held): look again, from the
+ * group's work, while an operation of the group runs. Between operations
+ * there is nothing to move on (gs_group_step() returns at once), and a
+ * queued work would only wake a kworker per rank transition. A phase set
+ * concurrently is seen: gs_group_start() steps itself once the phase is
+ * set, and that step takes every running rank's domain->lock, after which
+ * the rank's next change reads the phase.
+ */
 void gs_group_kick(struct gs_group *g)
 {
-	queue_work(gs_group_wq, &g->work);
+	if (READ_ONCE(g->phase) != GS_GP_IDLE)
+		queue_work(gs_group_wq, &g->work);
 }
 
 void gs_group_name(const struct gs_group *g, char *buf, size_t size)
@@ -283,7 +293,7 @@ static void gs_group_finish(struct gs_group *g)
 		g->ranks[i] = m->out;
 		m->st = GS_M_IDLE;
 	}
-	g->phase = GS_GP_IDLE;
+	WRITE_ONCE(g->phase, GS_GP_IDLE);
 	cancel_delayed_work(&g->deadline_work);
 	WRITE_ONCE(g->last_done_id, g->op_id);
 	/* Every blocked call of this operation gets its own copy. */
@@ -409,13 +419,13 @@ static void gs_group_step(struct gs_group *g)
 	case GS_GP_DRAIN:
 	case GS_GP_UNMAP:
 		if (g->fail_rank != GPUSLEEP_GROUP_NO_RANK) {
-			g->phase = GS_GP_ROLLBACK;
+			WRITE_ONCE(g->phase, GS_GP_ROLLBACK);
 			gs_group_rollback(g);
 			return;
 		}
 		if (g->phase == GS_GP_DRAIN && all_held && running) {
 			/* Every rank drained: every rank unmaps now. */
-			g->phase = GS_GP_UNMAP;
+			WRITE_ONCE(g->phase, GS_GP_UNMAP);
 			for (i = 0; i < g->nr; i++) {
 				struct gs_domain *d = g->m[i].d;
 
@@ -719,7 +729,8 @@ static long gs_group_start(struct gs_group *g, u32 kind,
 	g->timeout_ms = req->timeout_ms;
 	g->start = start;
 	g->deadline = 0;
-	g->phase = kind == GPUSLEEP_OP_RELEASE ? GS_GP_DRAIN : GS_GP_RESUME;
+	WRITE_ONCE(g->phase, kind == GPUSLEEP_OP_RELEASE ? GS_GP_DRAIN :
+						       GS_GP_RESUME);
 	if (req->timeout_ms) {
 		g->deadline = ktime_add_ms(g->start, req->timeout_ms);
 		mod_delayed_work(gs_group_wq, &g->deadline_work,

@@ -344,9 +344,12 @@ static int __init gpusleep_init(void)
 	ret = gs_fault_init();
 	if (ret)
 		return ret;
-	ret = gs_groups_init();
+	ret = gs_domains_cache_init();
 	if (ret)
 		goto err_fault;
+	ret = gs_groups_init();
+	if (ret)
+		goto err_cache;
 	ret = gs_sysfs_init();
 	if (ret)
 		goto err_groups;
@@ -364,6 +367,8 @@ err_sysfs:
 	gs_sysfs_exit();
 err_groups:
 	gs_groups_exit();
+err_cache:
+	gs_domains_cache_exit();
 err_fault:
 	gs_fault_exit();
 	return ret;
@@ -376,6 +381,7 @@ static void __exit gpusleep_exit(void)
 	gs_sysfs_exit();
 	gs_fault_exit();
 	gs_groups_exit();
+	gs_domains_cache_exit();
 	idr_destroy(&gs_domains);
 }
 

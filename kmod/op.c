@@ -874,6 +874,8 @@ int gs_op_result(struct gs_domain *d, u64 id, struct gpusleep_result *res)
 
 void gs_op_agent_gone(struct gs_domain *d)
 {
+	struct gs_change c = { .agent_gone = true };
+
 	lockdep_assert_held(&d->lock);
 	d->agent = NULL;
 	/*
@@ -886,7 +888,9 @@ void gs_op_agent_gone(struct gs_domain *d)
 	    !gs_engine_step(d->op.await))
 		gs_op_finish(d, GPUSLEEP_R_AGENT_GONE, 0);
 	gs_evq_clear(&d->agent_q);
-	gs_changed(d, d->state);
+	c.from = d->state;
+	c.op_id = d->op_active ? d->op.id : 0;
+	gs_announce(d, &c);
 }
 
 void gs_op_engine_gone(struct gs_domain *d)

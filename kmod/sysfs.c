@@ -11,12 +11,14 @@
  * that lock: gs_sysfs_remove() runs from the engine fd's release before the
  * lock is taken, and device_unregister() waits for every show() in flight.
  * gs_sysfs_changed() runs under domain->lock; it only calls kernfs_notify()
- * (an RCU read section and a spinlock) on nodes looked up at creation.
+ * (an RCU read section and a spinlock) on nodes looked up at creation,
+ * and only while someone has the file open.
  */
 #include <linux/device.h>
 #include <linux/kdev_t.h>
 #include <linux/kernfs.h>
 #include <linux/pid.h>
+#include <linux/rcupdate.h>
 #include <linux/sysfs.h>
 #include <linux/uidgid.h>
 
@@ -367,13 +369,28 @@ void gs_sysfs_remove(struct gs_domain *d)
 	device_unregister(dev);
 }
 
+/*
+ * A poller has the file open (poll() needs an open file). Nobody: no
+ * notification, which would only queue the kernel's kernfs_notify work
+ * and wake its kworker, a context switch per state change on the control
+ * path for no one. A file opened after the change reads the new value:
+ * its opener read attr.open's update before show() took domain->lock,
+ * which the caller holds, so either it is seen here or the show() comes
+ * after the change.
+ */
+static bool gs_kn_watched(struct kernfs_node *kn)
+{
+	return kn && rcu_access_pointer(kn->attr.open);
+}
+
 void gs_sysfs_changed(struct gs_domain *d)
 {
 	lockdep_assert_held(&d->lock);
 	/* Wake pollers only when the value they watch really changed. */
-	if (d->kn_state && d->state != d->notified_state)
+	if (d->state != d->notified_state && gs_kn_watched(d->kn_state))
 		sysfs_notify_dirent(d->kn_state);
-	if (d->kn_released && d->released != d->notified_released)
+	if (d->released != d->notified_released &&
+	    gs_kn_watched(d->kn_released))
 		sysfs_notify_dirent(d->kn_released);
 	d->notified_state = d->state;
 	d->notified_released = d->released;

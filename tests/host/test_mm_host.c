@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kselftest_harness.h"
@@ -288,6 +289,40 @@ TEST(host_backend_same_va_and_rss)
 	EXPECT_TRUE(check(va, len, 2));
 	ASSERT_EQ(0, b->unmap(b, va, len, h));
 	b->unreserve(b, va, len);
+	b->destroy(b);
+}
+
+/*
+ * The host backend keeps /proc/self/statm open for its measures: a forked
+ * child measures its own memory, not its parent's.
+ */
+TEST(host_mem_info_follows_a_fork)
+{
+	struct gs_backend *b = gs_backend_host_new();
+	uint64_t free0, free1, total;
+	int st;
+	pid_t pid;
+
+	ASSERT_NE(NULL, b);
+	ASSERT_EQ(0, b->mem_info(b, &free0, &total));	/* opened here */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		size_t len = 32 * MiB;
+		char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED || b->mem_info(b, &free0, &total))
+			_exit(2);
+		memset(p, 1, len);
+		if (b->mem_info(b, &free1, &total))
+			_exit(2);
+		/* the child's 32 MiB show, whatever the parent holds */
+		_exit(free0 - free1 >= 16 * MiB ? 0 : 1);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	ASSERT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(0, WEXITSTATUS(st));
 	b->destroy(b);
 }
 
