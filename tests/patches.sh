@@ -70,7 +70,9 @@ mkdir -p "$tree"
 	drivers/misc/Makefile tools/testing/selftests/Makefile \
 	tools/net/ynl Documentation/netlink/genetlink*.yaml \
 	tools/testing/selftests/lib.mk tools/testing/selftests/kselftest_harness.h \
-	tools/testing/selftests/kselftest.h scripts/subarch.include "$tree"/) >> "$log" 2>&1
+	tools/testing/selftests/kselftest.h tools/testing/selftests/kselftest \
+	tools/testing/selftests/run_kselftest.sh scripts/subarch.include \
+	"$tree"/) >> "$log" 2>&1
 export GIT_AUTHOR_NAME=check GIT_AUTHOR_EMAIL=check@localhost \
 	GIT_COMMITTER_NAME=check GIT_COMMITTER_EMAIL=check@localhost
 git -C "$tree" init -q && git -C "$tree" add -A &&
@@ -159,6 +161,18 @@ if make -C "$tree/tools/testing/selftests/drivers/gpusleep" -j2 \
 	KHDR_INCLUDES="-isystem $out/hdr" > "$out/selftests.log" 2>&1 &&
 	! grep -E '(warning|error):' "$out/selftests.log" > /dev/null; then
 	say ok "tools/testing/selftests/drivers/gpusleep builds (lib.mk)"
+	# installed as the kselftest runner wants them: the debug kernel's
+	# VM suite runs a few through run_kselftest.sh
+	# (tests/vm/ksft_runner_test.sh)
+	rm -rf "$out/ksft"
+	if make -C "$tree/tools/testing/selftests" TARGETS=drivers/gpusleep \
+		KHDR_INCLUDES="-isystem $out/hdr" INSTALL_PATH="$out/ksft" \
+		install > "$out/selftests-install.log" 2>&1 &&
+		[ -x "$out/ksft/run_kselftest.sh" ]; then
+		say ok "make -C tools/testing/selftests TARGETS=drivers/gpusleep install"
+	else
+		say "not ok" "make -C tools/testing/selftests TARGETS=drivers/gpusleep install (see $out/selftests-install.log)"
+	fi
 else
 	say "not ok" "tools/testing/selftests/drivers/gpusleep builds (see $out/selftests.log)"
 	grep -E '(warning|error):' "$out/selftests.log" | head -n 10 | sed 's/^/#   /'

@@ -221,6 +221,9 @@ debug-module:
 DEBUG_SKIP	:= tests/vm/ctl_test.py tests/vm/exporter_test.py \
 		   tests/vm-py/test_py_dist.py tests/vm-py/test_py_guides.py
 
+# Also there, on the kernel of the source the patch series applies to:
+# two kselftests through the kernel's own runner (run_kselftest.sh, as
+# installed by check-patches), tests/vm/ksft_runner_test.sh.
 check-debug:
 	@mkdir -p $(CHECK_DIR); \
 	if [ "$(DEBUG_KERNEL)" = 0 ]; then \
@@ -258,6 +261,7 @@ check-debug:
 				--vm-timeout $(VM_TIMEOUT) --test-timeout $(TEST_TIMEOUT) \
 				--module $(BUILD)/kmod-debug/gpusleep.ko \
 				--kernel "$$bz" --modules none -- \
-				$(filter-out $(DEBUG_SKIP),$(VM_SUITE)) || true; \
+				$(filter-out $(DEBUG_SKIP),$(VM_SUITE)) \
+				tests/vm/ksft_runner_test.sh || true; \
 		fi; \
 	fi
