@@ -89,10 +89,31 @@ def write(path, text):
         f.write(text)
 
 
+# The files ynl-gen-c makes of the spec, as the target tree's own
+# generator writes them (its text differs between kernels), so that the
+# tree's ynl-regen.sh finds nothing to change: gen_files() fills this.
+GENERATED = {}
+
+
 def copy(src_rel, work, dst_rel):
     dst = os.path.join(work, dst_rel)
     os.makedirs(os.path.dirname(dst), exist_ok=True)
-    shutil.copyfile(os.path.join(REPO, src_rel), dst)
+    shutil.copyfile(GENERATED.get(src_rel, os.path.join(REPO, src_rel)), dst)
+
+
+def gen_files(ksrc, out):
+    """Regenerate the netlink files with ksrc's generator, into out."""
+    r = subprocess.run([os.path.join(REPO, "tools/ynl/nlgen.sh"), "--out",
+                        out, ksrc], text=True, capture_output=True)
+    if r.returncode:
+        die(f"tools/ynl/nlgen.sh --out {out} {ksrc}: {r.stderr.strip()}")
+    if r.stdout.startswith("SKIP"):
+        print(f"mkpatches.py: {ksrc} has no usable ynl-gen-c: the series "
+              "carries the committed generated files", file=sys.stderr)
+        return
+    for rel in ("kmod/gpusleep-nl-gen.c", "kmod/gpusleep-nl-gen.h",
+                "uapi/linux/gpusleep_netlink.h"):
+        GENERATED[rel] = os.path.join(out, os.path.basename(rel))
 
 
 def version():
@@ -369,6 +390,7 @@ def main():
     work = os.path.join(out, ".base")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
+    gen_files(ksrc, os.path.join(out, ".gen"))
     for f in BASE_FILES:
         dst = os.path.join(work, f)
         os.makedirs(os.path.dirname(dst), exist_ok=True)

@@ -9,9 +9,11 @@
 #                            multicast group ids
 #   uapi/linux/gpusleep_netlink.h   the uAPI header (the spec's uapi-header)
 #
-#   tools/ynl/nlgen.sh [--check] [KSRC]
+#   tools/ynl/nlgen.sh [--check | --out DIR] [KSRC]
 #
-# Without --check, writes those files (`make nlgen`). With --check, writes
+# Without --check, writes those files (`make nlgen`). With --out DIR, writes
+# them into DIR instead (tools/upstream/mkpatches.py: a series carries what
+# its own tree's generator makes of the spec). With --check, writes
 # nothing and fails, with a diff, when a committed file differs from what
 # the generator makes of the spec. The generator is pinned to one kernel's
 # (the generated text changes between kernels): KSRC, else
@@ -23,10 +25,11 @@ set -euo pipefail
 . "$(dirname "$0")/ynl-lib.sh"
 
 check=
-if [ "${1-}" = --check ]; then
-	check=1
-	shift
-fi
+outdir=
+case "${1-}" in
+--check) check=1; shift ;;
+--out) outdir=$2; shift 2 ;;
+esac
 src=${1:-${GPUSLEEP_NLGEN_SRC:-$(ls -d "$YNL_REPO"/build/debug-kernel/src-6.12* \
 	2>/dev/null | sort -V | tail -n1)}}
 if [ -z "$src" ] || ! ynl_setup "$src"; then
@@ -48,7 +51,10 @@ for i in "${!files[@]}"; do
 	# shellcheck disable=SC2086 # the mode is two words
 	timeout 120 python3 "$GEN" --mode ${modes[$i]} --spec "$TSPEC" \
 		-o "$tmp/$(basename "$f")"
-	if [ -n "$check" ]; then
+	if [ -n "$outdir" ]; then
+		mkdir -p "$outdir"
+		cp "$tmp/$(basename "$f")" "$outdir/"
+	elif [ -n "$check" ]; then
 		if ! diff -u "$YNL_REPO/$f" "$tmp/$(basename "$f")"; then
 			echo "$f differs from what ${GEN#"$KSRC"/} makes of the spec: run make nlgen" >&2
 			status=1
