@@ -30,8 +30,11 @@ case "${1-}" in
 --check) check=1; shift ;;
 --out) outdir=$2; shift 2 ;;
 esac
-src=${1:-${GPUSLEEP_NLGEN_SRC:-$(ls -d "$YNL_REPO"/build/debug-kernel/src-6.12* \
+# (a tree tools/vm/debug-kernel.sh has unpacked in full, not one it is
+# unpacking now, in the background of make check)
+src=${1:-${GPUSLEEP_NLGEN_SRC:-$(ls -d "$YNL_REPO"/build/debug-kernel/src-6.12*/.gpusleep-extracted \
 	2>/dev/null | sort -V | tail -n1)}}
+src=${src%/.gpusleep-extracted}
 if [ -z "$src" ] || ! ynl_setup "$src"; then
 	echo "SKIP: no linux-source-6.12 tree with tools/net/ynl (tools/vm/debug-kernel.sh unpacks one; or set GPUSLEEP_NLGEN_SRC)"
 	exit 0

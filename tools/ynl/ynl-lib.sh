@@ -28,6 +28,10 @@ ynl_setup() {
 	if [ -z "$KSRC" ]; then
 		for d in $(ls -d "$YNL_REPO"/build/kernels/*/src \
 			   "$YNL_REPO"/build/debug-kernel/src-* 2>/dev/null | sort -rV); do
+			# a debug-kernel tree only once unpacked in full
+			case $d in */debug-kernel/src-*)
+				[ -f "$d/.gpusleep-extracted" ] || continue ;;
+			esac
 			ynl_gen_of "$d" >/dev/null && { KSRC=$d; break; }
 		done
 	fi
