@@ -29,6 +29,8 @@
 #include <linux/lockdep.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/pid.h>
+#include <linux/pid_namespace.h>
 #include <linux/poll.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
@@ -77,6 +79,7 @@ struct gs_group {
 	u32 id;
 	char name[GPUSLEEP_NAME_LEN];
 	const struct cred *cred;	/* the creator's */
+	struct pid *pid;		/* the creator's: its pid namespace */
 	struct mutex lock;	/* everything below */
 	bool dying;
 	/*
@@ -1104,6 +1107,7 @@ static void gs_group_teardown(struct gs_group *g)
 		gs_domain_put(g->m[i].d);
 	if (g->efd)
 		eventfd_ctx_put(g->efd);
+	put_pid(g->pid);
 	put_cred(g->cred);
 	mutex_destroy(&g->lock);
 	kfree(g);
@@ -1269,9 +1273,10 @@ static struct gs_group *gs_group_find(const char *name)
 
 /*
  * May the caller open g (one of its own scope: its creator's euid and
- * user namespace)? CAP_SYS_ADMIN may; anyone else must be able to control
- * every rank now (gs_may_control()). Every operation checks again
- * (gs_group_check_control()), for the ranks added later.
+ * user namespace)? CAP_SYS_ADMIN may; anyone else must be in the
+ * creator's pid namespace, as for a domain (gs_may_control()), even while
+ * g is empty, and be able to control every rank now. Every operation
+ * checks again (gs_group_check_control()), for the ranks added later.
  */
 static bool gs_group_may_open(struct gs_group *g)
 {
@@ -1282,7 +1287,8 @@ static bool gs_group_may_open(struct gs_group *g)
 	if (capable(CAP_SYS_ADMIN))
 		return true;
 	if (!uid_eq(cred->euid, g->cred->euid) ||
-	    cred->user_ns != g->cred->user_ns)
+	    cred->user_ns != g->cred->user_ns ||
+	    task_active_pid_ns(current) != ns_of_pid(g->pid))
 		return false;
 	mutex_lock(&g->lock);
 	ok = true;
@@ -1370,6 +1376,7 @@ long gs_group_create(const struct gs_uarg *ua)
 	mutex_init(&g->lock);
 	memcpy(g->name, req.name, sizeof(g->name));
 	g->cred = get_current_cred();
+	g->pid = get_pid(task_tgid(current));
 	g->fail_rank = GPUSLEEP_GROUP_NO_RANK;
 	INIT_LIST_HEAD(&g->waiters);
 	init_waitqueue_head(&g->wq);
@@ -1379,6 +1386,7 @@ long gs_group_create(const struct gs_uarg *ua)
 
 	ret = gs_group_list(g);
 	if (ret) {
+		put_pid(g->pid);
 		put_cred(g->cred);
 		mutex_destroy(&g->lock);
 		kfree(g);

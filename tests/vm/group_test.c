@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 
 #include "kselftest_harness.h"
 #include "gs_test.h"
@@ -1509,6 +1510,19 @@ struct access_run {
 	int open_ret, op_ret, drained, id_a, id_b;
 };
 
+/* Shared with the test's children; the results not yet written are 1. */
+static struct access_run *access_run_new(void)
+{
+	struct access_run *a = mmap(NULL, sizeof(*a), PROT_READ | PROT_WRITE,
+				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (a == MAP_FAILED)
+		return NULL;
+	memset(a, 0, sizeof(*a));
+	a->open_ret = a->op_ret = 1;
+	return a;
+}
+
 static void wait_step(struct access_run *a, int step)
 {
 	int i;
@@ -1525,48 +1539,117 @@ static int become(uid_t uid)
 
 /*
  * Control of a group is checked at every operation, against every rank:
- * the owner's euid in another pid namespace opens the owner's empty group
- * (it may: it controls no rank yet), the owner adds a rank, and that
- * opener's release is refused: it may not control that rank.
+ * a process with the owner's euid opens the owner's empty group (it may:
+ * it controls no rank yet), the owner adds a rank it holds through a
+ * grant, and that opener's release is refused: it may not control that
+ * rank. The rank's engine never hears of it.
  */
 TEST_F(g, control_checked_at_every_op)
 {
-	struct access_run *a = mmap(NULL, sizeof(*a), PROT_READ | PROT_WRITE,
-				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct access_run *a = access_run_new();
+	struct gpusleep_grant gr = { .role = GPUSLEEP_ROLE_CONTROLLER };
+	struct gpusleep_event ev;
 	char name[40];
 	pid_t owner, other;
-	int st;
+	int st, e, ag, c;
+	uint32_t id;
 
-	ASSERT_NE(MAP_FAILED, a);
-	memset(a, 0, sizeof(*a));
-	a->open_ret = a->op_ret = 1;
+	ASSERT_NE(NULL, a);
 	snprintf(name, sizeof(name), "own-%d", getpid());
+	/* A rank of root's: uid 1000 controls it only through the grant. */
+	e = gs_create(self->dev, "granted-rank", CAPS, &id);
+	ASSERT_LE(0, e);
+	ag = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
+	ASSERT_LE(0, ag);
+	c = gs_err(ioctl(e, GPUSLEEP_IOC_GRANT, &gr));
+	ASSERT_LE(0, c);
 	owner = fork();
 	ASSERT_LE(0, owner);
 	if (owner == 0) {
-		struct gpusleep_event ev;
-		int grp, e, ag;
-		uint32_t id;
+		int grp;
 
+		close(e);
+		close(ag);
 		if (become(1000))
 			_exit(2);
 		grp = mkgroup(self->dev, name);
 		a->step = 1;
 		wait_step(a, 2);
-		e = gs_create(self->dev, "own-rank", CAPS, &id);
-		ag = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
-		if (grp < 0 || e < 0 || ag < 0 || addrank(grp, e, NULL))
+		if (grp < 0 || addrank(grp, c, NULL))
 			_exit(3);
 		a->step = 3;
 		wait_step(a, 4);
-		a->drained = !gs_next(e, &ev, 100) &&
-			     ev.type == GPUSLEEP_EV_DRAIN;
 		_exit(0);
 	}
 	other = fork();
 	ASSERT_LE(0, other);
 	if (other == 0) {
 		struct gpusleep_group_op o;
+		int gf;
+
+		close(e);
+		close(ag);
+		close(c);
+		if (become(1000))
+			_exit(2);
+		wait_step(a, 1);
+		gf = opengroup(self->dev, name);
+		a->open_ret = gf < 0 ? gf : 0;
+		a->step = 2;
+		wait_step(a, 3);
+		if (gf >= 0)
+			a->op_ret = gop(gf, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0,
+					&o);
+		a->step = 4;
+		_exit(0);
+	}
+	close(c);
+	ASSERT_EQ(other, waitpid(other, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	ASSERT_EQ(owner, waitpid(owner, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	EXPECT_EQ(0, a->open_ret);
+	EXPECT_EQ(-EPERM, a->op_ret);
+	a->drained = !gs_next(e, &ev, 100) && ev.type == GPUSLEEP_EV_DRAIN;
+	EXPECT_EQ(0, a->drained);
+	close(ag);
+	close(e);
+	munmap(a, sizeof(*a));
+}
+
+/*
+ * A group is opened only from its creator's pid namespace, as a domain is
+ * controlled: the owner's euid in another pid namespace is refused even
+ * while the group is empty, and the same euid in the creator's namespace
+ * opens it.
+ */
+TEST_F(g, open_from_another_pid_namespace_refused)
+{
+	struct access_run *a = access_run_new();
+	char name[40];
+	pid_t owner, other;
+	int st;
+
+	ASSERT_NE(NULL, a);
+	snprintf(name, sizeof(name), "pidns-%d", getpid());
+	owner = fork();
+	ASSERT_LE(0, owner);
+	if (owner == 0) {
+		int grp, same;
+
+		if (become(1000))
+			_exit(2);
+		grp = mkgroup(self->dev, name);
+		a->step = 1;
+		wait_step(a, 2);
+		/* The same euid in the creator's pid namespace may open it. */
+		same = opengroup(self->dev, name);
+		a->op_ret = same < 0 ? same : 0;
+		_exit(grp < 0 ? 3 : 0);
+	}
+	other = fork();
+	ASSERT_LE(0, other);
+	if (other == 0) {
 		pid_t in;
 		int gf;
 
@@ -1583,25 +1666,19 @@ TEST_F(g, control_checked_at_every_op)
 		gf = opengroup(self->dev, name);
 		a->open_ret = gf < 0 ? gf : 0;
 		a->step = 2;
-		wait_step(a, 3);
-		if (gf >= 0)
-			a->op_ret = gop(gf, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0,
-					&o);
-		a->step = 4;
 		_exit(0);
 	}
 	ASSERT_EQ(other, waitpid(other, &st, 0));
 	if (WEXITSTATUS(st) == 4) {
-		a->step = 4;
+		a->step = 2;
 		waitpid(owner, &st, 0);
 		SKIP(return, "no pid namespaces here");
 	}
 	EXPECT_EQ(0, WEXITSTATUS(st));
 	ASSERT_EQ(owner, waitpid(owner, &st, 0));
 	EXPECT_EQ(0, WEXITSTATUS(st));
-	EXPECT_EQ(0, a->open_ret);
-	EXPECT_EQ(-EPERM, a->op_ret);
-	EXPECT_EQ(0, a->drained);
+	EXPECT_EQ(-EPERM, a->open_ret);
+	EXPECT_EQ(0, a->op_ret);
 	munmap(a, sizeof(*a));
 }
 
@@ -1631,14 +1708,12 @@ static int group_by_name(int dev, unsigned long cmd, const char *name,
  */
 TEST_F(g, group_names_scoped_to_owner)
 {
-	struct access_run *a = mmap(NULL, sizeof(*a), PROT_READ | PROT_WRITE,
-				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct access_run *a = access_run_new();
 	char name[40];
 	pid_t pid;
 	int st, mine, fd, id;
 
-	ASSERT_NE(MAP_FAILED, a);
-	memset(a, 0, sizeof(*a));
+	ASSERT_NE(NULL, a);
 	snprintf(name, sizeof(name), "sq-%d", getpid());
 	pid = fork();
 	ASSERT_LE(0, pid);
@@ -1675,6 +1750,72 @@ TEST_F(g, group_names_scoped_to_owner)
 	ASSERT_EQ(pid, waitpid(pid, &st, 0));
 	EXPECT_EQ(0, WEXITSTATUS(st));
 	close(mine);
+	munmap(a, sizeof(*a));
+}
+
+/*
+ * Names are scoped to the user namespace too: the owner's kernel euid in
+ * a user namespace of its own finds nothing by the owner's group name and
+ * may create a group of that name there, which the owner never sees.
+ */
+TEST_F(g, group_names_scoped_to_user_namespace)
+{
+	struct access_run *a = access_run_new();
+	char name[40];
+	pid_t pid, in;
+	int st, mine;
+
+	ASSERT_NE(NULL, a);
+	snprintf(name, sizeof(name), "userns-%d", getpid());
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int gf, f;
+
+		if (become(1000))
+			_exit(2);
+		gf = mkgroup_id(self->dev, name, &a->id_a);
+		if (gf < 0)
+			_exit(3);
+		a->step = 1;
+		wait_step(a, 2);
+		/* Still only the owner's own group under that name. */
+		f = opengroup_id(self->dev, name, &a->id_b);
+		_exit(f >= 0 ? 0 : 1);
+	}
+	wait_step(a, 1);
+	in = fork();
+	ASSERT_LE(0, in);
+	if (in == 0) {
+		char map[32];
+		int f, n, gf;
+
+		/* Dumpable again after setresuid(): /proc/self stays ours. */
+		if (become(1000) || prctl(PR_SET_DUMPABLE, 1))
+			_exit(2);
+		if (unshare(CLONE_NEWUSER))
+			_exit(4);
+		/* Its own euid mapped: the same kernel uid, another namespace. */
+		n = snprintf(map, sizeof(map), "0 1000 1\n");
+		f = open("/proc/self/uid_map", O_WRONLY);
+		if (f < 0 || write(f, map, n) != n)
+			_exit(5);
+		close(f);
+		a->open_ret = opengroup(self->dev, name);
+		gf = mkgroup(self->dev, name);
+		a->op_ret = gf < 0 ? gf : 0;
+		_exit(0);
+	}
+	ASSERT_EQ(in, waitpid(in, &st, 0));
+	a->step = 2;
+	ASSERT_EQ(pid, waitpid(pid, &mine, 0));
+	if (WEXITSTATUS(st) == 4)
+		SKIP(return, "unshare(CLONE_NEWUSER) refused here");
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	EXPECT_EQ(0, WEXITSTATUS(mine));
+	EXPECT_EQ(-ENOENT, a->open_ret);
+	EXPECT_EQ(0, a->op_ret);
+	EXPECT_EQ(a->id_a, a->id_b);
 	munmap(a, sizeof(*a));
 }
 

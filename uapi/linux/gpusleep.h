@@ -532,7 +532,8 @@ struct gpusleep_complete {
  * caller's own live group named name (the caller's euid and user
  * namespace; a tool acting on an engine's group runs as its owner).
  * -ENOENT: no such group of the caller's; -EPERM: the caller lacks
- * CAP_SYS_ADMIN and may not control every rank. GROUP_RELEASE and
+ * CAP_SYS_ADMIN and is outside the creator's pid namespace or may not
+ * control every rank. GROUP_RELEASE and
  * GROUP_RESUME check again, for every rank (-EPERM naming the rank).
  */
 struct gpusleep_group_create {
