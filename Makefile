@@ -84,7 +84,7 @@ VM_TESTS	:=
 
 .DEFAULT_GOAL := all
 .PHONY: all module userspace kselftests check lint demo vm-shell install \
-	uninstall clean deps nlgen patches
+	uninstall install-lib uninstall-lib clean deps nlgen patches
 
 -include user/user.mk tools/tools.mk
 -include user/python/python.mk
@@ -129,22 +129,39 @@ $(LINUX_SRC_STAMP):
 		$(addprefix $$top/,$(LINUX_SRC_FILES))
 	@touch $@
 
-install: all
-	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_PATH=$(DESTDIR) modules_install
-	if [ -z "$(DESTDIR)" ]; then depmod -a $(KVER); fi
+# The library alone, for a machine that builds against it without the
+# module (a container, a venv's host): libgpusleep and its links, the
+# headers, a .pc whose prefix is this install's PREFIX (not the one the
+# tree was built with), then ldconfig so the loader finds the soname.
+install-lib: $(GS_REAL) $(GS_SO) $(GS_LIBDIR)/$(GS_SONAME) $(GS_A)
 	install -d $(DESTDIR)$(PREFIX)/include/linux
 	install -m 644 uapi/linux/gpusleep.h uapi/linux/gpusleep_netlink.h \
 		$(DESTDIR)$(PREFIX)/include/linux/
 	install -m 644 user/include/libgpusleep.h $(DESTDIR)$(PREFIX)/include/
-	install -d $(DESTDIR)$(PREFIX)/share/man/man8
-	install -m 644 tools/gpusleepctl.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	set -e; for f in $(BUILD)/lib/libgpusleep.so* $(BUILD)/lib/libgpusleep.a; do \
 		[ -e $$f ] || continue; \
 		install -d $(DESTDIR)$(PREFIX)/lib; \
 		if [ -L $$f ]; then cp -P $$f $(DESTDIR)$(PREFIX)/lib/; \
 		else install -m 644 $$f $(DESTDIR)$(PREFIX)/lib/; fi; done
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 $(BUILD)/lib/libgpusleep.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+		-e 's|@LIBS_PRIVATE@|$(GS_LIBS)|g' user/libgpusleep.pc.in \
+		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/libgpusleep.pc
+	if [ -z "$(DESTDIR)" ] && command -v ldconfig > /dev/null; then ldconfig; fi
+
+uninstall-lib:
+	rm -f $(DESTDIR)$(PREFIX)/include/linux/gpusleep.h \
+		$(DESTDIR)$(PREFIX)/include/linux/gpusleep_netlink.h \
+		$(DESTDIR)$(PREFIX)/include/libgpusleep.h
+	rm -f $(DESTDIR)$(PREFIX)/lib/libgpusleep.so* $(DESTDIR)$(PREFIX)/lib/libgpusleep.a \
+		$(DESTDIR)$(PREFIX)/lib/pkgconfig/libgpusleep.pc
+	if [ -z "$(DESTDIR)" ] && command -v ldconfig > /dev/null; then ldconfig; fi
+
+install: all install-lib
+	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_PATH=$(DESTDIR) modules_install
+	if [ -z "$(DESTDIR)" ]; then depmod -a $(KVER); fi
+	install -d $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 644 tools/gpusleepctl.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	set -e; for f in $(BUILD)/bin/*; do \
 		[ -f $$f ] && [ -x $$f ] || continue; \
 		install -d $(DESTDIR)$(PREFIX)/bin; \
@@ -167,16 +184,11 @@ install: all
 	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
 		systemctl daemon-reload; fi
 
-uninstall:
+uninstall: uninstall-lib
 	rm -f $(DESTDIR)/lib/modules/$(KVER)/updates/gpusleep.ko \
 		$(DESTDIR)/lib/modules/$(KVER)/extra/gpusleep.ko
 	if [ -z "$(DESTDIR)" ]; then depmod -a $(KVER); fi
-	rm -f $(DESTDIR)$(PREFIX)/include/linux/gpusleep.h \
-		$(DESTDIR)$(PREFIX)/include/linux/gpusleep_netlink.h \
-		$(DESTDIR)$(PREFIX)/include/libgpusleep.h \
-		$(DESTDIR)$(PREFIX)/share/man/man8/gpusleepctl.8
-	rm -f $(DESTDIR)$(PREFIX)/lib/libgpusleep.so* $(DESTDIR)$(PREFIX)/lib/libgpusleep.a \
-		$(DESTDIR)$(PREFIX)/lib/pkgconfig/libgpusleep.pc
+	rm -f $(DESTDIR)$(PREFIX)/share/man/man8/gpusleepctl.8
 	for f in $(BUILD)/bin/*; do \
 		[ -f $$f ] && rm -f $(DESTDIR)$(PREFIX)/bin/$${f##*/}; done; true
 	rm -f $(DESTDIR)$(UDEVRULESDIR)/60-gpusleep.rules

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.." || exit 1
 L=build/lib
 V=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
 echo "TAP version 13"
-echo "1..4"
+echo "1..6"
 n=0
 ok() {
 	n=$((n + 1))
@@ -52,3 +52,24 @@ out=$( (
 	pkg-config --static --libs libgpusleep | grep -q -- -lpthread
 	) 2>&1)
 ok $? "libgpusleep.pc: version $V, a program built with it needs and loads libgpusleep.so.0" "$out"
+# make install-lib: the library, headers and a .pc naming the PREFIX given
+# at install time (the tree was built with the default one), no module;
+# make uninstall-lib leaves nothing behind.
+st="$tmp/stage"
+out=$( (
+	set -e
+	make -s install-lib DESTDIR="$st" PREFIX=/opt/gs
+	[ "$(readlink "$st/opt/gs/lib/libgpusleep.so.0")" = "libgpusleep.so.0.$V" ]
+	[ -f "$st/opt/gs/include/libgpusleep.h" ]
+	[ -f "$st/opt/gs/include/linux/gpusleep.h" ]
+	grep -qx 'prefix=/opt/gs' "$st/opt/gs/lib/pkgconfig/libgpusleep.pc"
+	[ ! -e "$st/lib/modules" ]
+	) 2>&1)
+ok $? "make install-lib PREFIX=/opt/gs: library, headers, a .pc with prefix=/opt/gs, no module" "$out"
+out=$( (
+	set -e
+	make -s uninstall-lib DESTDIR="$st" PREFIX=/opt/gs
+	left=$(find "$st" ! -type d)
+	[ -z "$left" ] || { echo "left behind: $left"; exit 1; }
+	) 2>&1)
+ok $? "make uninstall-lib removes all of it" "$out"
