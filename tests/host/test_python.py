@@ -10,13 +10,16 @@ local mode (no module) and over a stand-in of the torch calls it makes
 (GPUSLEEP_SYSFS): a shared name is AmbiguousDomain, an unknown one
 DomainNotFound, no module ModuleNotLoaded saying how to load it, the state
 read from sysfs; bad arguments raise TypeError/ValueError naming the
-argument; the public calls have type hints and docstrings."""
+argument; the public calls have type hints and docstrings; every public
+function and method of the packages (py.typed) has resolvable annotations
+on every parameter and its return."""
 
 import errno
 import os
 import subprocess
 import sys
 import tempfile
+import typing
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "vm-py"))
@@ -42,7 +45,8 @@ TESTS = ["import gpusleep loads no library",
          "no module: ModuleNotLoaded says how to load it",
          "State.from_sysfs: what any user can read",
          "bad arguments: TypeError/ValueError naming the argument",
-         "public calls: type hints and docstrings; MemoryManager a with"]
+         "public calls: type hints and docstrings; MemoryManager a with",
+         "py.typed: every public function and method fully annotated"]
 
 
 def lazy_import():
@@ -585,6 +589,121 @@ def hints():
         check(mm._mm, "open inside the with")
     check(not mm._mm, "closed after it")
 
+# The modules that ship py.typed: the gpusleep package (its private modules
+# aside) and the two small distributions.
+def typed_modules():
+    import ast
+    import importlib
+    import importlib.util
+    py = os.path.join(REPO, "user", "python")
+    mods = []
+    for f in sorted(os.listdir(os.path.join(py, "gpusleep"))):
+        name, ext = os.path.splitext(f)
+        if ext == ".py" and (name == "__init__" or not name.startswith("_")):
+            mods.append(importlib.import_module(
+                "gpusleep" if name == "__init__" else "gpusleep." + name))
+    for d in sorted(os.listdir(py)):
+        if not d.startswith("dist-"):
+            continue
+        for pkg in sorted(os.listdir(os.path.join(py, d))):
+            init = os.path.join(py, d, pkg, "__init__.py")
+            if os.path.isfile(init):
+                # by path, under its own name: a torch_memory_saver
+                # installed in the system is not the one checked
+                spec = importlib.util.spec_from_file_location(pkg, init)
+                m = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(m)
+                mods.append(m)
+    check(len(mods) >= 11, f"modules found: {[m.__name__ for m in mods]}")
+    # names imported only for type checkers (if TYPE_CHECKING:) resolve to
+    # an opaque type, so that their annotations can be evaluated here
+    for m in mods:
+        m_only = {}
+        for node in ast.walk(ast.parse(open(m.__file__).read())):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in \
+                    ast.unparse(node.test):
+                for imp in node.body:
+                    for a in getattr(imp, "names", []):
+                        m_only[(a.asname or a.name).split(".")[0]] = _Opaque
+        yield m, m_only
+
+
+class _OpaqueMeta(type):
+    def __getattr__(cls, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return cls
+
+
+class _Opaque(metaclass=_OpaqueMeta):
+    pass
+
+
+def _typed_callables(mod):
+    """(qualname, function, is_method, binds_first) for every public
+    function of mod and every public method (or dunder) of its public
+    classes, including what they inherit from the package's private bases;
+    properties' getters and setters."""
+    import inspect
+    seen = set()
+
+    def members(cls):
+        for klass in cls.__mro__:
+            if klass.__module__ != mod.__name__:
+                continue
+            for name, v in vars(klass).items():
+                if name.startswith("_") and not (name.startswith("__") and
+                                                 name.endswith("__")):
+                    continue
+                if isinstance(v, property):
+                    fns = [(f, True) for f in (v.fget, v.fset, v.fdel) if f]
+                elif isinstance(v, staticmethod):
+                    fns = [(v.__func__, False)]
+                elif isinstance(v, classmethod):
+                    fns = [(v.__func__, True)]
+                elif inspect.isfunction(v):
+                    fns = [(v, True)]
+                else:
+                    fns = []
+                for f, binds in fns:
+                    if f.__qualname__.startswith(klass.__qualname__ + ".") \
+                            and f not in seen:
+                        seen.add(f)
+                        yield f, binds
+
+    for name, v in vars(mod).items():
+        if name.startswith("_") and name != "__getattr__":
+            continue
+        if inspect.isfunction(v) and v.__module__ == mod.__name__ and \
+                "." not in v.__qualname__:
+            yield v, False
+        elif inspect.isclass(v) and v.__module__ == mod.__name__:
+            yield from members(v)
+
+
+def annotated():
+    import inspect
+    missing = []
+    for mod, only in typed_modules():
+        for fn, binds in _typed_callables(mod):
+            where = f"{mod.__name__}.{fn.__qualname__}"
+            sig = inspect.signature(fn)
+            for i, (n, p) in enumerate(sig.parameters.items()):
+                if binds and i == 0:
+                    continue	# self / cls
+                if p.annotation is inspect.Parameter.empty:
+                    missing.append(f"{where}({n})")
+            if sig.return_annotation is inspect.Signature.empty:
+                missing.append(f"{where}(return)")
+            try:
+                f = inspect.unwrap(fn)
+                typing.get_type_hints(f, globalns=dict(f.__globals__, **only))
+            except Exception as e:
+                missing.append(f"{where}: annotations do not resolve: "
+                               f"{type(e).__name__}: {e}")
+    check(not missing, f"{len(missing)} missing:\n  " +
+          "\n  ".join(missing))
+
 
 def main():
     tap = Tap(TESTS)
@@ -596,7 +715,7 @@ def main():
                                     torch_expandable, torch_foreign_pool,
                                     torch_nested, torch_device, ambiguous,
                                     not_found, module_not_loaded, from_sysfs,
-                                    bad_args, hints]):
+                                    bad_args, hints, annotated]):
         tap.run(name, fn)
     tap.done()
 

@@ -30,7 +30,7 @@ from ._lib import TAG_NAMES as TAGS
 __version__ = "0.1"
 
 
-def lib_path():
+def lib_path() -> str:
     """The libgpusleep file in use (loads it)."""
     from . import _lib
     return _lib.path()

@@ -18,12 +18,38 @@ PROT_NONE), as a GPU kernel would on unmapped memory. On the CUDA backend
 view is None and addr is a device pointer.
 """
 
+from __future__ import annotations
+
 import ctypes
 import errno as _errno
 import os
+from typing import Container, Literal, Optional, Sequence, TypedDict, Union
 
 from . import _lib, errors
-from .trainer import resolve_domain
+from .trainer import DomainRef, Tags, resolve_domain
+
+#: The memory manager's backends: "auto" is CUDA when libcuda loads, else
+#: the host's.
+Backend = Literal["auto", "cuda", "host"]
+#: A tag: its name, or its bit.
+TagRef = Union[str, int]
+
+
+class StepResult(TypedDict):
+    """The last step served for a tag (a dict, as last_result gives it)."""
+    op_id: int
+    type: int
+    tag: int
+    complete_ret: int
+    mm: dict[str, int]		# result_dict() of the memory manager's result
+
+
+class AgentStepResult(StepResult):
+    """Agent.last_result: a StepResult with what the process still held
+    (resident_source None: not reported) and the tag's generation."""
+    resident_bytes: int
+    resident_source: Optional[str]
+    generation: int
 
 
 def _tag_bit(tag, names=_lib.TAG_NAMES):
@@ -65,7 +91,7 @@ def _make_backend(backend, device, cuda_lib):
     return b, "host"
 
 
-def result_dict(r):
+def result_dict(r: _lib.gs_mm_result) -> dict[str, int]:
     """struct gs_mm_result as a dict, flags as booleans."""
     d = {k: getattr(r, k) for k, _ in r._fields_ if k != "flags"}
     d["measured"] = bool(r.flags & _lib.GS_MM_RES_MEASURED)
@@ -78,23 +104,24 @@ def result_dict(r):
 class Buffer:
     """One allocation: addr, size, tag; view (host backend) or None."""
 
-    def __init__(self, mm, addr, size, tag):
+    def __init__(self, mm: MemoryManager, addr: int, size: int,
+                 tag: str) -> None:
         self.mm = mm
         self.addr = addr
         self.size = size
         self.tag = tag
-        self.view = None
+        self.view: Optional[memoryview] = None
         if mm.backend == "host":
             arr = (ctypes.c_ubyte * size).from_address(addr)
             self.view = memoryview(arr).cast("B")
 
-    def as_ctypes(self):
+    def as_ctypes(self) -> ctypes.Array[ctypes.c_ubyte]:
         """A ctypes array over the memory (host backend only)."""
         if self.view is None:
             raise TypeError("device memory has no host view")
         return (ctypes.c_ubyte * self.size).from_address(self.addr)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Buffer(addr={self.addr:#x}, size={self.size}, tag={self.tag!r})"
 
 
@@ -104,8 +131,9 @@ class MemoryManager:
     the names of the domain's tags in declaration order (tag i is bit i);
     an Agent sets them from its domain."""
 
-    def __init__(self, backend="auto", device=0, cuda_lib=None, *,
-                 tags=_lib.TAG_NAMES):
+    def __init__(self, backend: Backend = "auto", device: int = 0,
+                 cuda_lib: Optional[str] = None, *,
+                 tags: Sequence[str] = _lib.TAG_NAMES) -> None:
         L = _lib.lib()
         self.tags = tuple(tags)
         b, self.backend = _make_backend(backend, device, cuda_lib)
@@ -113,14 +141,15 @@ class MemoryManager:
         ret = L.gs_mm_new(b, ctypes.byref(mm))	# owns b, even on failure
         if ret < 0:
             raise OSError(-ret, f"memory manager: {os.strerror(-ret)}")
-        self._mm = mm
-        self._bufs = {}
+        self._mm: Optional[ctypes.c_void_p] = mm
+        self._bufs: dict[int, Buffer] = {}
 
     @property
-    def handle(self):
+    def handle(self) -> Optional[ctypes.c_void_p]:
         return self._mm
 
-    def set_policy(self, tag, backup, chunk_size=0):
+    def set_policy(self, tag: TagRef, backup: bool,
+                   chunk_size: int = 0) -> None:
         """backup=True: copied to host on release, restored on resume;
         False: discarded, reads as zeros after resume."""
         p = _lib.GS_MM_BACKUP if backup else _lib.GS_MM_DISCARD
@@ -128,7 +157,7 @@ class MemoryManager:
             self._mm, _tag_bit(tag, self.tags), p, chunk_size),
                    f"set_policy({tag!r})")
 
-    def alloc(self, tag, size):
+    def alloc(self, tag: TagRef, size: int) -> Buffer:
         """A Buffer of size bytes in tag (EBUSY while the tag is released)."""
         addr = _lib.lib().gs_mm_alloc(self._mm, _tag_bit(tag, self.tags),
                                       size)
@@ -141,16 +170,16 @@ class MemoryManager:
         self._bufs[addr] = buf
         return buf
 
-    def free(self, buf):
+    def free(self, buf: Union[Buffer, int]) -> None:
         addr = buf.addr if isinstance(buf, Buffer) else buf
         self._bufs.pop(addr, None)
         _lib.check(_lib.lib().gs_mm_free(self._mm, addr), "free")
 
-    def pause(self, tag):
+    def pause(self, tag: TagRef) -> int:
         """Unmap a tag directly (no domain involved); the bytes unmapped."""
         return self.pause_ex(tag)["bytes"]
 
-    def resume(self, tag):
+    def resume(self, tag: TagRef) -> int:
         return self.resume_ex(tag)["bytes"]
 
     def _op_ex(self, fn, what, tag, check):
@@ -163,7 +192,7 @@ class MemoryManager:
             raise e
         return d
 
-    def pause_ex(self, tag, check=True):
+    def pause_ex(self, tag: TagRef, check: bool = True) -> dict[str, int]:
         """Pause, returning struct gs_mm_result as a dict: bytes
         unmapped, unmapped_bytes (what stays unmapped), lost_bytes,
         freed_bytes (what the driver saw come free; measured, shortfall
@@ -171,10 +200,10 @@ class MemoryManager:
         (check=False: returns it, with status)."""
         return self._op_ex(_lib.lib().gs_mm_pause_ex, "pause", tag, check)
 
-    def resume_ex(self, tag, check=True):
+    def resume_ex(self, tag: TagRef, check: bool = True) -> dict[str, int]:
         return self._op_ex(_lib.lib().gs_mm_resume_ex, "resume", tag, check)
 
-    def trim(self, tags=0):
+    def trim(self, tags: Tags = 0) -> int:
         """Give empty chunks back (after waiting for the GPU); bytes."""
         n = ctypes.c_uint64()
         mask = tags if isinstance(tags, int) else \
@@ -183,7 +212,7 @@ class MemoryManager:
                    "trim")
         return n.value
 
-    def set_fence_streams(self, streams=()):
+    def set_fence_streams(self, streams: Sequence[int] = ()) -> None:
         """What a pause waits for before copying and unmapping: () = all
         GPU work of the context (default); else only the work queued on
         these CUDA streams (ints: cudaStream_t, e.g.
@@ -192,24 +221,25 @@ class MemoryManager:
         _lib.check(_lib.lib().gs_mm_set_fence_streams(
             self._mm, arr, len(streams)), "set_fence_streams")
 
-    def set_fence_timeout(self, ms):
+    def set_fence_timeout(self, ms: int) -> None:
         """How long a fence may wait for the GPU (0: no bound; default
         25000): past it the pause fails with ETIMEDOUT, nothing unmapped."""
         _lib.check(_lib.lib().gs_mm_set_fence_timeout(self._mm, ms),
                    "set_fence_timeout")
 
-    def set_pin_limit(self, max_bytes):
+    def set_pin_limit(self, max_bytes: int) -> None:
         """Cap the pinned backup staging of all tags (0: none)."""
         _lib.check(_lib.lib().gs_mm_set_pin_limit(self._mm, max_bytes),
                    "set_pin_limit")
 
-    def pinned(self):
+    def pinned(self) -> tuple[int, int]:
         """(pinned staging bytes now, the cap or 0)."""
         b, lim = ctypes.c_uint64(), ctypes.c_uint64()
         _lib.lib().gs_mm_pinned(self._mm, ctypes.byref(b), ctypes.byref(lim))
         return b.value, lim.value
 
-    def set_staging(self, tag, lazy=False, free_after_resume=False):
+    def set_staging(self, tag: TagRef, lazy: bool = False,
+                    free_after_resume: bool = False) -> None:
         """Backup staging: pinned ahead (default) or at the pause (lazy);
         kept across cycles (default) or freed after each resume."""
         f = (_lib.GS_MM_STAGING_LAZY if lazy else 0) | \
@@ -219,7 +249,7 @@ class MemoryManager:
             self._mm, _tag_bit(tag, self.tags), f),
                    f"set_staging({tag!r})")
 
-    def resident(self):
+    def resident(self) -> tuple[int, Optional[str]]:
         """The device memory this process holds now, as the driver sees
         it (what the agent reports after each pause): (bytes, source),
         source "process" (NVML), "device" (cuMemGetInfo, every process on
@@ -229,7 +259,7 @@ class MemoryManager:
         return b.value, _lib.RESIDENT_SOURCES[src] if 0 <= src < len(
             _lib.RESIDENT_SOURCES) else None
 
-    def tag_info(self, tag):
+    def tag_info(self, tag: TagRef) -> dict[str, Optional[int]]:
         """struct gs_mm_tag_info as a dict."""
         i = _lib.gs_mm_tag_info()
         _lib.check(_lib.lib().gs_mm_tag_info(self._mm,
@@ -237,21 +267,21 @@ class MemoryManager:
                                              ctypes.byref(i)), "tag_info")
         return {k: getattr(i, k) for k, _ in i._fields_ if k != "pad"}
 
-    def close(self):
+    def close(self) -> None:
         """Destroy the manager: every buffer it handed out is gone."""
         if self._mm:
             _lib.lib().gs_mm_destroy(self._mm)
             self._mm = None
             self._bufs.clear()
 
-    def __enter__(self):
+    def __enter__(self) -> MemoryManager:
         """with MemoryManager(...) as mm: closed at the end of the block."""
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
@@ -263,7 +293,8 @@ class Agent:
     thread=True: on libgpusleep's io_uring thread; thread=False: poll
     fileno() and call dispatch() from your loop."""
 
-    def __init__(self, domain, mm, *, thread=True, dev_path=None):
+    def __init__(self, domain: DomainRef, mm: MemoryManager, *,
+                 thread: bool = True, dev_path: Optional[str] = None) -> None:
         L = _lib.lib()
         self.domain_id = resolve_domain(domain)
         self.mm = mm
@@ -285,10 +316,10 @@ class Agent:
         # the memory manager names tags as the domain declared them
         mm.tags = tuple(n for n, _, _ in _lib.get_tags(self.fileno()))
 
-    def fileno(self):
+    def fileno(self) -> int:
         return _lib.lib().gs_agent_fd(self._a)
 
-    def dispatch(self):
+    def dispatch(self) -> int:
         """Serve the queued events; the number handled. EngineGone at the
         end (the domain died)."""
         ret = _lib.lib().gs_agent_dispatch(self._a)
@@ -296,12 +327,12 @@ class Agent:
             raise errors.EngineGone(_lib.R_ENGINE_GONE)
         return _lib.check(ret, "agent dispatch")
 
-    def stats(self):
+    def stats(self) -> dict[str, int]:
         st = _lib.gs_agent_stats()
         _lib.lib().gs_agent_get_stats(self._a, ctypes.byref(st))
         return {k: getattr(st, k) for k, _ in st._fields_}
 
-    def last_result(self, tag):
+    def last_result(self, tag: TagRef) -> Optional[AgentStepResult]:
         """The last step served for tag (a dict: op_id, type, tag,
         complete_ret, and the memory manager's result under 'mm', with
         freed_bytes: what the driver saw come free), or None."""
@@ -318,35 +349,36 @@ class Agent:
                 if r.resident_source < len(_lib.RESIDENT_SOURCES) else None,
                 "generation": r.generation}
 
-    def stop(self):
+    def stop(self) -> int:
         """Stop the thread; 0, or the -errno that ended it."""
         if self._thread:
             self._thread = False
             return _lib.lib().gs_agent_stop(self._a)
         return 0
 
-    def close(self):
+    def close(self) -> None:
         """Stop, and close the agent fd (the domain is 'not enabled' then)."""
         if self._a:
             self.stop()
             _lib.lib().gs_agent_destroy(self._a)
             self._a = None
 
-    def __enter__(self):
+    def __enter__(self) -> Agent:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
 
 
-def start_agent(domain, backend="auto", *, device=0, backup=("weights",),
-                dev_path=None):
+def start_agent(domain: DomainRef, backend: Backend = "auto", *,
+                device: int = 0, backup: Container[str] = ("weights",),
+                dev_path: Optional[str] = None) -> Agent:
     """The agent of this process: a MemoryManager (CUDA when a GPU is
     there, else host) with the tags in backup backed up and the others
     discarded, served on a thread. Returns the Agent (agent.mm allocates)."""

@@ -42,17 +42,34 @@ complete()). An exception in a callback fails the step with its errno
 time (they are looked up when an event arrives).
 """
 
+from __future__ import annotations
+
 import ctypes
 import errno as _errno
 import logging
 import os
 import select
+from typing import (TYPE_CHECKING, Callable, Iterable, Literal, Optional,
+                    Union)
 
 from . import _lib, errors
-from .trainer import _Ops
+from .trainer import Result, Tags, _Ops
+
+if TYPE_CHECKING:
+    import asyncio
 
 PENDING = _lib.GS_PENDING
 log = logging.getLogger("gpusleep.engine")
+
+#: drain(tags, abort_inflight): None or 0 (done), -errno, or PENDING
+DrainCallback = Callable[[list[str], bool], Optional[int]]
+#: reset_caches(), repair_kv(): None or 0 (done), -errno, or PENDING
+StepCallback = Callable[[], Optional[int]]
+#: drain_cancelled(), resume_sched(): a notice (what it returns is ignored)
+NoticeCallback = Callable[[], object]
+#: A tag declaration: names (kind memory, except "kv_cache") or (name,
+#: kind) pairs, kind "memory" or "kv_cache".
+TagDecl = Iterable[Union[str, tuple[str, str]]]
 
 
 def _answer(value):
@@ -75,10 +92,17 @@ class Engine(_Ops):
 
     PENDING = PENDING
 
-    def __init__(self, name, gpu="", *, prefix_caching=False,
-                 prefix_cache_reset=False, dev_path=None, drain=None,
-                 drain_cancelled=None, reset_caches=None, repair_kv=None,
-                 resume_sched=None, shared=False, tags=None):
+    def __init__(self, name: str, gpu: Optional[str] = "", *,
+                 prefix_caching: bool = False,
+                 prefix_cache_reset: bool = False,
+                 dev_path: Optional[str] = None,
+                 drain: Optional[DrainCallback] = None,
+                 drain_cancelled: Optional[NoticeCallback] = None,
+                 reset_caches: Optional[StepCallback] = None,
+                 repair_kv: Optional[StepCallback] = None,
+                 resume_sched: Optional[NoticeCallback] = None,
+                 shared: bool = False,
+                 tags: Optional[TagDecl] = None) -> None:
         L = _lib.lib()
         # tags: the declaration, in release order (None: weights, kv_cache)
         decl = _lib.declaration(tags) if tags is not None else \
@@ -160,7 +184,7 @@ class Engine(_Ops):
         if self._e is None:
             raise ValueError("engine closed")
 
-    def dispatch(self):
+    def dispatch(self) -> int:
         """Read every queued event and run its callback. Returns the number
         handled (0: none queued); EngineGone once the domain is dead."""
         self._check_open()
@@ -171,7 +195,7 @@ class Engine(_Ops):
             raise OSError(-ret, f"engine dispatch: {os.strerror(-ret)}")
         return ret
 
-    def complete(self, status=0):
+    def complete(self, status: int = 0) -> bool:
         """Answer the pending step (a callback returned PENDING) with 0 or
         -errno. False if nothing is pending (it was cancelled or timed
         out), True when answered."""
@@ -184,7 +208,7 @@ class Engine(_Ops):
         return True
 
     @property
-    def sched_paused(self):
+    def sched_paused(self) -> bool:
         """The module's level as of the newest record: True from DRAIN until
         RESUME_SCHED (a DRAIN_CANCELLED leaves it True). Schedule only
         while it is False."""
@@ -192,13 +216,13 @@ class Engine(_Ops):
         return bool(_lib.lib().gs_engine_sched_paused(self._e))
 
     @property
-    def pending(self):
+    def pending(self) -> bool:
         """True while a step answered PENDING awaits complete()."""
         self._check_open()
         return bool(_lib.lib().gs_engine_pending(self._e))
 
     @property
-    def replaced_tags(self):
+    def replaced_tags(self) -> list[str]:
         """The tags whose memory the newest RESUME_SCHED says was replaced
         since the previous one: register their buffers again."""
         self._check_open()
@@ -206,13 +230,13 @@ class Engine(_Ops):
                                  self.tag_names)
 
     @property
-    def kv_generation(self):
+    def kv_generation(self) -> int:
         """The KV cache's backing generation the newest REPAIR_KV carried
         (0 before the first)."""
         self._check_open()
         return int(_lib.lib().gs_engine_kv_generation(self._e))
 
-    def generation(self, tag):
+    def generation(self, tag: str) -> int:
         """A tag's backing generation now, from the module's state."""
         self._check_open()
         gen = ctypes.c_uint64()
@@ -223,13 +247,14 @@ class Engine(_Ops):
             raise OSError(-ret, f"generation: {os.strerror(-ret)}")
         return gen.value
 
-    def add_to_loop(self, loop=None):
+    def add_to_loop(self,
+                    loop: Optional[asyncio.AbstractEventLoop] = None) -> None:
         """Dispatch from an asyncio loop whenever the fd is readable."""
         import asyncio
         self._loop = loop or asyncio.get_event_loop()
         self._loop.add_reader(self._fd, self._dispatch_quietly)
 
-    def remove_from_loop(self):
+    def remove_from_loop(self) -> None:
         if self._loop is not None:
             self._loop.remove_reader(self._fd)
             self._loop = None
@@ -241,7 +266,7 @@ class Engine(_Ops):
             self.remove_from_loop()
 
     # -- operations started by the engine itself ---------------------------
-    def run_until_done(self, op_id):
+    def run_until_done(self, op_id: int) -> Result:
         """Drive this engine's events until operation op_id has finished
         (for an operation the engine's own loop started: nobody else would
         answer its drain). Returns its Result or raises its error. A
@@ -276,8 +301,9 @@ class Engine(_Ops):
             os.close(efd)
         return self.wait(op_id)
 
-    def release(self, tags=None, abort_inflight=False, timeout=None,
-                wait=True):
+    def release(self, tags: Tags = None, abort_inflight: bool = False,
+                timeout: Optional[float] = None,
+                wait: bool = True) -> Union[Result, int]:
         """Release from the engine itself (always non-blocking in the
         kernel). wait=True drives this engine's loop until it is done
         (run_until_done) and returns the Result; wait=False returns the op
@@ -286,12 +312,14 @@ class Engine(_Ops):
                                 timeout=timeout, wait=False)
         return self.run_until_done(op_id) if wait else op_id
 
-    def resume(self, tags=None, timeout=None, wait=True):
+    def resume(self, tags: Tags = None, timeout: Optional[float] = None,
+               wait: bool = True) -> Union[Result, int]:
         """Resume from the engine itself; see release()."""
         op_id = super().resume(tags, timeout=timeout, wait=False)
         return self.run_until_done(op_id) if wait else op_id
 
-    def grant(self, role="controller"):
+    def grant(self,
+              role: Literal["controller", "agent"] = "controller") -> int:
         """An fd of role ("controller" or "agent") for this domain, to pass
         over a UNIX socket (socket.send_fds) to a process that may not
         attach by id: another container or pid namespace, or an agent
@@ -305,7 +333,7 @@ class Engine(_Ops):
             raise errors.from_code(-ret)
         return ret
 
-    def close(self):
+    def close(self) -> None:
         """Close the engine fd: the domain dies."""
         if self._e is not None:
             self.remove_from_loop()
@@ -313,13 +341,13 @@ class Engine(_Ops):
             self._e = None
             self._fd = -1
 
-    def __enter__(self):
+    def __enter__(self) -> Engine:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:

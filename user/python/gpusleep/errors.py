@@ -23,10 +23,17 @@ PermissionDenied (not the domain's owner and no CAP_SYS_ADMIN; also a
 PermissionError).
 """
 
+from __future__ import annotations
+
 import errno as _errno
 import os
+from typing import TYPE_CHECKING, Callable, Iterable, Optional, Union
 
 from . import _lib
+
+if TYPE_CHECKING:
+    from .group import GroupResult
+    from .trainer import Result
 
 # name, errno, sentence: the same table as libgpusleep's (user/lib.c), kept
 # here so that the exceptions need not load the library.
@@ -70,23 +77,26 @@ _REASONS = {
 }
 
 
-def reason_name(reason):
+def reason_name(reason: int) -> str:
     return _REASONS.get(reason, ("UNKNOWN",))[0]
 
 
-def reason_errno(reason):
+def reason_errno(reason: int) -> int:
     return _REASONS.get(reason, (None, 0))[1]
 
 
-def reason_str(reason):
+def reason_str(reason: int) -> str:
     return _REASONS.get(reason, (None, 0, "unknown reason"))[2]
 
 
 class GpuSleepError(OSError):
     """Base of every gpusleep refusal or failure."""
 
-    def __init__(self, reason=_lib.R_NONE, err=None, message=None, *,
-                 op_id=0, tags=(), result=None, peer_errno=None):
+    def __init__(self, reason: int = _lib.R_NONE, err: Optional[int] = None,
+                 message: Optional[str] = None, *, op_id: int = 0,
+                 tags: Iterable[str] = (),
+                 result: Union[Result, GroupResult, None] = None,
+                 peer_errno: Optional[int] = None) -> None:
         if err is None:
             err = reason_errno(reason) or _errno.EIO
         if message is None:
@@ -100,7 +110,7 @@ class GpuSleepError(OSError):
         self.result = result
         self.peer_errno = peer_errno
 
-    def __str__(self):
+    def __str__(self) -> str:
         s = f"[{self.reason_name}, {_errno.errorcode.get(self.errno, self.errno)}]"
         s += f" {self.message}"
         if self.tags:
@@ -112,12 +122,14 @@ class GpuSleepError(OSError):
             s += f" (op {self.op_id})"
         return s
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., GpuSleepError],
+                                  tuple[object, ...]]:
         return (_rebuild, (type(self), self.reason, self.errno, self.message,
                            self.op_id, self.tags))
 
 
-def _rebuild(cls, reason, err, message, op_id, tags):
+def _rebuild(cls: type[GpuSleepError], reason: int, err: int, message: str,
+             op_id: int, tags: Iterable[str]) -> GpuSleepError:
     return cls(reason, err, message, op_id=op_id, tags=tags)
 
 
@@ -195,16 +207,18 @@ class DomainNotFound(GpuSleepError, FileNotFoundError, LookupError):
     """No live domain has that name or id (ENOENT). .domain: what was
     asked for."""
 
-    def __init__(self, domain, message=None):
+    def __init__(self, domain: Union[int, str],
+                 message: Optional[str] = None) -> None:
         super().__init__(_lib.R_NONE, _errno.ENOENT, message or
                          f"no gpusleep domain {domain!r} "
                          "(gpusleepctl list shows them)")
         self.domain = domain
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.message
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., GpuSleepError],
+                                  tuple[object, ...]]:
         return (type(self), (self.domain, self.message))
 
 
@@ -212,17 +226,18 @@ class AmbiguousDomain(GpuSleepError, LookupError):
     """Several domains have that name: pass the id (EINVAL). .domain: the
     name; .ids: the ids that have it."""
 
-    def __init__(self, domain, ids=()):
+    def __init__(self, domain: str, ids: Iterable[int] = ()) -> None:
         self.ids = list(ids)
         super().__init__(_lib.R_NONE, _errno.EINVAL,
                          f"{len(self.ids)} gpusleep domains are named "
                          f"{domain!r} (ids {self.ids}): pass the id")
         self.domain = domain
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.message
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., GpuSleepError],
+                                  tuple[object, ...]]:
         return (type(self), (self.domain, self.ids))
 
 
@@ -230,16 +245,18 @@ class ModuleNotLoaded(GpuSleepError, FileNotFoundError):
     """The gpusleep module is not loaded: no /dev/gpusleep, no
     /sys/class/gpusleep (ENOENT). Load it: sudo modprobe gpusleep."""
 
-    def __init__(self, path="/dev/gpusleep", message=None):
+    def __init__(self, path: str = "/dev/gpusleep",
+                 message: Optional[str] = None) -> None:
         super().__init__(_lib.R_NONE, _errno.ENOENT, message or
                          f"{path}: missing: the gpusleep module is not "
                          "loaded (load it: sudo modprobe gpusleep)")
         self.path = path
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.message
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., GpuSleepError],
+                                  tuple[object, ...]]:
         return (type(self), (self.path, self.message))
 
 
@@ -249,7 +266,8 @@ class PermissionDenied(GpuSleepError, PermissionError):
     (Engine.grant, Controller.from_fd). Reading its state needs no
     permission: gpusleep.state() reads sysfs then."""
 
-    def __init__(self, domain, message=None):
+    def __init__(self, domain: Union[int, str],
+                 message: Optional[str] = None) -> None:
         super().__init__(_lib.R_NONE, _errno.EPERM, message or
                          f"domain {domain!r}: permission denied: only its "
                          "owner or root (CAP_SYS_ADMIN) may control it; run "
@@ -257,10 +275,11 @@ class PermissionDenied(GpuSleepError, PermissionError):
                          "granted (Engine.grant, Controller.from_fd)")
         self.domain = domain
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.message
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., GpuSleepError],
+                                  tuple[object, ...]]:
         return (type(self), (self.domain, self.message))
 
 
@@ -291,8 +310,9 @@ _BY_ERRNO = {
 }
 
 
-def from_code(err, reason=_lib.R_NONE, *, op_id=0, tags=(), result=None,
-              message=None):
+def from_code(err: int, reason: int = _lib.R_NONE, *, op_id: int = 0,
+              tags: Iterable[str] = (), result: Optional[Result] = None,
+              message: Optional[str] = None) -> GpuSleepError:
     """The exception for errno err (positive) and a reason code."""
     cls = _BY_REASON.get(reason) or _BY_ERRNO.get(err, GpuSleepError)
     if message is None and not reason:

@@ -15,18 +15,29 @@ gpusleep.errors exception of that rank's reason, naming it (exc.rank,
 exc.domain, exc.result.ranks: the per-rank breakdown).
 """
 
+from __future__ import annotations
+
 import ctypes
 import errno as _errno
 import os
+from typing import Iterable, Optional, Protocol, Sequence, Union
 
 from . import _lib, errors
-from .trainer import resolve_domain, _timeout_ms
+from .trainer import DomainRef, Tags, resolve_domain, _timeout_ms
+
+
+class SupportsFileno(Protocol):
+    """What holds an engine or controller fd of a domain (Engine,
+    Controller): Group.add takes it as the domain."""
+
+    def fileno(self) -> int: ...
 
 
 class RankResult:
     """One rank of a group operation (struct gpusleep_group_rank)."""
 
-    def __init__(self, rank, r, names=_lib.TAG_NAMES):
+    def __init__(self, rank: int, r: _lib.gpusleep_group_rank,
+                 names: Sequence[str] = _lib.TAG_NAMES) -> None:
         self.rank = rank
         self.domain = r.domain
         self.flags = r.flags
@@ -42,7 +53,7 @@ class RankResult:
         self.rolled_back = bool(r.flags & _lib.GRF_ROLLED_BACK)
         self.still_released = bool(r.flags & _lib.GRF_STILL_RELEASED)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         what = [n for n in ("done", "failed", "cancelled", "rolled_back",
                             "still_released") if getattr(self, n)]
         return (f"RankResult(rank={self.rank}, domain={self.domain}, "
@@ -53,7 +64,8 @@ class RankResult:
 class GroupResult:
     """A finished group operation, with its per-rank breakdown."""
 
-    def __init__(self, r, ranks):
+    def __init__(self, r: _lib.gpusleep_group_result,
+                 ranks: list[RankResult]) -> None:
         self.op_id = r.op_id
         self.kind = {_lib.OP_RELEASE: "release",
                      _lib.OP_RESUME: "resume"}.get(r.kind, str(r.kind))
@@ -66,16 +78,16 @@ class GroupResult:
         self.ranks = ranks
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return self.error == 0
 
-    def raise_for_error(self):
+    def raise_for_error(self) -> GroupResult:
         if self.error:
             raise _group_error(self.error, self.reason, self.rank,
                                self.domain, op_id=self.op_id, result=self)
         return self
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"GroupResult(op_id={self.op_id}, kind={self.kind!r}, "
                 f"error={self.error}, reason={self.reason_name}, "
                 f"rank={self.rank}, ranks={self.ranks!r})")
@@ -99,7 +111,10 @@ class Group:
     domains: ids, names, or objects with fileno() holding an engine or
     controller fd of the domain (Controller, Engine)."""
 
-    def __init__(self, name, domains=(), dev_path=None, *, _open=False):
+    def __init__(self, name: str,
+                 domains: Iterable[Union[DomainRef, SupportsFileno]] = (),
+                 dev_path: Optional[str] = None, *,
+                 _open: bool = False) -> None:
         L = _lib.lib()
         self.name = name
         dev = L.gs_open(dev_path.encode() if dev_path else None, 0, None)
@@ -126,14 +141,14 @@ class Group:
             raise
 
     @classmethod
-    def open(cls, name, dev_path=None):
+    def open(cls, name: str, dev_path: Optional[str] = None) -> Group:
         """Another fd for the live group named name (gpusleepctl's way)."""
         return cls(name, dev_path=dev_path, _open=True)
 
-    def fileno(self):
+    def fileno(self) -> int:
         return self._fd
 
-    def add(self, domain):
+    def add(self, domain: Union[DomainRef, SupportsFileno]) -> int:
         """Add a domain as the next rank; returns its rank."""
         L = _lib.lib()
         rank = _lib.u32()
@@ -166,7 +181,7 @@ class Group:
         return rank.value
 
     @property
-    def tag_names(self):
+    def tag_names(self) -> tuple[str, ...]:
         """The ranks' tags, in declaration order (they all declare the
         same); asked each time, since ranks may be added."""
         return tuple(n for n, _, _ in _lib.get_tags(self._fd)) or \
@@ -191,18 +206,21 @@ class Group:
             return op.op_id
         return self.wait(op.op_id).raise_for_error()
 
-    def release(self, tags=None, abort_inflight=False, timeout=None,
-                wait=True):
+    def release(self, tags: Tags = None, abort_inflight: bool = False,
+                timeout: Optional[float] = None,
+                wait: bool = True) -> Union[GroupResult, int]:
         """Release every rank as one operation; a GroupResult (wait=False:
         the op id). timeout: seconds, per step and for the whole."""
         flags = _lib.OPF_ABORT_INFLIGHT if abort_inflight else 0
         return self._op(_lib.OP_RELEASE, tags, flags, timeout, wait)
 
-    def resume(self, tags=None, timeout=None, wait=True):
+    def resume(self, tags: Tags = None, timeout: Optional[float] = None,
+               wait: bool = True) -> Union[GroupResult, int]:
         """Resume every rank as one operation (None: what each released)."""
         return self._op(_lib.OP_RESUME, tags, 0, timeout, wait)
 
-    def wait(self, op_id=0, timeout=None):
+    def wait(self, op_id: int = 0,
+             timeout: Optional[float] = None) -> GroupResult:
         """The GroupResult of op_id (0: the newest), waiting for it.
         TimeoutError past timeout seconds."""
         L = _lib.lib()
@@ -224,24 +242,24 @@ class Group:
         return GroupResult(res, [RankResult(i, ranks[i], names)
                                  for i in range(n.value)])
 
-    def register_eventfd(self, efd):
+    def register_eventfd(self, efd: int) -> None:
         """Signal efd when a group operation finishes (-1: none)."""
         ret = _lib.lib().gs_group_eventfd(self._fd, efd)
         if ret < 0:
             raise OSError(-ret, os.strerror(-ret))
 
-    def close(self):
+    def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
 
-    def __enter__(self):
+    def __enter__(self) -> Group:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:

@@ -19,15 +19,23 @@ torch_memory_saver) goes through the same domain: the scheduler is idle
 then, so the drain is done at once.
 """
 
+from __future__ import annotations
+
 import errno
 import os
 import select
+from typing import TYPE_CHECKING, Optional
 
 from .engine import PENDING
 from .torch_memory_saver import torch_memory_saver
 
+if TYPE_CHECKING:
+    from sglang.srt.managers.scheduler import Scheduler
 
-def domain_name(engine, tp_rank):
+    from .torch_memory_saver import TorchMemorySaver
+
+
+def domain_name(engine: str, tp_rank: int) -> str:
     """The naming convention: what a trainer derives from the engine's name
     and its TP size (the group is named engine)."""
     return f"{engine}-tp{tp_rank}"
@@ -36,7 +44,9 @@ def domain_name(engine, tp_rank):
 class SchedulerHook:
     """The gpusleep side of one SGLang scheduler (one TP rank)."""
 
-    def __init__(self, scheduler, engine=None, tp_rank=0, saver=None):
+    def __init__(self, scheduler: Scheduler, engine: Optional[str] = None,
+                 tp_rank: int = 0,
+                 saver: Optional[TorchMemorySaver] = None) -> None:
         self.scheduler = scheduler
         self.name = domain_name(engine or os.environ.get(
             "GPUSLEEP_ENGINE", "sglang"), tp_rank)
@@ -69,7 +79,7 @@ class SchedulerHook:
     def _resume_sched(self):
         self.paused = False
 
-    def poll(self):
+    def poll(self) -> None:
         """Once per scheduler iteration: run the queued events (never
         blocks), and answer the drain once the scheduler is idle."""
         fd = self.engine.fileno()

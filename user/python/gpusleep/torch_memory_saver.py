@@ -62,13 +62,24 @@ Differences from torch_memory_saver (its current source, point by point)
 are listed in docs/pytorch.md.
 """
 
+from __future__ import annotations
+
 import contextlib
 import ctypes
 import errno as _errno
 import os
 import threading
+from typing import (TYPE_CHECKING, Any, Iterable, Iterator, Optional,
+                    Union)
 
 from . import _lib, errors
+
+if TYPE_CHECKING:
+    import torch
+
+    from .agent import StepResult
+    from .engine import Engine, TagDecl
+    from .trainer import Result
 
 
 # The adapter's declaration: the reference controller's two tags, then
@@ -78,7 +89,7 @@ TMS_TAGS = (("weights", "memory"), ("kv_cache", "kv_cache"),
 
 
 class TorchMemorySaver:
-    def __init__(self):
+    def __init__(self) -> None:
         self._engine = None
         self._policies = {}		# tag name -> backup?
         self._agent = False
@@ -99,8 +110,10 @@ class TorchMemorySaver:
         self._hook_mode = "torch"
 
     # ------------------------------------------------------------ setup
-    def configure(self, engine=None, *, local=None, tags=None,
-                  **engine_kwargs):
+    def configure(self, engine: Optional[Engine] = None, *,
+                  local: Optional[bool] = None,
+                  tags: Optional[TagDecl] = None,
+                  **engine_kwargs: Any) -> Optional[Engine]:
         """Bind the domain: an Engine of this process, or the keyword
         arguments of a new one (name, gpu, prefix_caching,
         prefix_cache_reset, callbacks...). tags: the new domain's
@@ -131,19 +144,19 @@ class TorchMemorySaver:
         return engine
 
     @property
-    def engine(self):
+    def engine(self) -> Optional[Engine]:
         """The bound Engine (made on first need)."""
         if self._engine is None:
             self.configure()
         return self._engine
 
     @property
-    def local(self):
+    def local(self) -> bool:
         """True: pause/resume act on the memory directly (no module)."""
         return self._local
 
     @property
-    def enabled(self):
+    def enabled(self) -> bool:
         """True when the memory saver works here: not disabled, the
         library loads, and /dev/gpusleep exists (or local mode)."""
         if self._user_disabled:
@@ -155,25 +168,25 @@ class TorchMemorySaver:
         return self._local or os.path.exists("/dev/gpusleep")
 
     @enabled.setter
-    def enabled(self, value):
+    def enabled(self, value: bool) -> None:
         """False turns region/pause/resume into no-ops."""
         self._user_disabled = not value
 
     @property
-    def hook_mode(self):
+    def hook_mode(self) -> str:
         """Accepted for compatibility: allocations are always captured
         through MemPools ("torch" mode); "preload" is not offered."""
         return self._hook_mode
 
     @hook_mode.setter
-    def hook_mode(self, mode):
+    def hook_mode(self, mode: str) -> None:
         if mode not in ("torch", "preload"):
             raise ValueError(f"hook_mode {mode!r}: want 'torch' or 'preload'")
         self._hook_mode = mode
 
     # ------------------------------------------------------------ tags
     @property
-    def tags(self):
+    def tags(self) -> list[str]:
         """The domain's tags, in declaration order."""
         return [n for n, _ in self._decl]
 
@@ -286,7 +299,7 @@ class TorchMemorySaver:
             else:
                 del self._owner[id(pool)]
 
-    def pool(self, tag="weights"):
+    def pool(self, tag: str = "weights") -> torch.cuda.MemPool:
         """The torch.cuda.MemPool of tag on the current device (for
         torch.cuda.graph(pool=....id) or torch.cuda.use_mem_pool)."""
         torch = self._torch()
@@ -399,7 +412,8 @@ class TorchMemorySaver:
                                 self.tags[0]).encode())
 
     @contextlib.contextmanager
-    def region(self, tag="weights", enable_cpu_backup=False):
+    def region(self, tag: str = "weights",
+               enable_cpu_backup: bool = False) -> Iterator[None]:
         """Allocations of the calling thread inside go to tag;
         enable_cpu_backup: kept across pause (copied to host memory),
         else discarded (zero after resume). Regions nest (the same tag
@@ -447,9 +461,12 @@ class TorchMemorySaver:
             return mine
 
     @contextlib.contextmanager
-    def cuda_graph(self, cuda_graph, pool=None, stream=None,
-                   capture_error_mode="global", tag="cuda_graph",
-                   enable_cpu_backup=False):
+    def cuda_graph(self, cuda_graph: torch.cuda.CUDAGraph,
+                   pool: Optional[tuple[int, int]] = None,
+                   stream: Optional[torch.cuda.Stream] = None,
+                   capture_error_mode: str = "global",
+                   tag: str = "cuda_graph",
+                   enable_cpu_backup: bool = False) -> Iterator[None]:
         """torch.cuda.graph(...), with the graph's memory in a pool of tag,
         so that it is released and brought back with that tag. pool: None
         (tag's MemPool), a pool of ours (graph.pool() of a graph captured
@@ -484,7 +501,7 @@ class TorchMemorySaver:
         self._ensure_agent()
 
     @contextlib.contextmanager
-    def disable(self):
+    def disable(self) -> Iterator[None]:
         """Allocations inside a region that must stay with PyTorch's own
         allocator: a plain MemPool (PyTorch's allocator) for the calling
         thread, dropped afterwards (torch_memory_saver does the same)."""
@@ -559,7 +576,8 @@ class TorchMemorySaver:
                                         ctypes.byref(info))
         return ret == 0 and bool(info.paused)
 
-    def pause(self, tag=None):
+    def pause(self, tag: Union[str, Iterable[str], None] = None
+              ) -> Union[Result, dict[str, dict[str, int]], None]:
         """Release tag (None = every tag) through the module; returns the
         operation's Result. Refusals raise gpusleep.errors exceptions.
         Local mode: the memory manager's results per tag."""
@@ -571,7 +589,8 @@ class TorchMemorySaver:
         self._ensure_agent()
         return eng.release(self._tags(tag))
 
-    def resume(self, tag=None):
+    def resume(self, tag: Union[str, Iterable[str], None] = None
+               ) -> Union[Result, dict[str, dict[str, int]], None]:
         """Resume tag (None = exactly what is paused) through the module."""
         if not self.enabled:
             return None
@@ -581,7 +600,7 @@ class TorchMemorySaver:
         self._ensure_agent()
         return eng.resume(self._tags(tag))
 
-    def last_result(self, tag):
+    def last_result(self, tag: str) -> Optional[StepResult]:
         """What the last release or resume of tag did to the memory, as
         gpusleep.agent.result_dict (bytes, freed_bytes: what the driver
         saw come free, unmapped_bytes, lost_bytes, ...) under 'mm', with
@@ -596,7 +615,7 @@ class TorchMemorySaver:
         return {"op_id": r.op_id, "type": r.type, "tag": r.tag,
                 "complete_ret": r.complete_ret, "mm": result_dict(r.mm)}
 
-    def close(self):
+    def close(self) -> None:
         """Stop the agent thread and close the domain (tests)."""
         if self._agent:
             _lib.lib().gpusleep_agent_stop()
@@ -616,14 +635,14 @@ configure = torch_memory_saver.configure
 
 
 @contextlib.contextmanager
-def configure_subprocess():
+def configure_subprocess() -> Iterator[None]:
     """torch_memory_saver's LD_PRELOAD set-up for child processes: nothing
     to set up here (no preload; MemPools work in any process), kept so
     that engines calling it run unchanged."""
     yield
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> bool:
     if name == "enabled":
         return torch_memory_saver.enabled
     raise AttributeError(name)

@@ -27,7 +27,7 @@ import ctypes
 import errno as _errno
 import glob
 import os
-from typing import Iterable, Optional, Union
+from typing import Iterable, Optional, Sequence, Union
 
 from . import _lib, errors
 
@@ -111,7 +111,8 @@ class Result:
     """A finished operation (struct gpusleep_result); names: the domain's
     tags, in declaration order."""
 
-    def __init__(self, r, names=_lib.TAG_NAMES):
+    def __init__(self, r: _lib.gpusleep_result,
+                 names: Sequence[str] = _lib.TAG_NAMES) -> None:
         self.op_id = r.op_id
         self.kind = {_lib.OP_RELEASE: "release",
                      _lib.OP_RESUME: "resume"}.get(r.kind, str(r.kind))
@@ -131,16 +132,16 @@ class Result:
         self.lost_tags = _lib.mask_to_tags(r.lost_tags, names)
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return self.error == 0
 
-    def raise_for_error(self):
+    def raise_for_error(self) -> Result:
         if self.error:
             raise errors.from_code(self.error, self.reason, op_id=self.op_id,
                                    tags=self.tags, result=self)
         return self
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"Result(op_id={self.op_id}, kind={self.kind!r}, "
                 f"tags={self.tags!r}, error={self.error}, "
                 f"reason={self.reason_name}, bytes={self.bytes!r})")
@@ -150,7 +151,8 @@ class State:
     """struct gpusleep_state, with the names of the domain's tags (names,
     in declaration order; .tags)."""
 
-    def __init__(self, s, names=_lib.TAG_NAMES):
+    def __init__(self, s: _lib.gpusleep_state,
+                 names: Sequence[str] = _lib.TAG_NAMES) -> None:
         self.id = s.id
         self.state = (_lib.STATE_NAMES[s.state]
                       if s.state < len(_lib.STATE_NAMES) else str(s.state))
@@ -257,7 +259,7 @@ class State:
         self.source = "sysfs"
         return self
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"State(id={self.id}, state={self.state!r}, "
                 f"released={self.released!r}, "
                 f"op_in_flight={self.op_in_flight}, "
@@ -269,20 +271,20 @@ class _Ops:
     or the engine fd for gpusleep.engine.Engine)."""
 
     _fd = -1
-    _tag_names = None
+    _tag_names: Optional[tuple[str, ...]] = None
 
     def fileno(self) -> int:
         return self._fd
 
     @property
-    def tag_names(self) -> tuple:
+    def tag_names(self) -> tuple[str, ...]:
         """The domain's tags, in declaration order (its bit order): fixed
         for the domain's life, so asked once (GPUSLEEP_IOC_GET_TAGS)."""
         if self._tag_names is None:
             self._tag_names = tuple(n for n, _, _ in _lib.get_tags(self._fd))
         return self._tag_names
 
-    def tags(self) -> list:
+    def tags(self) -> list[tuple[str, str, int]]:
         """The domain's declaration: [(name, kind, generation)], kind
         "memory" or "kv_cache", generation how many times the tag's memory
         was replaced."""
@@ -378,7 +380,8 @@ class _Ops:
             raise errors.from_code(-ret, op_id=op_id)
         return Result(r, self.tag_names).raise_for_error()
 
-    def register_eventfd(self, efd: int, events: int = _lib.EFD_OP_DONE):
+    def register_eventfd(self, efd: int,
+                         events: int = _lib.EFD_OP_DONE) -> None:
         """Register (events != 0), update or remove (0) an eventfd."""
         ret = _lib.lib().gs_eventfd(self._fd, efd, events)
         if ret < 0:
@@ -437,7 +440,8 @@ class Controller(_Ops):
     manager that closes it. errors.DomainNotFound, AmbiguousDomain,
     ModuleNotLoaded, PermissionDenied when it cannot be had."""
 
-    def __init__(self, domain: DomainRef, dev_path: Optional[str] = None):
+    def __init__(self, domain: DomainRef,
+                 dev_path: Optional[str] = None) -> None:
         if dev_path is not None and not isinstance(dev_path, str):
             raise TypeError("dev_path: want None or a path (str), not "
                             f"{type(dev_path).__name__}")
@@ -483,10 +487,10 @@ class Controller(_Ops):
     def __enter__(self) -> "Controller":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:

@@ -39,18 +39,25 @@ vllm.device_allocator.get_mem_allocator_instance where vLLM has it, with
 this allocator, in the vllm modules already imported too.
 """
 
+from __future__ import annotations
+
 import contextlib
 import ctypes
 import os
 import sys
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Union
 
 from . import _lib
 from .torch_memory_saver import torch_memory_saver as _saver
 
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .trainer import Result
+
 VLLM_TAGS = ("weights", "kv_cache")
 
 
-def domain_name():
+def domain_name() -> str:
     """The worker's domain name (see the module's docstring)."""
     name = os.environ.get("GPUSLEEP_DOMAIN_NAME")
     if name:
@@ -75,17 +82,17 @@ class GpuSleepAllocator:
     default_tag = "default"	# vLLM's; the adapter aliases it to weights
 
     @staticmethod
-    def get_instance():
+    def get_instance() -> GpuSleepAllocator:
         if GpuSleepAllocator.instance is None:
             GpuSleepAllocator.instance = GpuSleepAllocator()
         return GpuSleepAllocator.instance
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.saver = _saver
         self.current_tag = GpuSleepAllocator.default_tag
 
     @property
-    def engine(self):
+    def engine(self) -> Optional[Engine]:
         """The worker's gpusleep Engine (made on first need)."""
         if self.saver._engine is None:
             self.saver.configure(name=domain_name(), tags=list(VLLM_TAGS),
@@ -94,7 +101,7 @@ class GpuSleepAllocator:
         return self.saver.engine
 
     @contextlib.contextmanager
-    def use_memory_pool(self, tag=None):
+    def use_memory_pool(self, tag: Optional[str] = None) -> Iterator[None]:
         """Allocations inside go to tag's pool (None: the default tag,
         the weights)."""
         tag = tag or GpuSleepAllocator.default_tag
@@ -114,7 +121,8 @@ class GpuSleepAllocator:
     def _mm(self):
         return _lib.lib().gpusleep_mm()
 
-    def sleep(self, offload_tags=None):
+    def sleep(self, offload_tags: Union[str, Iterable[str], None] = None
+              ) -> Union[Result, dict[str, dict[str, int]], None]:
         """Release every tag; the offload_tags are backed up (restored by
         wake_up), the rest discarded. offload_tags: a tuple or a str;
         None is the default tag. Returns the operation's gpusleep Result
@@ -136,14 +144,15 @@ class GpuSleepAllocator:
                               f"{os.strerror(-ret)}")
         return self.saver.pause()
 
-    def wake_up(self, tags=None):
+    def wake_up(self, tags: Optional[Iterable[str]] = None
+                ) -> Union[Result, dict[str, dict[str, int]], None]:
         """Resume tags (None: every released tag)."""
         if not self._mm():
             return None
         return self.saver.resume(None if tags is None else
                                  [self._tag(t) for t in tags])
 
-    def get_current_usage(self):
+    def get_current_usage(self) -> int:
         """Bytes allocated in the pools (every tag, asleep or awake)."""
         mm = self._mm()
         if not mm:
@@ -157,7 +166,7 @@ class GpuSleepAllocator:
         return total
 
 
-def install():
+def install() -> type[GpuSleepAllocator]:
     """Put GpuSleepAllocator in CuMemAllocator's place (the plugin)."""
     import importlib
     cumem = importlib.import_module("vllm.device_allocator.cumem")

@@ -16,6 +16,8 @@ returns that same adapter: a second one would be a second domain over the
 same allocator. docs/integrations/sglang.md.
 """
 
+from typing import Union
+
 from gpusleep import torch_memory_saver as _adapter
 from gpusleep.torch_memory_saver import (TorchMemorySaver as _Impl,
                                          configure_subprocess,
@@ -42,7 +44,7 @@ resume = torch_memory_saver.resume
 configure = _adapter.configure
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Union[bool, str]:
     # read at each access, as the adapter's properties are
     if name in ("enabled", "hook_mode"):
         return getattr(torch_memory_saver, name)

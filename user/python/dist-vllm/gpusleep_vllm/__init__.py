@@ -8,7 +8,7 @@ GPUSLEEP_VLLM=0 to leave vLLM's own allocator in place (or leave
 import os
 
 
-def register():
+def register() -> None:
     if os.environ.get("GPUSLEEP_VLLM", "1") == "0":
         return
     from gpusleep.vllm import install
