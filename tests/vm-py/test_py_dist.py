@@ -9,13 +9,16 @@ library, py.typed), the engine and trainer examples
 (user/python/examples) through the module, a spawned child importing
 torch_memory_saver and pausing / resuming through the module
 (tests/vm-py/dist/tms_spawn.py), vLLM's worker calls through the plugin
-(tests/vm-py/dist/vllm_worker.py), and the error naming what is missing
+(tests/vm-py/dist/vllm_worker.py), the driver's GPUSLEEP_* variables
+reaching a worker that vLLM's Ray executor starts
+(tests/vm-py/dist/vllm_ray.py), and the error naming what is missing
 when the library is not there. The stand-ins of torch and vllm are
 tests/vm-py/standin (torch: tests/host/fake_torch).
 SKIPs without the wheels (python3-setuptools / python3-wheel missing)
 and, for what needs it, without /dev/gpusleep."""
 
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -36,6 +39,7 @@ TESTS = ["the gpusleep wheel bundles libgpusleep.so.0 and py.typed",
          "engine and trainer examples run from the venv",
          "torch_memory_saver: a spawned child pauses and resumes",
          "gpusleep-vllm: the plugin's allocator under vLLM's worker calls",
+         "gpusleep-vllm under Ray: a worker sees the driver's GPUSLEEP_*",
          "no library: the error names libgpusleep.so.0 and the ways to get it"]
 S = {}
 
@@ -173,6 +177,39 @@ def vllm_worker():
           out.stdout + out.stderr)
 
 
+def vllm_ray():
+    """A Ray actor inherits nothing of the driver's environment: the
+    worker sees GPUSLEEP_* only if vLLM's env copy carries them (the
+    plugin asks it to in the driver). No device needed: the worker only
+    names its domain."""
+    need_venv()
+    site = os.path.dirname(os.path.dirname(venv_run(
+        ["-c", "import gpusleep; print(gpusleep.__file__)"]).stdout.strip()))
+    lib = os.path.join(site, "gpusleep", "libgpusleep.so.0")
+    name = f"pyvllmray{os.getpid()}"
+    script = os.path.join(REPO, "tests", "vm-py", "dist", "vllm_ray.py")
+    base = {"GPUSLEEP_ENGINE": name, "GPUSLEEP_LIB": lib, "RANK": "0"}
+    for args, extra, allocator in (
+            ([], {"VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY": "MYLIB_",
+                  "MYLIB_X": "1"}, "gpusleep.vllm"),
+            (["old"], {}, "gpusleep.vllm"),
+            ([], {"GPUSLEEP_VLLM": "0"}, "vllm.device_allocator.cumem")):
+        env = dict(base, **extra)
+        out = venv_run([script] + args, env,
+                       pythonpath=[torch_path(), STANDIN])
+        check(out.returncode == 0, out.stdout + out.stderr)
+        # the driver's GPUSLEEP_* and MYLIB_* (venv_run's environment:
+        # this one's, GPUSLEEP_BACKEND=host, env)
+        driver = {k: v for k, v in os.environ.items() if k != "GPUSLEEP_LIB"}
+        driver.update(GPUSLEEP_BACKEND="host", **env)
+        want = {"domain": f"{name}-tp0", "allocator": allocator,
+                "env": {k: v for k, v in driver.items()
+                        if k.startswith(("GPUSLEEP_", "MYLIB_"))}}
+        seen = json.loads(out.stdout)
+        check(seen == want, f"{args} {extra}: the worker saw {seen}, "
+              f"not {want}")
+
+
 def no_library():
     need_venv()
     probe = venv_run(["-c", "import ctypes; ctypes.CDLL('libgpusleep.so.0')"])
@@ -218,7 +255,7 @@ def main():
     try:
         for name, fn in zip(TESTS, [wheel_contents, made_venv, importing,
                                     examples, tms_spawn, vllm_worker,
-                                    no_library]):
+                                    vllm_ray, no_library]):
             tap.run(name, fn)
     finally:
         if "dir" in S:

@@ -11,7 +11,11 @@ then that code runs:
   waits for the request; no request admitted while released), resumes
   the weights, stages new weights in host memory for the engine's load
   from disk, resumes the rest (KV cache zero, the waiting request runs);
-  a second release started without waiting, then wait(op).
+  a second release started without waiting, then wait(op); a release
+  with abort_inflight while a long request runs reaches the scheduler's
+  abort_request(AbortReq(abort_all=True)) (SGLang's own abort path) and
+  completes at once; without SGLang's AbortReq (absent, or too old to
+  have abort_all) the drain's abort says so.
 - vLLM (vllm.md): examples/vllm_trainer.py's train_step over the stand-in
   vllm.LLM with the gpusleep-vllm plugin.
 SKIPs the runs without /dev/gpusleep."""
@@ -35,6 +39,8 @@ TESTS = ["every <!-- from: FILE --> block of the guides is in FILE",
          "trainer: group release waits for the drain, admits nothing",
          "trainer: weights back, staged weights loaded, then the rest",
          "trainer: release without waiting, then wait(op); resume",
+         "SGLang: abort_inflight goes through abort_request(AbortReq)",
+         "SGLang: no AbortReq, or one without abort_all: a clear error",
          "vLLM: train_step through the plugin, each rank's domain"]
 S = {"procs": []}
 
@@ -167,6 +173,49 @@ def nowait():
           "rank 1 alive")
 
 
+def abort():
+    need_ranks()
+    r0 = S["ranks"][0]
+    before = r0.ask("status")
+    # a request of 10^6 iterations (hours): only an abort ends it soon
+    check(r0.ask("submit 1000000") == ["ok"], "submit")
+    r0.ask("status")	# an iteration: the request runs
+    r = S["sleep"].group.release(abort_inflight=True, timeout=20)
+    check(all(x.released for x in r.ranks), repr(r.ranks))
+    check(r0.ask("aborts") == ["aborts", "1"],
+          "abort_inflight did not reach abort_request(AbortReq(abort_all))")
+    check(r0.ask("status") == ["status", "0", "0", before[3]],
+          "the aborted request still there, or counted finished")
+    S["sleep"].resume()
+
+
+def abort_errors():
+    code = ("from gpusleep.sglang import abort_all_request\n"
+            "try:\n    abort_all_request()\n"
+            "except RuntimeError as e:\n    print(e)\n")
+    d = tempfile.mkdtemp()
+    try:
+        # an SGLang whose AbortReq has no abort_all (rid only)
+        pkg = os.path.join(d, "sglang", "srt", "managers")
+        os.makedirs(pkg)
+        for sub in ("sglang", "sglang/srt", "sglang/srt/managers"):
+            open(os.path.join(d, sub, "__init__.py"), "w").close()
+        with open(os.path.join(pkg, "io_struct.py"), "w") as f:
+            f.write("from dataclasses import dataclass\n@dataclass\n"
+                    "class AbortReq:\n    rid: str = ''\n")
+        for path, want in ((PYDIR, "sglang.srt.managers.io_struct.AbortReq"),
+                           (os.pathsep.join([d, PYDIR]), "too old")):
+            e = env()
+            e["PYTHONPATH"] = path
+            out = subprocess.run([sys.executable, "-c", code], env=e,
+                                 capture_output=True, text=True,
+                                 timeout=GUARD_S, cwd="/")
+            check(out.returncode == 0 and want in out.stdout,
+                  f"PYTHONPATH={path}: {out.stdout}{out.stderr}")
+    finally:
+        shutil.rmtree(d)
+
+
 def vllm():
     need_dev()
     # the plugin's register() called as vLLM's plugin loader would (the
@@ -196,7 +245,7 @@ def main():
     tap = Tap(TESTS)
     try:
         for name, fn in zip(TESTS, [blocks, sglang_start, release, weights,
-                                    nowait, vllm]):
+                                    nowait, abort, abort_errors, vllm]):
             tap.run(name, fn)
     finally:
         if "sleep" in S:

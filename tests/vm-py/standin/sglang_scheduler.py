@@ -8,6 +8,7 @@ a number of iterations each. Driven by lines on stdin:
 
     submit N      a request of N iterations (waits while paused)
     status        "status RUNNING WAITING FINISHED"
+    aborts        "aborts N": the abort_request calls that had abort_all
     load DIR      update_weights_from_disk: DIR/w into the weights
     sum           "sum WEIGHTS_HEX": a digest of the weights
     kv            "kv 1" when the KV cache is zero, else "kv 0" (only
@@ -48,6 +49,7 @@ class Scheduler:
         ctypes.memset(self.kv, 0xcd, SIZE)
         self.waiting, self.running, self.finished = [], [], 0
         self.flushes = 0
+        self.abort_all_calls = 0
 
     # what SGLang's scheduler has
     def is_fully_idle(self):
@@ -57,8 +59,16 @@ class Scheduler:
         self.flushes += 1
         return self.is_fully_idle()
 
-    def abort_all(self):
-        self.waiting, self.running = [], []
+    def abort_request(self, recv_req):
+        # SGLang's Scheduler.abort_request(recv_req: AbortReq)
+        # (python/sglang/srt/managers/scheduler.py): requests whose rid
+        # starts with recv_req.rid, or every one with recv_req.abort_all.
+        # It has no abort_all() method.
+        from sglang.srt.managers.io_struct import AbortReq
+        assert isinstance(recv_req, AbortReq), recv_req
+        if recv_req.abort_all:
+            self.abort_all_calls += 1
+            self.waiting, self.running = [], []
 
     def update_weights_from_disk(self, path):
         with open(os.path.join(path, "w"), "rb") as f:
@@ -103,6 +113,8 @@ def main(tp_rank):
                 elif w[0] == "status":
                     print("status", len(s.running), len(s.waiting),
                           s.finished, flush=True)
+                elif w[0] == "aborts":
+                    print("aborts", s.abort_all_calls, flush=True)
                 elif w[0] == "load":
                     s.update_weights_from_disk(w[1])
                     print("ok", flush=True)

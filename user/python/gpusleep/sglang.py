@@ -10,7 +10,10 @@ Three lines in SGLang's Scheduler (docs/integrations/sglang.md):
     if self.gpusleep.paused: ...  # admit no new request (prefill batch)
 
 The drain in SGLang's terms: the scheduler stops admitting (paused), lets
-what runs finish (abort_inflight: calls the scheduler's abort_all()), and
+what runs finish (abort_inflight: the scheduler's own abort path,
+abort_request(AbortReq(abort_all=True)), as in SGLang's
+python/sglang/srt/managers/scheduler.py Scheduler.abort_request and
+io_struct.py AbortReq), and
 the drain completes once scheduler.is_fully_idle() holds (SGLang's own
 precondition of release_memory_occupation); the cache reset is
 scheduler.flush_cache(); resume_sched lifts the pause. A release started
@@ -41,6 +44,26 @@ def domain_name(engine: str, tp_rank: int) -> str:
     return f"{engine}-tp{tp_rank}"
 
 
+def abort_all_request() -> object:
+    """SGLang's request to abort every waiting and running request:
+    AbortReq(abort_all=True) (sglang.srt.managers.io_struct; a keyword
+    field of a dataclass, a msgspec Struct in newer SGLang). Imported
+    here, in the scheduler's process, where SGLang is."""
+    try:
+        from sglang.srt.managers.io_struct import AbortReq
+    except ImportError as e:
+        raise RuntimeError(
+            "gpusleep.sglang: abort_inflight needs SGLang's "
+            "sglang.srt.managers.io_struct.AbortReq, which does not "
+            f"import here ({e})") from e
+    try:
+        return AbortReq(abort_all=True)
+    except TypeError as e:
+        raise RuntimeError(
+            "gpusleep.sglang: abort_inflight needs an SGLang whose AbortReq "
+            f"has abort_all (this one is too old: {e})") from e
+
+
 class SchedulerHook:
     """The gpusleep side of one SGLang scheduler (one TP rank)."""
 
@@ -60,10 +83,10 @@ class SchedulerHook:
             resume_sched=self._resume_sched)
 
     # the module's events, run by poll() (or by pause/resume themselves)
-    def _drain(self, tags, abort_inflight):
+    def _drain(self, tags: list[str], abort_inflight: bool) -> object:
         self.paused = True
-        if abort_inflight and hasattr(self.scheduler, "abort_all"):
-            self.scheduler.abort_all()
+        if abort_inflight:
+            self.scheduler.abort_request(abort_all_request())
         if self.scheduler.is_fully_idle():
             return None
         self.draining = True

@@ -4,7 +4,11 @@ vLLM's sources have them (vllm/plugins/__init__.py,
 vllm/device_allocator/cumem.py, vllm/v1/worker/gpu_worker.py; read, not
 copied): the general plugins loaded from their entry points, the
 CuMemAllocator singleton the worker asks for, and the worker's calls to it
-in the order it makes them. Used by tests/vm-py/test_py_dist.py."""
+in the order it makes them; and the Ray executor's start of its workers
+(vllm/envs.py, vllm/ray/ray_env.py, vllm/v1/executor/ray_executor.py and
+ray_utils.py, vllm/v1/worker/worker_base.py): what of the driver's
+environment a worker gets. Used by tests/vm-py/test_py_dist.py and
+test_py_guides.py."""
 
 
 class LLM:
