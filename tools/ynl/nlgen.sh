@@ -32,8 +32,9 @@ case "${1-}" in
 esac
 # (a tree tools/vm/debug-kernel.sh has unpacked in full, not one it is
 # unpacking now, in the background of make check)
-src=${1:-${GPUSLEEP_NLGEN_SRC:-$(ls -d "$YNL_REPO"/build/debug-kernel/src-6.12*/.gpusleep-extracted \
-	2>/dev/null | sort -V | tail -n1)}}
+# (none yet is no error: pipefail would make the failing ls one)
+src=${1:-${GPUSLEEP_NLGEN_SRC:-$({ ls -d "$YNL_REPO"/build/debug-kernel/src-6.12*/.gpusleep-extracted \
+	2>/dev/null || true; } | sort -V | tail -n1)}}
 src=${src%/.gpusleep-extracted}
 if [ -z "$src" ] || ! ynl_setup "$src"; then
 	echo "SKIP: no linux-source-6.12 tree with tools/net/ynl (tools/vm/debug-kernel.sh unpacks one; or set GPUSLEEP_NLGEN_SRC)"
