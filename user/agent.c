@@ -49,6 +49,10 @@ struct gs_agent {
 	struct io_uring ring;
 #endif
 	int thread_ret;
+	/* The thread's start: its polls armed (or why not), under lock. */
+	pthread_cond_t started_cv;
+	bool started;
+	int start_ret;
 };
 
 int gs_agent_from_fd(int fd, struct gs_mm *mm, struct gs_agent **out)
@@ -70,6 +74,7 @@ int gs_agent_from_fd(int fd, struct gs_mm *mm, struct gs_agent **out)
 	a->mm = mm;
 	a->stop_efd = -1;
 	pthread_mutex_init(&a->lock, NULL);
+	pthread_cond_init(&a->started_cv, NULL);
 	*out = a;
 	return 0;
 }
@@ -101,6 +106,7 @@ void gs_agent_destroy(struct gs_agent *a)
 	if (a->running)
 		gs_agent_stop(a);
 	close(a->fd);
+	pthread_cond_destroy(&a->started_cv);
 	pthread_mutex_destroy(&a->lock);
 	free(a);
 }
@@ -297,11 +303,32 @@ static int arm(struct io_uring *ring, int fd, uint64_t ud)
 	return ret < 0 ? ret : 0;
 }
 
+/* Tell gs_agent_start() how the thread's start went. */
+static void agent_started(struct gs_agent *a, int ret)
+{
+	pthread_mutex_lock(&a->lock);
+	a->start_ret = ret;
+	a->started = true;
+	pthread_cond_signal(&a->started_cv);
+	pthread_mutex_unlock(&a->lock);
+}
+
 static void *agent_thread(void *p)
 {
 	struct gs_agent *a = p;
-	int ret = 0;
+	int ret;
 
+	/*
+	 * Armed from this thread: io_uring completes a poll as task work of
+	 * the task that submitted it, so a record for the agent wakes this
+	 * thread alone, not also the thread that started it.
+	 */
+	ret = arm(&a->ring, a->stop_efd, UD_STOP);
+	if (!ret)
+		ret = arm(&a->ring, a->fd, UD_AGENT);
+	agent_started(a, ret);
+	if (ret)
+		return NULL;
 	for (;;) {
 		struct io_uring_cqe *cqe;
 		uint64_t ud;
@@ -350,6 +377,7 @@ static void *agent_thread(void *p)
 	struct gs_agent *a = p;
 	int ret = 0;
 
+	agent_started(a, 0);
 	for (;;) {
 		struct pollfd pfd[2] = {
 			{ .fd = a->fd, .events = POLLIN },
@@ -395,16 +423,22 @@ int gs_agent_start(struct gs_agent *a)
 	ret = io_uring_queue_init(8, &a->ring, 0);
 	if (ret < 0)
 		goto err_efd;
-	ret = arm(&a->ring, a->stop_efd, UD_STOP);
-	if (!ret)
-		ret = arm(&a->ring, a->fd, UD_AGENT);
-	if (ret)
-		goto err_ring;
 #endif
 	a->thread_ret = 0;
+	a->started = false;
 	ret = -pthread_create(&a->thread, NULL, agent_thread, a);
 	if (ret)
 		goto err_ring;
+	/* The thread arms its own polls: wait for that, and its error. */
+	pthread_mutex_lock(&a->lock);
+	while (!a->started)
+		pthread_cond_wait(&a->started_cv, &a->lock);
+	ret = a->start_ret;
+	pthread_mutex_unlock(&a->lock);
+	if (ret) {
+		pthread_join(a->thread, NULL);
+		goto err_ring;
+	}
 	a->running = true;
 	return 0;
 
