@@ -685,6 +685,7 @@ static long gs_ioc_wait(struct gs_file *gf, const struct gs_uarg *ua)
 static long gs_ioc_complete(struct gs_file *gf, const struct gs_uarg *ua)
 {
 	struct gs_domain *d = gf->d;
+	struct gs_group *g = NULL;
 	struct gpusleep_complete c;
 	long ret;
 
@@ -706,13 +707,27 @@ static long gs_ioc_complete(struct gs_file *gf, const struct gs_uarg *ua)
 		return -EINVAL;
 
 	mutex_lock(&d->lock);
-	if (d->dead)
+	if (d->dead) {
 		ret = -ENODEV;
-	else if (gf->role == GPUSLEEP_ROLE_AGENT && d->agent != gf)
+	} else if (gf->role == GPUSLEEP_ROLE_AGENT && d->agent != gf) {
 		ret = -ENOTCONN;
-	else
+	} else {
+		/*
+		 * The answer a group waits for (a drain, an unmap): this
+		 * thread moves the group on itself after the unlock rather
+		 * than waking a kworker for it.
+		 */
+		d->group_stepper = current;
 		ret = gs_op_complete(d, gf, &c);
+		d->group_stepper = NULL;
+		if (d->group_due) {
+			d->group_due = false;
+			g = gs_group_rank_get(d);
+		}
+	}
 	mutex_unlock(&d->lock);
+	if (g)
+		gs_group_rank_step(g);
 	return ret;
 }
 

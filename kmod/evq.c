@@ -29,8 +29,30 @@ int gs_evq_push(struct gs_evq *q, const struct gpusleep_event *ev)
 	*slot = *ev;
 	slot->size = sizeof(*slot);	/* the reader learns what we have */
 	q->count++;
-	wake_up_interruptible_poll(&q->wq, EPOLLIN | EPOLLRDNORM);
+	if (q->hold)
+		q->due = true;
+	else
+		gs_evq_wake(q);
 	return 0;
+}
+
+void gs_evq_wake(struct gs_evq *q)
+{
+	wake_up_interruptible_poll(&q->wq, EPOLLIN | EPOLLRDNORM);
+}
+
+void gs_evq_hold(struct gs_evq *q)
+{
+	q->hold = true;
+}
+
+bool gs_evq_unhold(struct gs_evq *q)
+{
+	bool due = q->due;
+
+	q->hold = false;
+	q->due = false;
+	return due;
 }
 
 bool gs_evq_pop(struct gs_evq *q, struct gpusleep_event *ev)

@@ -27,7 +27,11 @@
  *                     lock is held at a time, so ranks need no order)
  *       gs_users_lock (user.c: per-user counts; a spinlock, a leaf)
  * A domain tells its group of a change under domain->lock by queueing the
- * group's work (gs_group_kick()), never by taking group->lock.
+ * group's work (gs_group_kick()), never by taking group->lock. The one
+ * exception runs after domain->lock: an engine's or agent's COMPLETE whose
+ * answer the group waits for steps the group itself, with a reference on
+ * it and only if group->lock is free (gs_group_rank_get(),
+ * gs_group_rank_step()); else it queues the work as any other change does.
  * No copy_to_user()/copy_from_user() runs under domain->lock: records and
  * results are copied to the stack under the lock and to the user after it.
  *
@@ -81,6 +85,12 @@ struct gs_evq {
 	unsigned int head;
 	unsigned int count;
 	u64 dropped;		/* notifications lost to a full queue */
+	/*
+	 * hold: a pusher wakes no reader yet (a group starting its ranks
+	 * under group->lock, gs_evq_hold()); due: one is owed since.
+	 */
+	bool hold;
+	bool due;
 	wait_queue_head_t wq;
 };
 
@@ -178,6 +188,14 @@ struct gs_domain {
 	bool dead;		/* engine fd closed */
 	void *agent;		/* the agent's struct gs_file, or NULL */
 	struct gs_group *group;	/* the group it is a rank of, or NULL */
+	u32 group_rank;		/* its rank in group, when group is set */
+	/*
+	 * A COMPLETE running under the lock that will step the group itself
+	 * once it drops the lock (gs_announce() leaves the work alone and
+	 * sets group_due instead).
+	 */
+	struct task_struct *group_stepper;
+	bool group_due;
 	bool op_active;
 	struct gs_op op;
 	struct gs_late late;
@@ -504,8 +522,19 @@ struct gs_group;
 long gs_group_create(const struct gs_uarg *ua);
 long gs_group_open(const struct gs_uarg *ua);
 int gs_groups_init(void);
-/* A member's state changed (domain->lock held): look again, later. */
-void gs_group_kick(struct gs_group *g);
+/*
+ * Rank d's state changed (d->lock held, d->group set): its group looks
+ * at it again, later.
+ */
+void gs_group_kick(struct gs_domain *d);
+/*
+ * A rank's COMPLETE changed what its group waits for (domain->lock held):
+ * a reference on the group for gs_group_rank_step() after the unlock, or
+ * NULL (nothing runs, or the group has no fd left: its work was queued).
+ */
+struct gs_group *gs_group_rank_get(struct gs_domain *d);
+/* Step g now if its lock is free, else queue its work; put g. */
+void gs_group_rank_step(struct gs_group *g);
 /* Copy the group's name (fixed for its life) into buf. */
 void gs_group_name(const struct gs_group *g, char *buf, size_t size);
 void gs_groups_exit(void);
@@ -516,6 +545,11 @@ int gs_check_label(const char *s, size_t size, bool name);
 /* evq.c */
 void gs_evq_init(struct gs_evq *q);
 int gs_evq_push(struct gs_evq *q, const struct gpusleep_event *ev);
+/* Hold the readers' wake-ups (domain->lock held). */
+void gs_evq_hold(struct gs_evq *q);
+/* Stop holding; true: a wake-up is owed (gs_evq_wake() after unlock). */
+bool gs_evq_unhold(struct gs_evq *q);
+void gs_evq_wake(struct gs_evq *q);
 bool gs_evq_pop(struct gs_evq *q, struct gpusleep_event *ev);
 void gs_evq_unpop(struct gs_evq *q, const struct gpusleep_event *ev);
 bool gs_evq_withdraw(struct gs_evq *q, u64 op_id, u32 type);

@@ -12,11 +12,15 @@
  * the sequences.
  *
  * Locking: group->lock, then one domain->lock at a time (gpusleep.h). The
- * group decides in gs_group_step(), under group->lock, from the ioctls and
- * from its work; a rank's change reaches it through gs_announce() ->
- * gs_group_kick(), which only queues that work.
+ * group decides in gs_group_step(), under group->lock, from the ioctls,
+ * from its work, and from the COMPLETE of a rank's engine or agent after
+ * it dropped domain->lock (gs_group_rank_step()); any other change of a
+ * rank reaches it through gs_announce() -> gs_group_kick(), which only
+ * queues that work. docs/groups.md, "Who steps the group".
  */
 #include <linux/anon_inodes.h>
+#include <linux/bitmap.h>
+#include <linux/bitops.h>
 #include <linux/capability.h>
 #include <linux/cred.h>
 #include <linux/err.h>
@@ -41,6 +45,7 @@
 #include "gpusleep.h"
 
 #define GS_GROUP_HIST	8	/* finished group results remembered */
+#define GS_GF_PENDING	0	/* bit of gs_group.flags */
 
 enum gs_gphase {
 	GS_GP_IDLE,
@@ -81,6 +86,20 @@ struct gs_group {
 	const struct cred *cred;	/* the creator's */
 	struct pid *pid;		/* the creator's: its pid namespace */
 	struct mutex lock;	/* everything below */
+	/* The task stepping g (READ_ONCE outside the lock), and its re-look. */
+	struct task_struct *stepper;
+	bool due;
+	/*
+	 * GS_GF_PENDING (atomic, outside the lock): a rank's COMPLETE found
+	 * the lock held; whoever unlocks next steps the group for it.
+	 */
+	unsigned long flags;
+	/*
+	 * Ranks whose state changed since the group last looked at them
+	 * (atomic, set under the rank's domain->lock): a step looks at
+	 * those alone.
+	 */
+	DECLARE_BITMAP(changed, GPUSLEEP_GROUP_MAX_RANKS);
 	bool dying;
 	/*
 	 * The last fd closed while an operation ran: the group lives on,
@@ -152,9 +171,18 @@ static const struct file_operations gs_group_fops;
  * set, and that step takes every running rank's domain->lock, after which
  * the rank's next change reads the phase.
  */
-void gs_group_kick(struct gs_group *g)
+void gs_group_kick(struct gs_domain *d)
 {
-	if (READ_ONCE(g->phase) != GS_GP_IDLE)
+	struct gs_group *g = d->group;
+
+	lockdep_assert_held(&d->lock);
+	set_bit(d->group_rank, g->changed);
+	if (READ_ONCE(g->phase) == GS_GP_IDLE)
+		return;
+	/* From the step itself: it looks again once it is done. */
+	if (READ_ONCE(g->stepper) == current)
+		g->due = true;
+	else
 		queue_work(gs_group_wq, &g->work);
 }
 
@@ -381,8 +409,10 @@ static void gs_group_step(struct gs_group *g)
 	lockdep_assert_held(&g->lock);
 	if (g->dying || g->phase == GS_GP_IDLE)
 		return;
+	/* A rank that did not change has nothing new to say. */
 	for (i = 0; i < g->nr; i++)
-		gs_member_sync(&g->m[i]);
+		if (test_and_clear_bit(i, g->changed))
+			gs_member_sync(&g->m[i]);
 	late = g->deadline && ktime_compare(ktime_get(), g->deadline) >= 0;
 
 	if (g->phase == GS_GP_ROLLBACK) {
@@ -452,13 +482,48 @@ static void gs_group_step(struct gs_group *g)
 	}
 }
 
+/*
+ * Step g under its lock. What the step itself changes on a rank (the go,
+ * a rollback's resume, a cancel) is announced under that rank's lock by
+ * this same thread: gs_group_kick() then marks the group due instead of
+ * waking the work for it, and the step runs again here.
+ */
+static void gs_group_run(struct gs_group *g)
+{
+	lockdep_assert_held(&g->lock);
+	WRITE_ONCE(g->stepper, current);
+	do {
+		g->due = false;
+		gs_group_step(g);
+	} while (g->due);
+	WRITE_ONCE(g->stepper, NULL);
+}
+
+/*
+ * Unlock g (the caller holds a reference, or g's work or deadline work is
+ * running: g outlives this). A rank that found the lock held meanwhile
+ * left its step here (GS_GF_PENDING): take the lock again and step.
+ */
+static void gs_group_unlock(struct gs_group *g)
+{
+	mutex_unlock(&g->lock);
+	/* Pairs with smp_mb__after_atomic() in gs_group_rank_step(). */
+	smp_mb();
+	while (test_bit(GS_GF_PENDING, &g->flags) && mutex_trylock(&g->lock)) {
+		if (test_and_clear_bit(GS_GF_PENDING, &g->flags))
+			gs_group_run(g);
+		mutex_unlock(&g->lock);
+		smp_mb();	/* as above, for the next look */
+	}
+}
+
 static void gs_group_work(struct work_struct *work)
 {
 	struct gs_group *g = container_of(work, struct gs_group, work);
 
 	mutex_lock(&g->lock);
-	gs_group_step(g);
-	mutex_unlock(&g->lock);
+	gs_group_run(g);
+	gs_group_unlock(g);
 }
 
 static void gs_group_deadline_work(struct work_struct *work)
@@ -473,8 +538,73 @@ static void gs_group_deadline_work(struct work_struct *work)
 		mod_delayed_work(gs_group_wq, &g->deadline_work,
 				 gs_jiffies_until(g->deadline));
 	else
-		gs_group_step(g);
-	mutex_unlock(&g->lock);
+		gs_group_run(g);
+	gs_group_unlock(g);
+}
+
+struct gs_group *gs_group_rank_get(struct gs_domain *d)
+{
+	struct gs_group *g = d->group;
+
+	lockdep_assert_held(&d->lock);
+	if (!g)
+		return NULL;
+	set_bit(d->group_rank, g->changed);
+	if (READ_ONCE(g->phase) == GS_GP_IDLE)
+		return NULL;
+	/*
+	 * d->group is cleared under d->lock before g is freed, so g is
+	 * alive here; with no fd left (an abandoned group, freed from its
+	 * own work) it is stepped from that work alone.
+	 */
+	if (kref_get_unless_zero(&g->kref))
+		return g;
+	gs_group_kick(d);
+	return NULL;
+}
+
+static void gs_group_put(struct gs_group *g);
+
+void gs_group_rank_step(struct gs_group *g)
+{
+	/*
+	 * Whoever holds the lock may have looked at this rank before its
+	 * change: the flag has the holder look again once it unlocks
+	 * (gs_group_unlock()), and no kworker is woken for it. The flag is
+	 * set before the lock is tried, and the holder unlocks before it
+	 * reads the flag: one of the two sees the other.
+	 */
+	set_bit(GS_GF_PENDING, &g->flags);
+	smp_mb__after_atomic();	/* the flag set before the lock is tried */
+	if (mutex_trylock(&g->lock)) {
+		if (test_and_clear_bit(GS_GF_PENDING, &g->flags))
+			gs_group_run(g);
+		gs_group_unlock(g);
+	}
+	gs_group_put(g);
+}
+
+/*
+ * The engines of ranks [0, nr) hear of their drains now, with group->lock
+ * dropped (the caller holds a reference on g; a rank, once added, stays).
+ * Woken under it, an engine would answer while the lock is held and
+ * leave the group's next step to the starter: its drain answer then
+ * steps the group itself, and the go reaches every agent from there.
+ */
+static void gs_group_wake_engines(struct gs_group *g, unsigned int nr)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr; i++) {
+		struct gs_domain *d = g->m[i].d;
+		bool due;
+
+		mutex_lock(&d->lock);
+		due = gs_evq_unhold(&d->engine_q);
+		mutex_unlock(&d->lock);
+		if (due)
+			gs_evq_wake(&d->engine_q);
+	}
 }
 
 /* A rank refused: name it in req. */
@@ -527,6 +657,8 @@ static int gs_group_start_release(struct gs_group *g,
 		op.flags = req->flags & GPUSLEEP_OPF_ABORT_INFLIGHT;
 		op.timeout_ms = req->timeout_ms;
 		mutex_lock(&d->lock);
+		/* Woken once group->lock is dropped: gs_group_wake_engines(). */
+		gs_evq_hold(&d->engine_q);
 		if (d->dead) {
 			reason = GPUSLEEP_R_ENGINE_GONE;
 			ret = gs_reason_errno(reason);
@@ -740,7 +872,9 @@ static long gs_group_start(struct gs_group *g, u32 kind,
 				 gs_jiffies_until(g->deadline));
 	}
 	req->op_id = g->op_id;
-	gs_group_step(g);
+	/* The first look is at every rank. */
+	bitmap_fill(g->changed, GPUSLEEP_GROUP_MAX_RANKS);
+	gs_group_run(g);
 	return 0;
 }
 
@@ -754,6 +888,7 @@ static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 						       GPUSLEEP_OP_RESUME;
 	u32 mask = kind == GPUSLEEP_OP_RELEASE ? GPUSLEEP_OPF_RELEASE_MASK :
 						 GPUSLEEP_OPF_RESUME_MASK;
+	unsigned int held = 0;
 	bool block, restart;
 	long ret;
 
@@ -777,13 +912,17 @@ static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 		req.domain = 0;
 		req.bad_tags = 0;
 		ret = gs_group_check_control(gf, &req);
+		if (!ret && g->phase == GS_GP_IDLE &&
+		    kind == GPUSLEEP_OP_RELEASE)
+			held = g->nr;	/* their engines' wake-ups are held */
 		if (!ret)
 			ret = gs_group_start(g, kind, &req);
 		/* Registered under the same lock: no result can slip by. */
 		if (!ret && block)
 			ret = gs_group_waiter_add(g, req.op_id, &w);
 	}
-	mutex_unlock(&g->lock);
+	gs_group_unlock(g);
+	gs_group_wake_engines(g, held);
 
 	/* Tell the caller the id (or who refused) before waiting. */
 	if (!restart && gs_uarg_out(ua, &req, sizeof(req))) {
@@ -806,13 +945,13 @@ static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 		return -EFAULT;
 	mutex_lock(&g->lock);
 	gs_group_seen(gf, w.op_id);
-	mutex_unlock(&g->lock);
+	gs_group_unlock(g);
 	return w.gres.reason ? gs_reason_errno(w.gres.reason) : 0;
 
 out_unwait:
 	mutex_lock(&g->lock);
 	list_del_init(&w.node);
-	mutex_unlock(&g->lock);
+	gs_group_unlock(g);
 	return ret;
 }
 
@@ -870,7 +1009,7 @@ static long gs_group_ioc_wait(struct gs_gfile *gf, const struct gs_uarg *ua)
 		if (!ret && wt.timeout_ms)
 			deadline = ktime_add_ms(ktime_get(), wt.timeout_ms);
 	}
-	mutex_unlock(&g->lock);
+	gs_group_unlock(g);
 	if (!ret && !w.done)
 		ret = gs_waiter_wait(&gf->rs, &g->wq, GPUSLEEP_IOC_GROUP_WAIT,
 				     wt.op_id, &w, deadline);
@@ -884,7 +1023,7 @@ static long gs_group_ioc_wait(struct gs_gfile *gf, const struct gs_uarg *ua)
 		memcpy(ranks, g->ranks, sizeof(*ranks) * n);
 	}
 	gs_group_seen(gf, w.op_id);
-	mutex_unlock(&g->lock);
+	gs_group_unlock(g);
 	if (n)
 		ret = gs_group_ranks_out(wt.ranks, wt.rank_size, ranks, n);
 	if (ret)
@@ -935,6 +1074,7 @@ static long gs_group_ioc_add(struct gs_gfile *gf, const struct gs_uarg *ua)
 			struct gs_change c = { .from = d->state };
 
 			d->group = g;
+			d->group_rank = g->nr;
 			gs_announce(d, &c);
 		}
 		mutex_unlock(&d->lock);
@@ -949,7 +1089,7 @@ static long gs_group_ioc_add(struct gs_gfile *gf, const struct gs_uarg *ua)
 		gf->added |= BIT_ULL(g->nr);
 		g->nr++;
 	}
-	mutex_unlock(&g->lock);
+	gs_group_unlock(g);
 	if (ret) {
 		gs_domain_put(d);
 		return ret;
@@ -984,7 +1124,7 @@ static long gs_group_ioc_eventfd(struct gs_group *g, const struct gs_uarg *ua)
 	mutex_lock(&g->lock);
 	old = g->efd;
 	g->efd = ctx;
-	mutex_unlock(&g->lock);
+	gs_group_unlock(g);
 	if (old)
 		eventfd_ctx_put(old);
 	return 0;
@@ -1009,7 +1149,7 @@ static noinline_for_stack long gs_group_ioc_get_tags(struct gs_group *g,
 		gs_tags_fill(d, &t);
 		mutex_unlock(&d->lock);
 	}
-	mutex_unlock(&g->lock);
+	gs_group_unlock(g);
 	for (i = 0; i < GPUSLEEP_MAX_TAGS; i++)
 		t.tags[i].generation = 0;
 	return gs_uarg_out(ua, &t, sizeof(t)) ? -EFAULT : 0;
@@ -1099,7 +1239,7 @@ static void gs_group_teardown(struct gs_group *g)
 		gs_announce(d, &c);
 		mutex_unlock(&d->lock);
 	}
-	mutex_unlock(&g->lock);
+	mutex_unlock(&g->lock);	/* dying: nothing more to step */
 	/* No rank points here any more: nothing queues the work again. */
 	cancel_work_sync(&g->work);
 	cancel_delayed_work_sync(&g->deadline_work);
@@ -1138,7 +1278,11 @@ static void gs_group_destroy(struct kref *kref)
 	if (g->phase != GS_GP_IDLE) {
 		g->abandoned = true;
 		__module_get(THIS_MODULE);
-		gs_group_step(g);	/* its end queues free_work */
+		gs_group_run(g);	/* its end queues free_work */
+		/*
+		 * Plain unlock: g may be freed right after it, and no rank
+		 * left a step here (that takes a reference, and none is left).
+		 */
 		mutex_unlock(&g->lock);
 		return;
 	}
@@ -1157,7 +1301,7 @@ static int gs_group_file_release(struct inode *inode, struct file *file)
 
 	mutex_lock(&gf->g->lock);
 	gs_restarts_clear(&gf->rs);
-	mutex_unlock(&gf->g->lock);
+	gs_group_unlock(gf->g);
 	gs_user_uncharge(gf->uid, GS_UC_FDS);
 	gs_group_put(gf->g);
 	kfree(gf);
@@ -1294,7 +1438,7 @@ static bool gs_group_may_open(struct gs_group *g)
 	ok = true;
 	for (i = 0; i < g->nr && ok; i++)
 		ok = gs_may_control(g->m[i].d, cred);
-	mutex_unlock(&g->lock);
+	gs_group_unlock(g);
 	return ok;
 }
 
