@@ -373,7 +373,8 @@ struct gs_mm_result {
 	uint64_t copy_ns;	/* of which backup (pause) / restore (resume)
 				 * copies, queued to synchronised */
 };
-#define GS_MM_RES_MEASURED	(1U << 0)	/* freed_bytes was measured */
+#define GS_MM_RES_MEASURED	(1U << 0)	/* freed_bytes was measured (never
+						 * for a tag holding nothing) */
 #define GS_MM_RES_SHORTFALL	(1U << 1)	/* freed_bytes short of bytes by
 						 * more than 1% or 1 MiB */
 #define GS_MM_RES_PARTIAL	(1U << 2)	/* failed, tag left partly unmapped */
