@@ -144,9 +144,7 @@ install-lib: $(GS_REAL) $(GS_SO) $(GS_LIBDIR)/$(GS_SONAME) $(GS_A)
 		if [ -L $$f ]; then cp -P $$f $(DESTDIR)$(PREFIX)/lib/; \
 		else install -m 644 $$f $(DESTDIR)$(PREFIX)/lib/; fi; done
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
-		-e 's|@LIBS_PRIVATE@|$(GS_LIBS)|g' user/libgpusleep.pc.in \
-		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/libgpusleep.pc
+	$(GS_PC_GEN) > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libgpusleep.pc
 	if [ -z "$(DESTDIR)" ] && command -v ldconfig > /dev/null; then ldconfig; fi
 
 uninstall-lib:

@@ -31,7 +31,7 @@
  * exception runs after domain->lock: an engine's or agent's COMPLETE whose
  * answer the group waits for steps the group itself, with a reference on
  * it and only if group->lock is free (gs_group_rank_get(),
- * gs_group_rank_step()); else it queues the work as any other change does.
+ * gs_group_rank_step()); else the lock's holder steps it on unlocking.
  * No copy_to_user()/copy_from_user() runs under domain->lock: records and
  * results are copied to the stack under the lock and to the user after it.
  *
@@ -533,7 +533,10 @@ void gs_group_kick(struct gs_domain *d);
  * NULL (nothing runs, or the group has no fd left: its work was queued).
  */
 struct gs_group *gs_group_rank_get(struct gs_domain *d);
-/* Step g now if its lock is free, else queue its work; put g. */
+/*
+ * Step g now if its lock is free, else leave the step to the lock's
+ * holder, who takes it when it unlocks; put g.
+ */
 void gs_group_rank_step(struct gs_group *g);
 /* Copy the group's name (fixed for its life) into buf. */
 void gs_group_name(const struct gs_group *g, char *buf, size_t size);

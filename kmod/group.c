@@ -163,10 +163,12 @@ static DEFINE_IDA(gs_group_ids);
 static const struct file_operations gs_group_fops;
 
 /*
- * A rank's state changed (its domain->lock held): look again, from the
- * group's work, while an operation of the group runs. Between operations
- * there is nothing to move on (gs_group_step() returns at once), and a
- * queued work would only wake a kworker per rank transition. A phase set
+ * A rank's state changed (its domain->lock held): mark it changed and
+ * look again, from the group's work (or, when the change comes from the
+ * step itself, from that step: gs_group_run()), while an operation of
+ * the group runs. Between operations there is nothing to move on
+ * (gs_group_step() returns at once), and a queued work would only wake a
+ * kworker per rank transition. A phase set
  * concurrently is seen: gs_group_start() steps itself once the phase is
  * set, and that step takes every running rank's domain->lock, after which
  * the rank's next change reads the phase.
@@ -549,16 +551,17 @@ struct gs_group *gs_group_rank_get(struct gs_domain *d)
 	lockdep_assert_held(&d->lock);
 	if (!g)
 		return NULL;
-	set_bit(d->group_rank, g->changed);
-	if (READ_ONCE(g->phase) == GS_GP_IDLE)
-		return NULL;
 	/*
 	 * d->group is cleared under d->lock before g is freed, so g is
 	 * alive here; with no fd left (an abandoned group, freed from its
-	 * own work) it is stepped from that work alone.
+	 * own work) it is stepped from that work alone, and between
+	 * operations there is nothing to step: gs_group_kick() for both.
 	 */
-	if (kref_get_unless_zero(&g->kref))
+	if (READ_ONCE(g->phase) != GS_GP_IDLE &&
+	    kref_get_unless_zero(&g->kref)) {
+		set_bit(d->group_rank, g->changed);
 		return g;
+	}
 	gs_group_kick(d);
 	return NULL;
 }

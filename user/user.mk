@@ -81,10 +81,12 @@ $(GS_SO): $(GS_LIBDIR)/$(GS_SONAME)
 	ln -sfn $(GS_SONAME) $@
 
 # PREFIX as make install uses it; the private libraries for static links
+# (make install-lib writes it again, with the install's PREFIX)
+GS_PC_GEN	= sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+		  -e 's|@LIBS_PRIVATE@|$(GS_LIBS)|g' user/libgpusleep.pc.in
 $(GS_PC): user/libgpusleep.pc.in dkms.conf
 	@mkdir -p $(@D)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
-		-e 's|@LIBS_PRIVATE@|$(GS_LIBS)|g' $< > $@
+	$(GS_PC_GEN) > $@
 
 $(GS_A): $(GS_OBJS)
 	@mkdir -p $(@D)
