@@ -19,6 +19,7 @@
 #include <linux/kernfs.h>
 #include <linux/pid.h>
 #include <linux/rcupdate.h>
+#include <linux/slab.h>
 #include <linux/sysfs.h>
 #include <linux/uidgid.h>
 
@@ -327,15 +328,38 @@ void gs_sysfs_exit(void)
 	class_unregister(&gs_class);
 }
 
-/* Called at creation, before the engine fd exists. */
+static void gs_dev_release(struct device *dev)
+{
+	kfree(dev);
+}
+
+/*
+ * Called at creation, before the engine fd exists. device_create(), but
+ * without power management: a domain is no hardware, and the power/
+ * directory would cost every domain about a kilobyte of kernfs nodes
+ * (docs/benchmarks.md, 8b) and a place on the suspend list.
+ */
 int gs_sysfs_add(struct gs_domain *d)
 {
 	struct kernfs_node *kn_state, *kn_released;
 	struct device *dev;
+	int ret;
 
-	dev = device_create(&gs_class, NULL, MKDEV(0, 0), d, "domain%u", d->id);
-	if (IS_ERR(dev))
-		return PTR_ERR(dev);
+	dev = gs_kzalloc(sizeof(*dev), GFP_KERNEL);
+	if (!dev)
+		return -ENOMEM;
+	device_initialize(dev);
+	dev->class = &gs_class;
+	dev->release = gs_dev_release;
+	dev_set_drvdata(dev, d);
+	device_set_pm_not_required(dev);
+	ret = dev_set_name(dev, "domain%u", d->id);
+	if (!ret)
+		ret = device_add(dev);
+	if (ret) {
+		put_device(dev);	/* frees the name and dev */
+		return ret;
+	}
 	/* A missing node only costs a poll() wake-up, not the domain. */
 	kn_state = sysfs_get_dirent(dev->kobj.sd, "state");
 	kn_released = sysfs_get_dirent(dev->kobj.sd, "released_tags");

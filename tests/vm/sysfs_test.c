@@ -157,6 +157,23 @@ TEST_F(sys, files_are_read_only_for_all)
 	}
 }
 
+/*
+ * A domain is no hardware: its device takes no part in power management,
+ * so it has no power/ directory (about a kilobyte of kernfs nodes per
+ * domain) and is not on the suspend list. Its uevent file is there.
+ */
+TEST_F(sys, no_power_directory)
+{
+	char path[256];
+	struct stat st;
+
+	snprintf(path, sizeof(path), CLASS "/domain%u/power", self->id);
+	EXPECT_EQ(-1, stat(path, &st)) TH_LOG("%s exists", path);
+	EXPECT_EQ(ENOENT, errno);
+	snprintf(path, sizeof(path), CLASS "/domain%u/uevent", self->id);
+	EXPECT_EQ(0, stat(path, &st)) TH_LOG("%s: %s", path, strerror(errno));
+}
+
 TEST_F(sys, values_follow_a_cycle)
 {
 	struct gpusleep_op op;
