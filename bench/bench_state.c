@@ -4,8 +4,10 @@
  *
  * Subjects, on a controller fd of a live domain: GPUSLEEP_IOC_GET_STATE
  * (the whole state record) and GPUSLEEP_IOC_IS_SLEEPING (one int).
- * Baselines: getppid() (a bare syscall: the floor), and the sysfs state
- * file /sys/class/gpusleep/domain<ID>/state read with open+read+close and
+ * Baselines: getppid() (a bare syscall: the floor), uname() (the kernel's
+ * own record of the same kind: 390 bytes filled on the stack under a
+ * lock and copied out, as GET_STATE's 448), and the sysfs state file
+ * /sys/class/gpusleep/domain<ID>/state read with open+read+close and
  * with pread() on a kept fd (when the module has sysfs; else skipped).
  *
  * A sample is a batch of BATCH calls timed together, divided by BATCH;
@@ -14,6 +16,7 @@
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -21,11 +24,12 @@
 
 #define BATCH	200
 
-enum { M_GETPPID, M_STATE, M_ISSLEEP, M_SYSFS_OPEN, M_SYSFS_PREAD, M_NR };
+enum { M_GETPPID, M_STATE, M_ISSLEEP, M_UNAME, M_SYSFS_OPEN, M_SYSFS_PREAD, M_NR };
 
 static double batch(int m, int ctl, const char *path, int kfd)
 {
 	struct gpusleep_state st;
+	struct utsname uts;
 	char buf[64];
 	uint64_t t0 = bn_now();
 	int i;
@@ -42,6 +46,10 @@ static double batch(int m, int ctl, const char *path, int kfd)
 		case M_ISSLEEP:
 			if (ioctl(ctl, GPUSLEEP_IOC_IS_SLEEPING, 0UL) < 0)
 				bn_die("IS_SLEEPING: %m");
+			break;
+		case M_UNAME:
+			if (syscall(SYS_uname, &uts))
+				bn_die("uname: %m");
 			break;
 		case M_SYSFS_OPEN: {
 			int fd = open(path, O_RDONLY);
@@ -103,6 +111,15 @@ int main(void)
 	bn_json_size(&j, "rounds", rounds);
 	bn_json_size(&j, "calls_per_sample", BATCH);
 	bn_json_end(&j, "");
+
+	bn_json_begin(&j, "1e", "get_state ioctl vs uname() (a record copied out)",
+		      med[M_STATE] / med[M_UNAME], 0, "none");
+	bn_json_median(&j, "get_state", med[M_STATE]);
+	bn_json_median(&j, "uname", med[M_UNAME]);
+	bn_json_median(&j, "getppid", med[M_GETPPID]);
+	bn_json_size(&j, "rounds", rounds);
+	bn_json_size(&j, "calls_per_sample", BATCH);
+	bn_json_end(&j, "information: the floor of a syscall returning a record");
 
 	if (kfd < 0) {
 		bn_json_begin(&j, "1c", "get_state ioctl vs sysfs state (open+read+close)",
