@@ -486,18 +486,18 @@ static void gs_waiter_move(struct gs_waiter *dst, struct gs_waiter *src)
 }
 
 bool gs_restart_take(struct gs_restarts *rs, unsigned int cmd, u64 asked,
-		     struct gs_waiter *w, ktime_t *deadline)
+		     struct gs_waiter *w)
 {
 	struct gs_restart *r;
 
 	lockdep_assert_held(rs->lock);
+	if (!asked)
+		return false;
 	list_for_each_entry(r, &rs->list, node) {
 		if (r->pid != task_pid(current) || r->cmd != cmd ||
 		    r->asked != asked)
 			continue;
 		gs_waiter_move(w, &r->w);
-		if (deadline)
-			*deadline = r->deadline;
 		gs_restart_free(rs, r);
 		return true;
 	}
@@ -510,7 +510,7 @@ bool gs_restart_take(struct gs_restarts *rs, unsigned int cmd, u64 asked,
  * dropped; past GS_RESTARTS_MAX the oldest goes. -ENOMEM: not kept.
  */
 static int gs_restart_keep(struct gs_restarts *rs, unsigned int cmd,
-			   u64 asked, struct gs_waiter *w, ktime_t deadline)
+			   u64 asked, struct gs_waiter *w)
 {
 	struct gs_restart *r, *tmp;
 
@@ -529,7 +529,6 @@ static int gs_restart_keep(struct gs_restarts *rs, unsigned int cmd,
 	r->pid = get_pid(task_pid(current));
 	r->cmd = cmd;
 	r->asked = asked;
-	r->deadline = deadline;
 	gs_waiter_move(&r->w, w);
 	list_add_tail(&r->node, &rs->list);
 	rs->nr++;
@@ -565,7 +564,7 @@ int gs_waiter_wait(struct gs_restarts *rs, wait_queue_head_t *wq,
 		ret = 0;	/* finished meanwhile: the result wins */
 	} else if (ret == -ETIMEDOUT) {
 		list_del_init(&w->node);
-	} else if (gs_restart_keep(rs, cmd, asked, w, deadline)) {
+	} else if (gs_restart_keep(rs, cmd, asked, w)) {
 		/* Not kept: the operation goes on, this call ends. */
 		list_del_init(&w->node);
 		ret = -EINTR;
@@ -593,7 +592,7 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd,
 
 	mutex_lock(&d->lock);
 	restart = req.op_id && !(req.flags & GPUSLEEP_OPF_NONBLOCK) &&
-		  gs_restart_take(&gf->rs, cmd, req.op_id, &w, NULL);
+		  gs_restart_take(&gf->rs, cmd, req.op_id, &w);
 	if (restart)
 		ret = 0;
 	else if (d->dead)
@@ -653,24 +652,31 @@ static long gs_ioc_wait(struct gs_file *gf, const struct gs_uarg *ua)
 		return -EINVAL;
 
 	mutex_lock(&d->lock);
-	if (gs_restart_take(&gf->rs, GPUSLEEP_IOC_WAIT, wt.op_id, &w,
-			    &deadline)) {
+	if (gs_restart_take(&gf->rs, GPUSLEEP_IOC_WAIT, wt.op_id, &w)) {
+		id = wt.op_id;
 		ret = 0;
 	} else {
 		id = wt.op_id ? wt.op_id : d->next_op_id - 1;
 		ret = (!id || id >= d->next_op_id) ? -ENOENT : 0;
 		if (!ret)
 			ret = gs_waiter_add(d, id, &w);
-		if (!ret && wt.timeout_ms)
-			deadline = ktime_add_ms(ktime_get(), wt.timeout_ms);
 	}
 	mutex_unlock(&d->lock);
 	if (ret)
 		return ret;
+	if (wt.timeout_ms)
+		deadline = ktime_add_ms(ktime_get(), wt.timeout_ms);
 
 	if (!w.done) {
 		ret = gs_waiter_wait(&gf->rs, &d->op_wq, GPUSLEEP_IOC_WAIT,
-				     wt.op_id, &w, deadline);
+				     id, &w, deadline);
+		if (ret == -ERESTARTSYS || ret == -EINTR) {
+			/* What it waits for, and until when (see gs_restart). */
+			wt.op_id = id;
+			wt.timeout_ms = gs_ms_left(deadline);
+			if (gs_uarg_out(ua, &wt, sizeof(wt)))
+				return -EFAULT;
+		}
 		if (ret)
 			return ret;
 	}

@@ -264,14 +264,17 @@ struct gs_waiter {
 /*
  * A blocking call interrupted by a signal, kept so that its restart
  * (after a stop signal or an SA_RESTART handler) goes on waiting for the
- * same operation, to the same deadline: one per blocked thread and fd.
+ * same operation: one per blocked thread and fd. The record keeps only
+ * the waiter (a result delivered meanwhile is not lost to the history's
+ * end); what the call waits for and until when is in the caller's struct,
+ * which the interrupted call rewrote (op_id resolved, timeout_ms what is
+ * left), so a new call after an -EINTR has its own timeout.
  */
 struct gs_restart {
 	struct list_head node;	/* on its file's gs_restarts */
 	struct pid *pid;	/* the interrupted thread (referenced) */
 	unsigned int cmd;
-	u64 asked;		/* the op id the caller passed */
-	ktime_t deadline;	/* a wait with a timeout; else 0 */
+	u64 asked;		/* the op id waited for (never 0) */
 	struct gs_waiter w;	/* on its waiters list unless w.done */
 };
 
@@ -384,15 +387,16 @@ void gs_restarts_init(struct gs_restarts *rs, struct mutex *lock);
 /* Drop every kept call (the file is closing); lock held. */
 void gs_restarts_clear(struct gs_restarts *rs);
 /*
- * A restart of this thread's interrupted cmd asking for op id asked: take
- * its waiter (and deadline) over into w; lock held. False if none.
+ * A restart of this thread's interrupted cmd waiting for op id asked (0
+ * never matches): take its waiter over into w; lock held. False if none.
  */
 bool gs_restart_take(struct gs_restarts *rs, unsigned int cmd, u64 asked,
-		     struct gs_waiter *w, ktime_t *deadline);
+		     struct gs_waiter *w);
 /*
- * Wait on wq for w until deadline (0: none); lock not held. 0 when done,
- * -ETIMEDOUT (w unlinked), -ERESTARTSYS with w kept in rs for the
- * restart, or -EINTR (w unlinked) when it cannot be kept.
+ * Wait on wq for w (for op id asked, not 0) until deadline (0: none);
+ * lock not held. 0 when done, -ETIMEDOUT (w unlinked), -ERESTARTSYS with
+ * w kept in rs for the restart, or -EINTR (w unlinked) when it cannot be
+ * kept.
  */
 int gs_waiter_wait(struct gs_restarts *rs, wait_queue_head_t *wq,
 		   unsigned int cmd, u64 asked, struct gs_waiter *w,
@@ -442,6 +446,22 @@ static inline ktime_t gs_time_left(ktime_t deadline)
 		return KTIME_MAX;
 	left = ktime_sub(deadline, ktime_get());
 	return left > 0 ? left : 0;
+}
+
+/*
+ * What an interrupted wait writes back as its timeout_ms: 0 for none,
+ * else the milliseconds left to deadline, rounded up, at least 1 (one
+ * past its deadline times out at once when restarted).
+ */
+static inline u32 gs_ms_left(ktime_t deadline)
+{
+	u64 ms;
+
+	if (!deadline)
+		return 0;
+	ms = DIV_ROUND_UP_ULL(ktime_to_ns(gs_time_left(deadline)),
+			      NSEC_PER_MSEC);
+	return clamp_t(u64, ms, 1, U32_MAX);
 }
 
 /*

@@ -907,7 +907,7 @@ static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 	mutex_lock(&g->lock);
 	/* The restart of an interrupted blocking call waits for its op. */
 	restart = block && req.op_id &&
-		  gs_restart_take(&gf->rs, cmd, req.op_id, &w, NULL);
+		  gs_restart_take(&gf->rs, cmd, req.op_id, &w);
 	if (!restart) {
 		req.op_id = 0;
 		req.reason = GPUSLEEP_R_NONE;
@@ -1002,20 +1002,27 @@ static long gs_group_ioc_wait(struct gs_gfile *gf, const struct gs_uarg *ua)
 	}
 
 	mutex_lock(&g->lock);
-	/* A restart goes on to the first call's absolute deadline. */
-	if (!gs_restart_take(&gf->rs, GPUSLEEP_IOC_GROUP_WAIT, wt.op_id, &w,
-			     &deadline)) {
+	/* A restart: op_id and timeout_ms as the interrupted call wrote them. */
+	id = wt.op_id;
+	if (!gs_restart_take(&gf->rs, GPUSLEEP_IOC_GROUP_WAIT, id, &w)) {
 		id = wt.op_id ? wt.op_id : g->last_id;
 		ret = (!id || id > g->last_id) ? -ENOENT : 0;
 		if (!ret)
 			ret = gs_group_waiter_add(g, id, &w);
-		if (!ret && wt.timeout_ms)
-			deadline = ktime_add_ms(ktime_get(), wt.timeout_ms);
 	}
 	gs_group_unlock(g);
-	if (!ret && !w.done)
+	if (!ret && wt.timeout_ms)
+		deadline = ktime_add_ms(ktime_get(), wt.timeout_ms);
+	if (!ret && !w.done) {
 		ret = gs_waiter_wait(&gf->rs, &g->wq, GPUSLEEP_IOC_GROUP_WAIT,
-				     wt.op_id, &w, deadline);
+				     id, &w, deadline);
+		if (ret == -ERESTARTSYS || ret == -EINTR) {
+			wt.op_id = id;
+			wt.timeout_ms = gs_ms_left(deadline);
+			if (gs_uarg_out(ua, &wt, sizeof(wt)))
+				ret = -EFAULT;
+		}
+	}
 	if (ret)
 		goto out_free;
 

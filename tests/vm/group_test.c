@@ -906,6 +906,76 @@ TEST_F(g, group_wait_timeout_absolute)
 }
 
 /*
+ * GROUP_WAIT for the newest operation (op_id 0), interrupted by a handler
+ * without SA_RESTART: -EINTR with op_id written. A new GROUP_WAIT for the
+ * newest, once a second operation is in flight, waits for that one, not
+ * for the interrupted call's older, finished operation.
+ */
+TEST_F(g, group_wait_for_the_newest_after_eintr)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 };	/* no SA_RESTART */
+	struct gpusleep_group_op a, b;
+	int rep[2], go[2], st;
+	unsigned char t = 1;
+	uint64_t written;
+	pid_t pid;
+
+	ASSERT_EQ(0, pipe(rep));
+	ASSERT_EQ(0, pipe(go));
+	self->sc[2].hold = GPUSLEEP_EV_DRAIN;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &a));
+	pump(self, 50);
+	ASSERT_EQ(0, sigaction(SIGUSR1, &sa, NULL));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct gpusleep_group_wait w;
+		ssize_t n;
+
+		memset(&w, 0, sizeof(w));	/* op_id 0: the newest */
+		if (ioctl(self->grp, GPUSLEEP_IOC_GROUP_WAIT, &w) != -1 ||
+		    errno != EINTR)
+			_exit(10);
+		if (write(rep[1], &w.op_id, sizeof(w.op_id)) != sizeof(w.op_id))
+			_exit(11);
+		do
+			n = read(go[0], &t, 1);
+		while (n < 0 && errno == EINTR);
+		memset(&w, 0, sizeof(w));	/* a new call: the newest */
+		w.timeout_ms = 300;
+		if (ioctl(self->grp, GPUSLEEP_IOC_GROUP_WAIT, &w) == 0)
+			_exit(w.result.op_id == a.op_id ? 12 : 13);
+		_exit(errno == ETIMEDOUT ? 0 : 14);
+	}
+	for (;;) {
+		struct pollfd p = { .fd = rep[0], .events = POLLIN };
+
+		kill(pid, SIGUSR1);
+		if (poll(&p, 1, 50) == 1)
+			break;
+	}
+	ASSERT_EQ(sizeof(written), read(rep[0], &written, sizeof(written)));
+	EXPECT_EQ(a.op_id, written);
+	/* Finish the release, then hold a resume in flight. */
+	ASSERT_EQ(0, release_held(self, 2));
+	ASSERT_EQ(0, drive(self, a.op_id, NULL, NULL));
+	self->sc[2].hold = GPUSLEEP_EV_RESUME_TAG;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RESUME, W, NB, 0, &b));
+	pump(self, 50);
+	ASSERT_EQ(1, write(go[1], &t, 1));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st));
+	/* 12: the new call returned the interrupted call's older result. */
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	ASSERT_EQ(0, release_held(self, 2));
+	ASSERT_EQ(0, drive(self, b.op_id, NULL, NULL));
+	close(rep[0]);
+	close(rep[1]);
+	close(go[0]);
+	close(go[1]);
+}
+
+/*
  * Two threads blocked on one fd, the process stopped: each restart finds
  * its own call (restart records are per blocked task, not per fd). Rank
  * rank holds its DRAIN while the threads block; both must end with the

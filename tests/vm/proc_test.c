@@ -634,6 +634,162 @@ TEST_F(proc, interrupted_wait_returns_eintr)
 	close(rep[1]);
 }
 
+/* Signal child c until it writes a report of n bytes to fd; read it. */
+static int interrupt_until_report(pid_t c, int fd, void *rep, size_t n)
+{
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		kill(c, SIGUSR1);
+		if (poll(&p, 1, 50) == 1)
+			break;
+	}
+	return read(fd, rep, n) == (ssize_t)n ? 0 : -1;
+}
+
+/* read() that a stray SIGUSR1 (no SA_RESTART) does not end. */
+static ssize_t read_full(int fd, void *buf, size_t n)
+{
+	ssize_t r;
+
+	do
+		r = read(fd, buf, n);
+	while (r < 0 && errno == EINTR);
+	return r;
+}
+
+/*
+ * Release weights without waiting, then fork: the child's SIGUSR1 handler
+ * has no SA_RESTART. fork()'s value, or -1.
+ */
+static pid_t release_then_fork(int ctl, struct gpusleep_op *a)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 };
+
+	if (gs_release(ctl, W, NB, a) || sigaction(SIGUSR1, &sa, NULL))
+		return -1;
+	return fork();
+}
+
+/* WAIT as w says, which a signal must end: 0 when it ended with EINTR. */
+static int wait_interrupted(int ctl, struct gpusleep_wait *w)
+{
+	return ioctl(ctl, GPUSLEEP_IOC_WAIT, w) == -1 && errno == EINTR ?
+	       0 : -1;
+}
+
+/*
+ * WAIT for the newest operation (op_id 0), interrupted by a handler
+ * without SA_RESTART: -EINTR, with op_id written (the operation it was
+ * waiting for). A new WAIT for the newest, once another operation is in
+ * flight, waits for that one: it must not pick up the interrupted call's
+ * wait for the older, finished operation.
+ */
+TEST_F(proc, wait_for_the_newest_after_eintr_waits_for_the_newest)
+{
+	struct gpusleep_event ev;
+	struct gpusleep_op a, b;
+	int rep[2], go[2], st;
+	uint64_t written;
+	unsigned char t = 1;
+	pid_t c;
+
+	ASSERT_EQ(0, pipe(rep));
+	ASSERT_EQ(0, pipe(go));
+	c = release_then_fork(self->ctl, &a);
+	ASSERT_LE(0, c);
+	if (c == 0) {
+		struct gpusleep_wait w;
+
+		memset(&w, 0, sizeof(w));	/* op_id 0: the newest */
+		if (wait_interrupted(self->ctl, &w))
+			_exit(10);
+		if (write(rep[1], &w.op_id, sizeof(w.op_id)) != sizeof(w.op_id) ||
+		    read_full(go[0], &t, 1) != 1)
+			_exit(11);
+		memset(&w, 0, sizeof(w));	/* a new call: the newest */
+		w.timeout_ms = 300;
+		if (ioctl(self->ctl, GPUSLEEP_IOC_WAIT, &w) == 0)
+			_exit(w.result.op_id == a.op_id ? 12 : 13);
+		_exit(errno == ETIMEDOUT ? 0 : 14);
+	}
+	ASSERT_EQ(0, interrupt_until_report(c, rep[0], &written,
+					    sizeof(written)));
+	EXPECT_EQ(a.op_id, written);
+	/* The release goes on: finish it, then start a resume and hold it. */
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_DRAIN, W, &ev));
+	ASSERT_EQ(0, gs_answer(self->engine, &ev, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, 0, 1));
+	ASSERT_EQ(0, gs_finish(self->ctl, a.op_id, NULL));
+	ASSERT_EQ(0, gs_resume(self->ctl, W, NB, &b));
+	ASSERT_EQ(1, write(go[1], &t, 1));
+	ASSERT_EQ(c, waitpid(c, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st));
+	/* 12: the new call returned the interrupted call's older result. */
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	close(rep[0]);
+	close(rep[1]);
+	close(go[0]);
+	close(go[1]);
+}
+
+/*
+ * WAIT with a timeout, interrupted by a handler without SA_RESTART:
+ * -EINTR, with what is left of the timeout written. A new WAIT for the
+ * same operation, without a timeout, well after the first one's deadline,
+ * waits until the operation ends: it has its own timeout, not the
+ * interrupted call's deadline.
+ */
+TEST_F(proc, wait_after_eintr_has_its_own_timeout)
+{
+	struct gpusleep_wait written;
+	struct gpusleep_event ev;
+	struct gpusleep_op a;
+	int rep[2], st;
+	unsigned char t;
+	pid_t c;
+
+	ASSERT_EQ(0, pipe(rep));
+	c = release_then_fork(self->ctl, &a);
+	ASSERT_LE(0, c);
+	if (c == 0) {
+		struct gpusleep_wait w;
+
+		memset(&w, 0, sizeof(w));
+		w.op_id = a.op_id;
+		w.timeout_ms = 300;
+		if (wait_interrupted(self->ctl, &w))
+			_exit(10);
+		if (write(rep[1], &w, sizeof(w)) != sizeof(w))
+			_exit(11);
+		usleep(600 * 1000);	/* past the first call's deadline */
+		t = 1;
+		if (write(rep[1], &t, 1) != 1)
+			_exit(11);
+		memset(&w, 0, sizeof(w));
+		w.op_id = a.op_id;	/* timeout_ms 0: until it ends */
+		if (ioctl(self->ctl, GPUSLEEP_IOC_WAIT, &w))
+			_exit(errno == ETIMEDOUT ? 12 : 13);
+		_exit(w.result.op_id == a.op_id && !w.result.error ? 0 : 14);
+	}
+	ASSERT_EQ(0, interrupt_until_report(c, rep[0], &written,
+					    sizeof(written)));
+	EXPECT_EQ(a.op_id, written.op_id);
+	EXPECT_LE(1, written.timeout_ms);
+	EXPECT_GE(300, written.timeout_ms);
+	ASSERT_EQ(1, read_full(rep[0], &t, 1));
+	usleep(300 * 1000);	/* let it block; ending earlier proves nothing */
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_DRAIN, W, &ev));
+	ASSERT_EQ(0, gs_answer(self->engine, &ev, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, 0, 1));
+	ASSERT_EQ(c, waitpid(c, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st));
+	/* 12: the new call timed out at the interrupted call's deadline. */
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	close(rep[0]);
+	close(rep[1]);
+}
+
 static int errno_ok(int r)
 {
 	switch (r) {

@@ -279,9 +279,13 @@ struct gpusleep_result {
  * -ENOENT for an id never issued or finished too long ago to be remembered
  * (the last 16 finished are; an operation that is waited for when it
  * finishes is always delivered); -ETIMEDOUT. The timeout is a deadline:
- * a restart after a stop signal or an SA_RESTART handler keeps it (one
- * interrupted call per fd is remembered); a handler without SA_RESTART
- * gets -EINTR (the operation goes on).
+ * an interrupted call writes back op_id (the operation it waits for, 0
+ * resolved) and timeout_ms (what is left of it, at least 1; 0 stays 0),
+ * so a restart after a stop signal or an SA_RESTART handler goes on to
+ * the same deadline (one interrupted call per thread and fd is
+ * remembered); a handler without SA_RESTART gets -EINTR (the operation
+ * goes on) with both written: passing the struct again goes on the same
+ * way, a new struct with its own op_id and timeout_ms is a new wait.
  */
 struct gpusleep_wait {
 	__u64 op_id;
@@ -632,7 +636,9 @@ struct gpusleep_group_result {
  * entries written, rank_size = the module's entry size. The results of
  * the last 8 group operations are kept, the entries of the newest only
  * (nr_ranks 0 for an older one). -ENOENT: an id never issued, or
- * finished too long ago; -ETIMEDOUT.
+ * finished too long ago; -ETIMEDOUT. Interrupted, it writes back op_id
+ * and timeout_ms as GPUSLEEP_IOC_WAIT does (a restart goes on to the
+ * same deadline; a new struct is a new wait).
  */
 struct gpusleep_group_wait {
 	__u64 op_id;
