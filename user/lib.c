@@ -176,8 +176,11 @@ int gs_wait(int fd, uint64_t op_id, uint32_t timeout_ms,
 	w.op_id = op_id;
 	w.timeout_ms = timeout_ms;
 	ret = sys_ioctl(fd, GPUSLEEP_IOC_WAIT, &w);
-	if (res)
+	if (res) {
 		*res = w.result;
+		if (ret == -EINTR)
+			res->op_id = w.op_id;	/* the one it waited for */
+	}
 	return ret < 0 ? ret : 0;
 }
 

@@ -8,6 +8,8 @@ another (host backend). SKIPs without /dev/gpusleep."""
 import errno
 import os
 import pickle
+import signal
+import threading
 
 from gstest import Tap, Proc, check, need_device, raises
 import gpusleep
@@ -25,6 +27,8 @@ TESTS = ["empty tag list is a ValueError",
          "NotReleased names the tags",
          "DrainTimeout when the engine does not drain",
          "Timeout of a wait; the operation goes on",
+         "a wait interrupted by signals keeps its deadline",
+         "a wait for the newest, interrupted, returns that operation",
          "EngineFailed: EREMOTEIO, with the engine's errno",
          "exceptions pickle with their fields"]
 S = {}
@@ -184,6 +188,60 @@ def wait_timeout():
     check(c.resume().ok, "resume")
 
 
+class Ticks:
+    """SIGALRM every 20 ms, with a handler that does not raise (as a
+    profiler's or a framework's timer would), for at most 150 ticks."""
+
+    def __enter__(self):
+        self.n = 0
+        self.old = signal.signal(signal.SIGALRM, self._tick)
+        signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)
+        return self
+
+    def _tick(self, sig, frame):
+        self.n += 1
+        if self.n >= 150:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def __exit__(self, *exc):
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self.old)
+
+
+def wait_keeps_deadline():
+    c, eng = S["ctl"], S["eng"]
+    op = c.release(["kv_cache"], wait=False)
+    eng.expect("ev drain ")
+    # The drain is held. Had each interrupted wait started its timeout
+    # again, it would only time out once the ticks stop (150 of them).
+    with Ticks() as t:
+        e = raises(gpusleep.Timeout, c.wait, op, timeout=0.3)
+        n = t.n
+    check(n >= 2, f"interrupted {n} times")
+    check(n < 150, "timed out only once the signals stopped")
+    check(e.errno == errno.ETIMEDOUT, str(e))
+    eng.ask("complete 0", "completed ")
+    check(c.wait(op).ok, "the release")
+    eng.expect("ev reset")
+    check(c.resume().ok, "resume")
+
+
+def wait_newest_interrupted():
+    c, eng = S["ctl"], S["eng"]
+    op = c.release(["kv_cache"], wait=False)
+    eng.expect("ev drain ")
+    done = threading.Timer(0.2, eng.ask, ("complete 0", "completed "))
+    with Ticks() as t:
+        done.start()
+        r = c.wait(0, timeout=30)	# 0: the newest, this release
+        n = t.n
+    done.join()
+    check(n >= 2, f"interrupted {n} times")
+    check(r.ok and r.op_id == op and r.tags == ["kv_cache"], repr(r))
+    eng.expect("ev reset")
+    check(c.resume().ok, "resume")
+
+
 def engine_failed():
     c, eng = S["ctl"], S["eng"]
     op = c.release(wait=False)
@@ -216,6 +274,8 @@ def main():
                                     already_released, failed_drain_not_go,
                                     not_released,
                                     drain_timeout, wait_timeout,
+                                    wait_keeps_deadline,
+                                    wait_newest_interrupted,
                                     engine_failed, pickles]):
             tap.run(name, fn)
     finally:

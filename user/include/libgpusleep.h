@@ -92,7 +92,10 @@ int gs_get_state(int fd, struct gpusleep_state *st);
 /*
  * Wait for operation op_id (0 = newest), timeout_ms 0 = forever. Returns 0
  * with *res filled (the operation's own outcome is res->error, -EOWNERDEAD
- * if the engine died), or -errno (-ETIMEDOUT, -ENOENT, -EINTR).
+ * if the engine died), or -errno (-ETIMEDOUT, -ENOENT, -EINTR). After
+ * -EINTR (a signal handler ran), res->op_id is the operation it waited for
+ * (op_id 0 resolved): wait again for that id with what is left of the
+ * timeout to go on; a new call with op_id 0 waits for the newest then.
  */
 int gs_wait(int fd, uint64_t op_id, uint32_t timeout_ms,
 	    struct gpusleep_result *res);
@@ -147,7 +150,8 @@ int gs_group_resume(int gfd, uint32_t tags, uint32_t flags,
 /*
  * Wait for group operation op_id (0 = newest), timeout_ms 0 = forever;
  * *res and, when ranks is given, up to *nr_ranks entries of the per-rank
- * breakdown (*nr_ranks set to the number written).
+ * breakdown (*nr_ranks set to the number written). After -EINTR,
+ * res->op_id is the operation it waited for, as for gs_wait().
  */
 int gs_group_wait(int gfd, uint64_t op_id, uint32_t timeout_ms,
 		  struct gpusleep_group_result *res,

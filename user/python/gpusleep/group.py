@@ -23,7 +23,8 @@ import os
 from typing import Iterable, Optional, Protocol, Sequence, Union
 
 from . import _lib, errors
-from .trainer import DomainRef, Tags, resolve_domain, _timeout_ms
+from .trainer import (DomainRef, Tags, resolve_domain, _deadline, _ms_left,
+                      _timeout_ms)
 
 
 class SupportsFileno(Protocol):
@@ -226,12 +227,18 @@ class Group:
         L = _lib.lib()
         res = _lib.gpusleep_group_result()
         ranks = (_lib.gpusleep_group_rank * _lib.GROUP_MAX_RANKS)()
+        tmo = _timeout_ms(timeout)
+        deadline = _deadline(timeout)
         while True:
             n = _lib.u32(_lib.GROUP_MAX_RANKS)
-            ret = L.gs_group_wait(self._fd, op_id, _timeout_ms(timeout),
+            ret = L.gs_group_wait(self._fd, op_id, tmo,
                                   ctypes.byref(res), ranks, ctypes.byref(n))
             if ret != -_errno.EINTR:
                 break
+            # a handler that did not raise: the same operation (0 resolved
+            # by the interrupted call), to the same deadline
+            op_id = res.op_id or op_id
+            tmo = _ms_left(deadline)
         if ret == -_errno.ETIMEDOUT:
             raise TimeoutError(f"group {self.name!r}: op {op_id} still "
                                "running")

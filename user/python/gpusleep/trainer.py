@@ -26,7 +26,9 @@ import asyncio
 import ctypes
 import errno as _errno
 import glob
+import math
 import os
+import time
 from typing import Iterable, Optional, Sequence, Union
 
 from . import _lib, errors
@@ -92,6 +94,19 @@ def _timeout_ms(timeout: Optional[float]) -> int:
     if not timeout > 0:
         raise ValueError(f"timeout: want None or seconds > 0, not {timeout!r}")
     return max(1, min(int(timeout * 1000), 0xffffffff))
+
+
+def _ms_left(deadline: Optional[float]) -> int:
+    """The timeout_ms that goes on to deadline (time.monotonic(); None:
+    no timeout): what an interrupted wait passes when it waits again."""
+    if deadline is None:
+        return 0
+    return max(1, min(math.ceil((deadline - time.monotonic()) * 1000),
+                      0xffffffff))
+
+
+def _deadline(timeout: Optional[float]) -> Optional[float]:
+    return None if timeout is None else time.monotonic() + timeout
 
 
 def _check_bool(name: str, v: object) -> None:
@@ -374,8 +389,16 @@ class _Ops:
         failed, errors.Timeout when timeout (seconds) passes first."""
         _check_op_id(op_id)
         tmo = _timeout_ms(timeout)
+        deadline = _deadline(timeout)
         r = _lib.gpusleep_result()
-        ret = _lib.lib().gs_wait(self._fd, op_id, tmo, ctypes.byref(r))
+        while True:
+            ret = _lib.lib().gs_wait(self._fd, op_id, tmo, ctypes.byref(r))
+            if ret != -_errno.EINTR:
+                break
+            # a handler that did not raise: the same operation (0 resolved
+            # by the interrupted call), to the same deadline
+            op_id = r.op_id or op_id
+            tmo = _ms_left(deadline)
         if ret < 0:
             raise errors.from_code(-ret, op_id=op_id)
         return Result(r, self.tag_names).raise_for_error()
