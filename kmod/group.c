@@ -1374,14 +1374,17 @@ err_uncharge:
 
 /*
  * Group names are scoped to their owner: the creator's euid in the
- * creator's user namespace. Nobody can take a name in another owner's
- * scope, and a lookup finds only a group of the caller's own.
+ * creator's user namespace and pid namespace (containers that share a user
+ * namespace and an euid, as root in two containers does, each have their
+ * own names). Nobody can take a name in another owner's scope, and a
+ * lookup finds only a group of the caller's own.
  */
 static bool gs_group_named(const struct gs_group *g, const char *name,
-			   const struct cred *cred)
+			   const struct cred *cred, struct pid_namespace *ns)
 {
 	return uid_eq(g->cred->euid, cred->euid) &&
-	       g->cred->user_ns == cred->user_ns && !strcmp(g->name, name);
+	       g->cred->user_ns == cred->user_ns &&
+	       ns_of_pid(g->pid) == ns && !strcmp(g->name, name);
 }
 
 /* List g under its name: 0, -EEXIST, -ENOMEM. */
@@ -1392,7 +1395,7 @@ static int gs_group_list(struct gs_group *g)
 
 	mutex_lock(&gs_groups_lock);
 	list_for_each_entry(o, &gs_groups, node) {
-		if (gs_group_named(o, g->name, g->cred)) {
+		if (gs_group_named(o, g->name, g->cred, ns_of_pid(g->pid))) {
 			mutex_unlock(&gs_groups_lock);
 			return -EEXIST;
 		}
@@ -1414,7 +1417,8 @@ static struct gs_group *gs_group_find(const char *name)
 
 	mutex_lock(&gs_groups_lock);
 	list_for_each_entry(g, &gs_groups, node) {
-		if (gs_group_named(g, name, current_cred())) {
+		if (gs_group_named(g, name, current_cred(),
+				   task_active_pid_ns(current))) {
 			/* One being destroyed is as good as gone. */
 			if (kref_get_unless_zero(&g->kref))
 				found = g;

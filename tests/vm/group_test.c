@@ -1688,10 +1688,29 @@ TEST_F(g, control_checked_at_every_op)
 }
 
 /*
+ * In a child: on into a new pid namespace (unshare(), then fork: the
+ * grandchild returns, this child exits with its status); exit 4 when pid
+ * namespaces are refused here.
+ */
+static void into_new_pid_namespace(void)
+{
+	pid_t in;
+	int st;
+
+	if (unshare(CLONE_NEWPID))
+		_exit(4);
+	in = fork();
+	if (in) {
+		waitpid(in, &st, 0);
+		_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 5);
+	}
+}
+
+/*
  * A group is opened only from its creator's pid namespace, as a domain is
- * controlled: the owner's euid in another pid namespace is refused even
- * while the group is empty, and the same euid in the creator's namespace
- * opens it.
+ * controlled: the owner's euid in another pid namespace does not find it
+ * (its name is in the creator's scope), even while the group is empty,
+ * and the same euid in the creator's namespace opens it.
  */
 TEST_F(g, open_from_another_pid_namespace_refused)
 {
@@ -1720,16 +1739,9 @@ TEST_F(g, open_from_another_pid_namespace_refused)
 	other = fork();
 	ASSERT_LE(0, other);
 	if (other == 0) {
-		pid_t in;
 		int gf;
 
-		if (unshare(CLONE_NEWPID))
-			_exit(4);
-		in = fork();
-		if (in) {
-			waitpid(in, &st, 0);
-			_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 5);
-		}
+		into_new_pid_namespace();
 		if (become(1000))
 			_exit(2);
 		wait_step(a, 1);
@@ -1747,7 +1759,7 @@ TEST_F(g, open_from_another_pid_namespace_refused)
 	EXPECT_EQ(0, WEXITSTATUS(st));
 	ASSERT_EQ(owner, waitpid(owner, &st, 0));
 	EXPECT_EQ(0, WEXITSTATUS(st));
-	EXPECT_EQ(-EPERM, a->open_ret);
+	EXPECT_EQ(-ENOENT, a->open_ret);
 	EXPECT_EQ(0, a->op_ret);
 	munmap(a, sizeof(*a));
 }
@@ -1770,6 +1782,52 @@ static int group_by_name(int dev, unsigned long cmd, const char *name,
 	group_by_name(dev, GPUSLEEP_IOC_CREATE_GROUP, name, id)
 #define opengroup_id(dev, name, id) \
 	group_by_name(dev, GPUSLEEP_IOC_OPEN_GROUP, name, id)
+
+/*
+ * Two containers that share the user namespace and the euid (root in two
+ * containers without user namespaces) each name their groups: the same
+ * name in another pid namespace is another group, not -EEXIST, and each
+ * side opens its own.
+ */
+TEST_F(g, group_names_scoped_to_pid_namespace)
+{
+	struct access_run *a = access_run_new();
+	int mine, gf, f, id, id2;
+	char name[40];
+	pid_t other;
+
+	ASSERT_NE(NULL, a);
+	snprintf(name, sizeof(name), "pidscope-%d", getpid());
+	gf = mkgroup_id(self->dev, name, &id);
+	ASSERT_LE(0, gf);
+	other = fork();
+	ASSERT_LE(0, other);
+	if (other == 0) {
+		int cf, of;
+
+		into_new_pid_namespace();
+		cf = mkgroup_id(self->dev, name, &a->id_a);
+		a->op_ret = cf < 0 ? cf : 0;
+		of = opengroup_id(self->dev, name, &a->id_b);
+		a->open_ret = of < 0 ? of : 0;
+		_exit(0);
+	}
+	ASSERT_EQ(other, waitpid(other, &mine, 0));
+	if (WEXITSTATUS(mine) == 4)
+		SKIP(return, "no pid namespaces here");
+	EXPECT_EQ(0, WEXITSTATUS(mine));
+	EXPECT_EQ(0, a->op_ret);	/* -EEXIST: one scope for both */
+	EXPECT_EQ(0, a->open_ret);
+	EXPECT_EQ(a->id_a, a->id_b);
+	EXPECT_NE(id, a->id_a);
+	/* This side's name still opens this side's group. */
+	f = opengroup_id(self->dev, name, &id2);
+	ASSERT_LE(0, f);
+	EXPECT_EQ(id, id2);
+	close(f);
+	close(gf);
+	munmap(a, sizeof(*a));
+}
 
 /*
  * Group names belong to their owner (euid, user namespace): another user

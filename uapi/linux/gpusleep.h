@@ -529,15 +529,14 @@ struct gpusleep_complete {
  * (the domain name rules); returns the group fd (O_CLOEXEC). The group
  * lives as long as a group fd (this one, its copies, or one opened by
  * GPUSLEEP_IOC_OPEN_GROUP). Out: id. Names are per owner (the creator's
- * euid in its user namespace): -EEXIST: a live group of the caller's has
- * that name; -EDQUOT: the caller's max_fds_per_user.
+ * euid in its user namespace and pid namespace): -EEXIST: a live group of
+ * the caller's has that name; -EDQUOT: the caller's max_fds_per_user.
  *
  * GPUSLEEP_IOC_OPEN_GROUP (/dev/gpusleep, same struct): another fd for the
- * caller's own live group named name (the caller's euid and user
- * namespace; a tool acting on an engine's group runs as its owner).
- * -ENOENT: no such group of the caller's; -EPERM: the caller lacks
- * CAP_SYS_ADMIN and is outside the creator's pid namespace or may not
- * control every rank. GROUP_RELEASE and
+ * caller's own live group named name (the caller's euid, user namespace
+ * and pid namespace; a tool acting on an engine's group runs as its owner,
+ * in its container). -ENOENT: no such group of the caller's; -EPERM: the
+ * caller lacks CAP_SYS_ADMIN and may not control every rank. GROUP_RELEASE and
  * GROUP_RESUME check again, for every rank (-EPERM naming the rank).
  */
 struct gpusleep_group_create {
