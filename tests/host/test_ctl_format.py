@@ -75,7 +75,7 @@ def main():
     if not os.access(CTL, os.X_OK):
         print("1..0 # SKIP %s not built" % CTL)
         return 0
-    print("1..22")
+    print("1..23")
     t = Tap()
     tmp = tempfile.mkdtemp(prefix="gs-ctl-fmt-", dir=os.path.join(HERE, "..", "..", "build"))
     root = os.path.join(tmp, "sys")
@@ -161,6 +161,15 @@ def main():
             r.returncode == 2 and e.get("status") == 2 and
             e.get("error", 0) < 0 and "give the id" in e.get("message", ""),
             r)
+
+    # Another container's domain of the same name: its creator is not
+    # seen here (owner_pid 0), so the name is this side's domain's.
+    ctr = os.path.join(tmp, "sys-ctr")
+    write_domain(ctr, 5, name="ctr", owner_pid="0")
+    write_domain(ctr, 6, name="ctr")
+    r = ctl(dict(env, GPUSLEEP_SYSFS=ctr), "-j", "status", "ctr")
+    t.check("a name shared with another container's domain: the one seen",
+            r.returncode == 0 and jload(r.stdout, {}).get("id") == 6, r)
 
     r = ctl(gone, "metrics")
     t.check("metrics without the module: gpusleep_up 0, exit 0",

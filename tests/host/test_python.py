@@ -41,6 +41,7 @@ TESTS = ["import gpusleep loads no library",
          "stand-in torch: nested regions and two threads in one tag",
          "stand-in torch: a region on another device is refused",
          "a name two domains share: AmbiguousDomain, with their ids",
+         "a name shared with another container's domain: the one seen",
          "an unknown name: DomainNotFound (a LookupError)",
          "no module: ModuleNotLoaded says how to load it",
          "State.from_sysfs: what any user can read",
@@ -461,8 +462,10 @@ def local_mode():
 
 
 def fake_sysfs(tmp):
-    """Two domains named dup (ids 3, 4) and llm0 (id 1, weights released)
-    under tmp; GPUSLEEP_SYSFS points there."""
+    """Two domains named dup (ids 3, 4), llm0 (id 1, weights released),
+    and two named ctr (5, another container's, whose creator is not seen
+    here: owner_pid 0; 6, whose creator is) under tmp; GPUSLEEP_SYSFS
+    points there."""
     vals = {"tags": "weights,kv_cache", "state": "awake",
             "released_tags": "", "unconfirmed_tags": "", "drain_pending": "0",
             "agent_attached": "1", "kv_release_allowed": "1",
@@ -475,7 +478,9 @@ def fake_sysfs(tmp):
                                           "tag_generations": "2,0",
                                           "resident_source": "process",
                                           "resident_bytes": "77"}),
-                            (3, "dup", {}), (4, "dup", {})):
+                            (3, "dup", {}), (4, "dup", {}),
+                            (5, "ctr", {"owner_pid": "0"}),
+                            (6, "ctr", {"owner_pid": "4321"})):
         d = os.path.join(tmp, f"domain{did}")
         os.makedirs(d)
         for k, v in dict(vals, id=str(did), name=name, **over).items():
@@ -504,6 +509,13 @@ def ambiguous():
     for fn in (gpusleep.release, gpusleep.state, gpusleep.is_sleeping):
         raises(gpusleep.AmbiguousDomain, fn, "dup")
     check(gpusleep.resolve_domain("llm0") == 1, "a unique name")
+
+
+@with_sysfs
+def shared_with_another_container():
+    import gpusleep
+    check(gpusleep.resolve_domain("ctr") == 6,
+          "the domain whose creator this process sees")
 
 
 @with_sysfs
@@ -714,6 +726,7 @@ def main():
                                     torch_mode, torch_released,
                                     torch_expandable, torch_foreign_pool,
                                     torch_nested, torch_device, ambiguous,
+                                    shared_with_another_container,
                                     not_found, module_not_loaded, from_sysfs,
                                     bad_args, hints, annotated]):
         tap.run(name, fn)

@@ -6,6 +6,7 @@ id is DomainNotFound as an unknown name is, another user reads the state
 (from sysfs) but may not release (PermissionDenied saying sudo or a
 grant). SKIPs without /dev/gpusleep."""
 
+import ctypes
 import os
 
 from gstest import Tap, check, need_device, raises
@@ -16,7 +17,8 @@ NAME = f"pylookup{os.getpid()}"
 TESTS = ["a name two domains share: AmbiguousDomain, nothing released",
          "an unknown id: DomainNotFound, as an unknown name",
          "another user: state() and is_sleeping() from sysfs",
-         "another user: release() is PermissionDenied, says sudo or grant"]
+         "another user: release() is PermissionDenied, says sudo or grant",
+         "another pid namespace: the name is its own domain's there"]
 S = {}
 
 
@@ -34,17 +36,17 @@ def unknown_id():
     raises(gpusleep.DomainNotFound, gpusleep.release, NAME + "-none")
 
 
-def as_nobody(fn):
-    """fn() in a child running as nobody; its result or its exception's
-    (class name, text), through a pipe."""
+def in_child(fn, prepare):
+    """fn() in a child after prepare() (which may fork again: the process
+    that returns from it runs fn); its result or its exception's (class
+    name, text), through a pipe."""
     import pickle
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
         try:
-            os.setresgid(65534, 65534, 65534)
-            os.setresuid(65534, 65534, 65534)
+            prepare()
             out = ("ok", fn())
         except BaseException as e:	# noqa: B902
             out = ("raised", type(e).__name__, str(e))
@@ -60,6 +62,41 @@ def as_nobody(fn):
     os.close(r)
     os.waitpid(pid, 0)
     return pickle.loads(data)
+
+
+def _nobody():
+    os.setresgid(65534, 65534, 65534)
+    os.setresuid(65534, 65534, 65534)
+
+
+def as_nobody(fn):
+    return in_child(fn, _nobody)
+
+
+def _new_pidns():
+    """Into a new pid namespace: unshare(CLONE_NEWPID), then fork; the
+    child (pid 1 there) returns, this process waits for it and exits."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x20000000):	# CLONE_NEWPID
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWPID)")
+    pid = os.fork()
+    if pid:
+        os.waitpid(pid, 0)
+        os._exit(0)
+
+
+def other_pidns():
+    """A domain of this name in another pid namespace (another container
+    as the same user): from there, the name is its own domain's, whose
+    creator it sees; from here, where both creators are seen, ambiguous."""
+    def there():
+        with gsengine.Engine(NAME) as eng:
+            return eng.id, gpusleep.resolve_domain(NAME)
+    out = in_child(there, _new_pidns)
+    check(out[0] == "ok", repr(out))
+    theirs, resolved = out[1]
+    check(resolved == theirs, f"resolved {resolved}, its own is {theirs}")
+    check(theirs not in [x.id for x in S["engs"]], "a domain of its own")
 
 
 def other_user_reads():
@@ -84,7 +121,7 @@ def main():
     S["engs"] = [gsengine.Engine(NAME), gsengine.Engine(NAME)]
     try:
         for name, fn in zip(TESTS, [ambiguous, unknown_id, other_user_reads,
-                                    other_user_release]):
+                                    other_user_release, other_pidns]):
             tap.run(name, fn)
     finally:
         for eng in S["engs"]:

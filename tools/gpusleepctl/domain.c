@@ -278,11 +278,17 @@ int all_domains(struct domain **ds, size_t *n)
 	return 0;
 }
 
+/*
+ * DOMAIN: an id, or a name. Where several domains have the name, the one
+ * whose creator this process sees (owner_pid is not 0 in its pid
+ * namespace): inside a container, another container's domain of the same
+ * name is not a candidate.
+ */
 int resolve(const char *arg, uint32_t *id)
 {
 	struct domain d;
-	uint32_t *ids, found = 0;
-	size_t n, i, matches = 0;
+	uint32_t *ids, found = 0, mine = 0;
+	size_t n, i, matches = 0, seen = 0;
 	unsigned long v;
 	char *end;
 	int r;
@@ -312,8 +318,15 @@ int resolve(const char *arg, uint32_t *id)
 			continue;
 		if (!matches++)
 			found = ids[i];
+		if ((d.present & (1ULL << FLD_owner_pid)) && d.owner_pid &&
+		    !seen++)
+			mine = ids[i];
 	}
 	free(ids);
+	if (matches > 1 && seen == 1) {
+		matches = 1;
+		found = mine;
+	}
 	if (!matches) {
 		errmsg("domain %s: no such domain (gpusleepctl list shows them)",
 		       arg);

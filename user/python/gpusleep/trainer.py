@@ -55,27 +55,46 @@ def _check_domain(domain: object) -> None:
         raise ValueError("domain: an empty name")
 
 
+def _owner_seen(top: str) -> bool:
+    """Does this process see the creator of the domain at sysfs dir top
+    (its owner_pid is not 0 in this pid namespace)?"""
+    try:
+        with open(os.path.join(top, "owner_pid")) as f:
+            return int(f.read().strip()) != 0
+    except (OSError, ValueError):
+        return False
+
+
 def resolve_domain(domain: DomainRef) -> int:
     """An id (int, or a string of digits) as is; else the id of the live
-    domain with that name in sysfs. errors.DomainNotFound if none has it,
-    errors.AmbiguousDomain if several do, errors.ModuleNotLoaded without
-    the module."""
+    domain with that name in sysfs. Where several have it, the one whose
+    creator this process sees (owner_pid is not 0 in its pid namespace):
+    inside a container, another container's domain of the same name is not
+    a candidate. errors.DomainNotFound if none has it,
+    errors.AmbiguousDomain if several remain, errors.ModuleNotLoaded
+    without the module."""
     _check_domain(domain)
     if isinstance(domain, int):
         return domain
     if domain.isdigit():
         return int(domain)
     root = _sysfs_class()
-    ids = []
+    ids, seen = [], []
     for d in sorted(glob.glob(os.path.join(root, "*", "name"))):
+        top = os.path.dirname(d)
         try:
             with open(d) as f:
                 if f.read().strip() != domain:
                     continue
-            with open(os.path.join(os.path.dirname(d), "id")) as f:
-                ids.append(int(f.read().strip()))
+            with open(os.path.join(top, "id")) as f:
+                did = int(f.read().strip())
         except OSError:
             continue	# the domain went away meanwhile
+        ids.append(did)
+        if _owner_seen(top):
+            seen.append(did)
+    if len(ids) > 1 and len(seen) == 1:
+        return seen[0]
     if len(ids) > 1:
         raise errors.AmbiguousDomain(domain, sorted(ids))
     if ids:
