@@ -560,6 +560,8 @@ struct gs_group *gs_group_rank_get(struct gs_domain *d);
 void gs_group_rank_step(struct gs_group *g);
 /* Copy the group's name (fixed for its life) into buf. */
 void gs_group_name(const struct gs_group *g, char *buf, size_t size);
+/* Its id (fixed for its life, unique among live groups). */
+u32 gs_group_id(const struct gs_group *g);
 void gs_groups_exit(void);
 
 /* main.c: a name or GPU label: 0, -EINVAL, -ENAMETOOLONG */

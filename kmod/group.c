@@ -193,6 +193,11 @@ void gs_group_name(const struct gs_group *g, char *buf, size_t size)
 	strscpy(buf, g->name, size);
 }
 
+u32 gs_group_id(const struct gs_group *g)
+{
+	return g->id;
+}
+
 static bool gs_zero(const void *p, size_t n)
 {
 	return !memchr_inv(p, 0, n);

@@ -97,6 +97,24 @@ static ssize_t group_show(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_RO(group);
 
+/*
+ * The node-wide id of that group (0: none), as CREATE_GROUP and OPEN_GROUP
+ * return it: names are scoped to their creator, ids tell groups apart.
+ */
+static ssize_t group_id_show(struct device *dev,
+			     struct device_attribute *attr, char *buf)
+{
+	struct gs_domain *d = gs_dev_domain(dev);
+	u32 id = 0;
+
+	mutex_lock(&d->lock);
+	if (d->group)
+		id = gs_group_id(d->group);
+	mutex_unlock(&d->lock);
+	return sysfs_emit(buf, "%u\n", id);
+}
+static DEVICE_ATTR_RO(group_id);
+
 static ssize_t owner_pid_show(struct device *dev,
 			      struct device_attribute *attr, char *buf)
 {
@@ -260,6 +278,7 @@ static struct attribute *gs_domain_attrs[] = {
 	&dev_attr_gpu.attr,
 	&dev_attr_owner_uid.attr,
 	&dev_attr_group.attr,
+	&dev_attr_group_id.attr,
 	&dev_attr_owner_pid.attr,
 	&dev_attr_state.attr,
 	&dev_attr_released_tags.attr,

@@ -1468,6 +1468,31 @@ TEST_F(g, sysfs_poll_eventfd)
 	EXPECT_STREQ("\n", buf);
 }
 
+/* Every rank's group_id is the id OPEN_GROUP gives; 0 once it is gone. */
+TEST_F(g, sysfs_group_id)
+{
+	struct gpusleep_group_create c;
+	char buf[32], want[32];
+	int fd, i;
+
+	memset(&c, 0, sizeof(c));
+	snprintf(c.name, sizeof(c.name), "%s", self->name);
+	fd = gs_err(ioctl(self->dev, GPUSLEEP_IOC_OPEN_GROUP, &c));
+	ASSERT_LE(0, fd);
+	ASSERT_LT(0, c.id);
+	snprintf(want, sizeof(want), "%u\n", c.id);
+	for (i = 0; i < self->n; i++) {
+		ASSERT_EQ(0, read_sysfs(self->id[i], "group_id", buf,
+					sizeof(buf)));
+		EXPECT_STREQ(want, buf);
+	}
+	close(fd);
+	close(self->grp);
+	self->grp = -1;
+	ASSERT_EQ(0, read_sysfs(self->id[0], "group_id", buf, sizeof(buf)));
+	EXPECT_STREQ("0\n", buf);
+}
+
 static int opengroup(int dev, const char *name)
 {
 	struct gpusleep_group_create c;
