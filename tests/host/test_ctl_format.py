@@ -75,7 +75,7 @@ def main():
     if not os.access(CTL, os.X_OK):
         print("1..0 # SKIP %s not built" % CTL)
         return 0
-    print("1..23")
+    print("1..27")
     t = Tap()
     tmp = tempfile.mkdtemp(prefix="gs-ctl-fmt-", dir=os.path.join(HERE, "..", "..", "build"))
     root = os.path.join(tmp, "sys")
@@ -136,8 +136,8 @@ def main():
             "42022 us" in r.stdout, r)
 
     r = ctl(env, "group", "list")
-    t.check("group list: g0 with its two ranks",
-            r.returncode == 0 and any(ln.split()[:2] == ["g0", "2"]
+    t.check("group list: g0 with its two ranks (no group_id file: -)",
+            r.returncode == 0 and any(ln.split()[:3] == ["g0", "-", "2"]
                                       for ln in r.stdout.splitlines()), r)
     r = ctl(env, "-j", "group", "show", "g0")
     g = jload(r.stdout, {})
@@ -170,6 +170,35 @@ def main():
     r = ctl(dict(env, GPUSLEEP_SYSFS=ctr), "-j", "status", "ctr")
     t.check("a name shared with another container's domain: the one seen",
             r.returncode == 0 and jload(r.stdout, {}).get("id") == 6, r)
+
+    # Two groups of one name (two containers, or two users): told apart
+    # by group_id; group show picks the one whose ranks are seen here.
+    grp = os.path.join(tmp, "sys-grp")
+    for did, gid, pid in ((1, "3", "0"), (2, "3", "0"), (3, "7", "42")):
+        write_domain(grp, did, name="r%d" % did, group="rl", group_id=gid,
+                     owner_pid=pid)
+    genv = dict(env, GPUSLEEP_SYSFS=grp)
+    r = ctl(genv, "-j", "group", "list")
+    gl = jload(r.stdout, [])
+    t.check("group list: two groups of one name stay two, with their ids",
+            r.returncode == 0 and
+            [(x.get("group"), x.get("group_id"), x.get("nr_ranks"))
+             for x in gl] == [("rl", 3, 2), ("rl", 7, 1)], r)
+    r = ctl(genv, "group", "list")
+    t.check("group list text: an ID column",
+            r.stdout.splitlines()[0].split()[:3] == ["GROUP", "ID", "RANKS"]
+            and [ln.split()[:3] for ln in r.stdout.splitlines()[1:]] ==
+            [["rl", "3", "2"], ["rl", "7", "1"]], r)
+    r = ctl(genv, "-j", "group", "show", "rl")
+    g = jload(r.stdout, {})
+    t.check("group show of a shared name: the group whose ranks are seen",
+            r.returncode == 0 and g.get("group_id") == 7 and
+            [d["id"] for d in g.get("domains", [])] == [3], r)
+    write_domain(grp, 2, name="r2", group="rl", group_id="3", owner_pid="9")
+    r = ctl(genv, "group", "show", "rl")
+    t.check("group show of a name two seen groups have: refused, exit 2",
+            r.returncode == 2 and "2 groups" in r.stderr and
+            "group list" in r.stderr, r)
 
     r = ctl(gone, "metrics")
     t.check("metrics without the module: gpusleep_up 0, exit 0",

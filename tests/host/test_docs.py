@@ -62,7 +62,7 @@ def fixture(root):
                  tag_freed_bytes="15032385536,0", tag_generations="0,0",
                  resident_bytes="1288490188", resident_source="process",
                  unconfirmed_tags="", shortfall_tags="", shortfalls="0",
-                 group="")
+                 group="", group_id="0")
     write_domain(root, 2, name="llm1", gpu="0000:42:00.0", owner_pid="121",
                  state="awake", released_tags="", agent_attached="0",
                  tags="weights,kv_cache", tag_kinds="memory,kv_cache",
@@ -70,12 +70,13 @@ def fixture(root):
                  tag_generations="0,0", releases="0", last_release_us="0",
                  resident_bytes="0", resident_source="unknown",
                  unconfirmed_tags="", shortfall_tags="", shortfalls="0",
-                 group="")
+                 group="", group_id="0")
     for did in (3, 4):
         write_domain(root, did, name="tp%d" % (did - 3),
                      gpu="0000:%02x:00.0" % (0x40 + did), owner_pid="130",
                      tags="weights,kv_cache", tag_kinds="memory,kv_cache",
                      released_tags="weights,kv_cache", group="tp",
+                     group_id="1",
                      tag_bytes_released="8589934592,4294967296",
                      tag_freed_bytes="0,0", tag_generations="1,1",
                      unconfirmed_tags="", shortfall_tags="", shortfalls="0",

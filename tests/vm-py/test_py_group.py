@@ -155,11 +155,12 @@ def ctl_wait():
 def ctl_show():
     p = run_ctl("group", "list")
     rows = [ln.split() for ln in p.stdout.splitlines()]
-    check(p.returncode == 0 and [GROUP, str(N)] in [r[:2] for r in rows],
-          p.stdout)
+    check(p.returncode == 0 and
+          [GROUP, str(S["g"].id), str(N)] in [r[:3] for r in rows], p.stdout)
     p = run_ctl("-j", "group", "show", GROUP)
     o = json.loads(p.stdout)
     check(p.returncode == 0 and o["nr_ranks"] == N and
+          o["group_id"] == S["g"].id and
           sorted(d["id"] for d in o["domains"]) == sorted(S["ids"]) and
           all(d["state"] == "awake" for d in o["domains"]), p.stdout)
 

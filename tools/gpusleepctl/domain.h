@@ -48,6 +48,7 @@ X(gpu, STR, F_LIST, NULL, "gpu", "\tgpu %s", NONE, NULL, NULL, NULL, NULL) \
 X(tags, TAGS, F_LIST, NULL, "tags", "  tags %s", NONE, NULL, NULL, NULL, NULL) \
 X(tag_kinds, TAGS, 0, NULL, "tag_kinds", " (%s)", NONE, NULL, NULL, NULL, NULL) \
 X(group, STR, F_LIST | F_OPT, NULL, "group", "  group %s", NONE, NULL, NULL, NULL, NULL) \
+X(group_id, U64, F_LIST | F_OPT, NULL, "group_id", NULL, NONE, NULL, NULL, NULL, NULL) \
 X(owner_uid, U64, 0, NULL, "owner_uid", "  owner uid %llu", NONE, NULL, NULL, NULL, NULL) \
 X(owner_pid, U64, 0, NULL, "owner_pid", " pid %llu\n", NONE, NULL, NULL, NULL, NULL) \
 X(state, STATE, F_LIST, NULL, "state", "\tstate %s", NONE, "gpusleep_domain_state", NULL, "gauge", "1 for the domain's current state, 0 for the others.") \

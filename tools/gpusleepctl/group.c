@@ -6,6 +6,7 @@
  * "group" file), which need no privilege.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,13 +232,20 @@ int group_wait(const char *name, uint64_t op, uint32_t timeout_ms)
 	return print_group(name, &decl, &res, rk, n);
 }
 
-/* group list / show: the domains with a group, from sysfs. */
+/*
+ * group list / show: the domains with a group, from sysfs. A group is its
+ * ranks' (group, group_id): names are scoped to their creator, so two
+ * groups of one node (two users, two containers) may share one; a module
+ * without group_id gives 0 for every rank and groups go by name alone.
+ */
 static const char group_usage[] =
 	"Usage: gpusleepctl group list\n"
 	"       gpusleepctl group show NAME [-j|--json]\n"
-	"list: one line per group: its name, its ranks' domains and their\n"
-	"states. show NAME: the ranks of group NAME as gpusleepctl list shows\n"
-	"domains. From sysfs (each domain's group file): needs no privilege.\n"
+	"list: one line per group: its name, its id, its ranks' domains and\n"
+	"their states. show NAME: the ranks of group NAME as gpusleepctl list\n"
+	"shows domains; where groups of other users or containers have that\n"
+	"name too, the one whose ranks' creators this process sees. From sysfs\n"
+	"(each domain's group and group_id files): needs no privilege.\n"
 	"Release, resume and wait a group with --group NAME.\n";
 
 static int cmp_group(const void *a, const void *b)
@@ -245,14 +253,68 @@ static int cmp_group(const void *a, const void *b)
 	const struct domain *x = a, *y = b;
 	int c = strcmp(x->group, y->group);
 
+	if (!c)
+		c = (x->group_id > y->group_id) - (x->group_id < y->group_id);
 	return c ? c : (x->id > y->id) - (x->id < y->id);
+}
+
+/* ds[i] and ds[j] are ranks of one group. */
+static bool same_group(const struct domain *x, const struct domain *y)
+{
+	return !strcmp(x->group, y->group) && x->group_id == y->group_id;
+}
+
+/* Some rank of the group ds[i..j) has a creator this process sees. */
+static bool group_seen(const struct domain *ds, size_t i, size_t j)
+{
+	for (; i < j; i++)
+		if ((ds[i].present & (1ULL << FLD_owner_pid)) && ds[i].owner_pid)
+			return true;
+	return false;
+}
+
+/*
+ * show NAME: the first rank (in ds, sorted) of the group to show, in *at;
+ * where several groups have the name, the one whose ranks are seen here.
+ * EX_OK, EX_NOTFOUND, or EX_USAGE when still ambiguous (said).
+ */
+static int pick_group(const struct domain *ds, size_t n, const char *want,
+		      size_t *at)
+{
+	size_t i, j, groups = 0, seen = 0, mine = 0;
+
+	for (i = 0; i < n; i = j) {
+		for (j = i + 1; j < n && same_group(&ds[j], &ds[i]); j++)
+			;
+		if (strcmp(want, ds[i].group))
+			continue;
+		if (!groups++)
+			*at = i;
+		if (group_seen(ds, i, j) && !seen++)
+			mine = i;
+	}
+	snprintf(jerr.group, sizeof(jerr.group), "%s", want);
+	if (!groups) {
+		errmsg("group %s: no such group (gpusleepctl group list shows them)",
+		       want);
+		return EX_NOTFOUND;
+	}
+	if (groups > 1 && seen != 1) {
+		jerr.err = -EINVAL;
+		errmsg("group %s: %zu groups have that name (gpusleepctl group list shows them, with their ids)",
+		       want, groups);
+		return EX_USAGE;
+	}
+	if (groups > 1)
+		*at = mine;
+	return EX_OK;
 }
 
 int cmd_group(int argc, char **argv)
 {
 	struct domain *ds;
 	const char *sub, *want = NULL;
-	size_t n, i, j, shown = 0;
+	size_t n, i, j, first = 0;
 	struct out o;
 	int r;
 
@@ -273,21 +335,37 @@ int cmd_group(int argc, char **argv)
 	if (r)
 		return r;
 	qsort(ds, n, sizeof(*ds), cmp_group);
+	if (want) {
+		r = pick_group(ds, n, want, &first);
+		if (r) {
+			free(ds);
+			return r;
+		}
+	}
 	out_init(&o, stdout, opt_json);
 	if (!want)
 		out_arr_open(&o, NULL);
 	if (!want)
-		out_text(&o, "%-20s %-6s %s\n", "GROUP", "RANKS", "DOMAINS");
-	for (i = 0; i < n; i = j) {
+		out_text(&o, "%-20s %-6s %-6s %s\n", "GROUP", "ID", "RANKS",
+			 "DOMAINS");
+	for (i = want ? first : 0; i < n; i = j) {
 		size_t k;
 
-		for (j = i + 1; j < n && !strcmp(ds[j].group, ds[i].group); j++)
+		for (j = i + 1; j < n && same_group(&ds[j], &ds[i]); j++)
 			;
-		if (!ds[i].group[0] || (want && strcmp(want, ds[i].group)))
+		if (!ds[i].group[0])
 			continue;
-		shown++;
 		out_obj_open(&o, NULL);
-		out_str(&o, "group", want ? "group %s:" : "%-20s ", ds[i].group);
+		out_str(&o, "group", want ? "group %s" : "%-20s ", ds[i].group);
+		if (ds[i].present & (1ULL << FLD_group_id))
+			out_u64(&o, "group_id", want ? " (id %llu):" : "%-6llu ",
+				ds[i].group_id);
+		else if (o.json)
+			out_null(&o, "group_id", NULL);	/* an older module */
+		else if (want)
+			out_text(&o, ":");
+		else
+			out_text(&o, "%-6s ", "-");
 		out_u64(&o, "nr_ranks", want ? " %llu ranks\n" : "%-6llu ", j - i);
 		out_arr_open(&o, "domains");
 		for (k = i; k < j; k++) {
@@ -316,18 +394,14 @@ int cmd_group(int argc, char **argv)
 		}
 		out_arr_close(&o);
 		out_obj_close(&o);
-		out_text(&o, want ? "" : "\n");
+		if (want)
+			break;
+		out_text(&o, "\n");
 	}
 	if (!want)
 		out_arr_close(&o);
-	if (opt_json && (!want || shown))
+	if (opt_json)
 		out_end_line(&o);
 	free(ds);
-	if (want && !shown) {
-		snprintf(jerr.group, sizeof(jerr.group), "%s", want);
-		errmsg("group %s: no such group (gpusleepctl group list shows them)",
-		       want);
-		return EX_NOTFOUND;
-	}
 	return EX_OK;
 }
