@@ -834,6 +834,16 @@ void gs_op_unread(struct gs_domain *d, struct gs_evq *q,
 	struct gs_op *op = &d->op;
 
 	lockdep_assert_held(&d->lock);
+	/*
+	 * A go whose level fell since it was taken (a release began, and
+	 * another engine thread may have read its drain already): put back,
+	 * it would tell the engine to schedule after that drain. It is
+	 * dropped; the tags it named go with the next go.
+	 */
+	if (ev->type == GPUSLEEP_EV_RESUME_SCHED && d->sched_paused) {
+		d->replaced |= ev->tags;
+		return;
+	}
 	/* A notification: back in line, or merged into a newer one. */
 	if (!gs_engine_step(ev->type) && ev->type != GPUSLEEP_EV_PAUSE_TAG &&
 	    ev->type != GPUSLEEP_EV_RESUME_TAG) {

@@ -735,10 +735,10 @@ static void *faulty_reader(void *arg)
 
 /*
  * The reader of fd takes its next record and faults copying it; while it
- * waits, op id's step ends (the caller's finish); then the copy fails.
- * Returns read()'s errno (EFAULT), NO_UFFD, or -1 with the reason printed.
+ * waits, during(arg) runs; then the copy fails. Returns read()'s errno
+ * (EFAULT), NO_UFFD, or -1 with the reason printed.
  */
-static int read_faults_after(int fd, int ctl, uint64_t id, int want)
+static int read_faults_during(int fd, int (*during)(void *), void *arg)
 {
 	long pg = sysconf(_SC_PAGESIZE);
 	struct faulty_read fr = { .fd = fd };
@@ -759,8 +759,8 @@ static int read_faults_after(int fd, int ctl, uint64_t id, int want)
 	p.events = POLLIN;
 	r = poll(&p, 1, GS_WAIT_MS) == 1 &&
 	    read(uffd, &msg, sizeof(msg)) == sizeof(msg) ? 0 : -1;
-	if (!r && gs_finish(ctl, id, NULL) != want) {
-		fprintf(stderr, "# the step did not end as expected\n");
+	if (!r && during(arg)) {
+		fprintf(stderr, "# what ran during the faulted read failed\n");
 		r = -1;
 	}
 	/* The buffer goes: the woken copy fails. */
@@ -768,6 +768,26 @@ static int read_faults_after(int fd, int ctl, uint64_t id, int want)
 	close(uffd);
 	pthread_join(th, NULL);
 	return r ? r : fr.err;
+}
+
+struct finish_arg {
+	int ctl, want;
+	uint64_t id;
+};
+
+static int finish_op(void *arg)
+{
+	struct finish_arg *f = arg;
+
+	return gs_finish(f->ctl, f->id, NULL) != f->want;
+}
+
+/* While the read faults, op id's step ends (want: its result). */
+static int read_faults_after(int fd, int ctl, uint64_t id, int want)
+{
+	struct finish_arg f = { .ctl = ctl, .want = want, .id = id };
+
+	return read_faults_during(fd, finish_op, &f);
 }
 
 /*
@@ -825,6 +845,68 @@ TEST_F(c, faulted_agent_read_unreleases_the_tag)
 	drain_records(self->engine, &ev);
 	EXPECT_EQ(GO, ev.flags & GO);
 	ASSERT_EQ(0, release_ok(self->ctl, self->engine, self->agent, W));
+}
+
+struct drain_arg {
+	int ctl, engine;
+	struct gpusleep_op op;
+};
+
+/* A release of KV, drained and its cache reset by the engine. */
+static int drain_kv(void *arg)
+{
+	struct drain_arg *a = arg;
+	int r = gs_start(a->ctl, GPUSLEEP_IOC_RELEASE, KV, 0, &a->op);
+
+	if (!r)
+		r = gs_answer_next(a->engine, GPUSLEEP_EV_DRAIN, KV, 0, 0);
+	if (!r)
+		r = gs_answer_next(a->engine, GPUSLEEP_EV_RESET_CACHES, 0, 0, 0);
+	return r;
+}
+
+/*
+ * One engine thread's read of a go (RESUME_SCHED) faults while another
+ * thread reads and answers a new release's drain: the go no longer
+ * holds, so it does not come back after the drain (the engine would
+ * schedule while the agent unmaps); the tags it named come with the
+ * next go.
+ */
+TEST_F(c, faulted_read_of_go_does_not_come_back_after_a_drain)
+{
+	struct drain_arg a = { .ctl = self->ctl, .engine = self->engine };
+	struct gpusleep_event ev;
+	struct gpusleep_state st;
+	struct gpusleep_op op;
+	int r;
+
+	ASSERT_EQ(0, release_ok(self->ctl, self->engine, self->agent, W));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, W, 0, &op));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0,
+				    0));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
+	/* The engine's queue holds the go alone; its read faults. */
+	r = read_faults_during(self->engine, drain_kv, &a);
+	if (r == NO_UFFD)
+		SKIP(return, "no userfaultfd (CONFIG_USERFAULTFD) in this kernel");
+	ASSERT_EQ(EFAULT, r);
+	while (!gs_next(self->engine, &ev, 0))
+		EXPECT_EQ(0, ev.flags & GO);
+	ASSERT_EQ(0, gs_state(self->ctl, &st));
+	EXPECT_TRUE(st.flags & GPUSLEEP_SF_SCHED_PAUSED);
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, KV, 0,
+				    200));
+	ASSERT_EQ(0, gs_finish(self->ctl, a.op.op_id, NULL));
+	/* KV back: the go names both, weights from the go never seen. */
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, KV, 0, &op));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, KV, 0,
+				    0));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_REPAIR_KV, 0, 0,
+				    0));
+	ASSERT_EQ(0, gs_expect(self->engine, GPUSLEEP_EV_RESUME_SCHED, W | KV,
+			       &ev));
+	EXPECT_EQ(GO, ev.flags & GO);
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
 }
 
 /* ----------------------------------------------- randomised contract */
