@@ -26,6 +26,10 @@ HOST_TESTS	+= tests/host/test_quickstart.sh
 VM_TESTS	+= tests/vm/ynl_test.py
 # and a C client built on what its ynl-gen-c generates (skipped without one)
 VM_TESTS	+= tests/vm/ynl_client_test.py
+# The pinned engine and trainer releases (tests/engines/pins.txt), read by
+# the integration tests; fetched once into $(ENGINES), then offline.
+ENGINES		:= $(BUILD)/engines
+HOST_TESTS	+= tests/host/test_engines.py
 
 kselftests: $(VM_TEST_BINS) $(HARNESS_KSFT) $(BUILD)/ynl/.built
 
@@ -49,6 +53,7 @@ $(BUILD)/tests/harness/%: tests/harness/%.c $(KSFT_STAMP)
 # tests/tap-summary.sh numbers them, prints the summary and sets the status.
 .PHONY: check-lint check-host check-vm check-harness check-debug check-vm-only \
 	check-kernels check-vm-6.12 check-dkms check-patches pycache \
+	engines check-engines \
 	lint-checkpatch lint-sparse harness-warnmod debug-module
 
 # Python bytecode for the VM, whose read-only root keeps Python from
@@ -88,6 +93,7 @@ check:
 	  $(MAKE_SUB) check-lint; \
 	  $(MAKE_SUB) check-kernels; \
 	  $(MAKE_SUB) check-dkms; \
+	  $(MAKE_SUB) check-engines; \
 	  $(MAKE_SUB) check-host; \
 	  $(MAKE_SUB) check-vm; \
 	  $(MAKE_SUB) check-vm-6.12; \
@@ -131,6 +137,20 @@ check-lint:
 				$(CHECK_DIR)/lint-$$t.log | head -n 40 | sed 's/^/#   /'; \
 		fi; \
 	done
+
+# The pinned releases: downloaded once (build/engines/dl keeps them), each
+# checked against its sha256, unpacked for the tests to read.
+engines:
+	@tests/engines/fetch.py --out $(ENGINES)
+
+check-engines:
+	@mkdir -p $(CHECK_DIR)
+	@if tests/engines/fetch.py --out $(ENGINES) > $(CHECK_DIR)/engines.log 2>&1; then \
+		echo "ok - engines: the pinned releases fetched and unpacked"; \
+	else \
+		echo "not ok - engines: fetching the pinned releases (see $(CHECK_DIR)/engines.log)"; \
+		sed 's/^/#   /' $(CHECK_DIR)/engines.log; \
+	fi
 
 check-host:
 	@if [ -n "$(strip $(HOST_TESTS))" ]; then \
