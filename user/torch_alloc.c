@@ -267,6 +267,13 @@ int gpusleep_tag_bit(const char *name, int declare)
 	if (!name)
 		return -EINVAL;
 	pthread_mutex_lock(&torch_lock);
+	/* the default declaration gives way to the first name declared,
+	 * while nothing is allocated in it */
+	if (declare && !decl_explicit && !decl_frozen && !torch_mm &&
+	    tag_name_ok(name)) {
+		memset(&torch_decl, 0, sizeof(torch_decl));
+		decl_explicit = true;
+	}
 	for (unsigned int i = 0; i < torch_decl.nr_tags; i++)
 		if (!strncmp(torch_decl.tags[i].name, name,
 			     GPUSLEEP_TAG_NAME_LEN)) {
@@ -283,10 +290,6 @@ int gpusleep_tag_bit(const char *name, int declare)
 		ret = -EBUSY;
 		goto out;
 	}
-	/* the default declaration gives way to the first name used, while
-	 * nothing is allocated in it */
-	if (!decl_explicit && !torch_mm)
-		memset(&torch_decl, 0, sizeof(torch_decl));
 	if (torch_decl.nr_tags == GPUSLEEP_MAX_TAGS) {
 		ret = -ENOSPC;
 		goto out;

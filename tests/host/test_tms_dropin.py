@@ -50,12 +50,18 @@ TESTS = ["defect 2: slime finds the preload library beside the package",
          "defect 3: no /dev/gpusleep: enabled, region() raises the fix",
          "defect 4: TorchMemorySaver a class with the real surface",
          "defect 4: an unknown attribute is refused, not created",
-         "defect 4: any tag name, declared on first use, 8 at most"]
+         "defect 4: any tag name, declared on first use, 8 at most",
+         "what gpusleep cannot do raises, naming the option",
+         "hook_mode: write-only, before the first use",
+         "memory_margin_bytes and retain_cpu_backup (TMS_RETAIN_CPU_BACKUP)",
+         "get_cpu_backup: the host copy of a released tensor",
+         "configure_subprocess: LD_PRELOAD of the preload library, restored"]
+FAKE_TORCH = os.path.join(HERE, "fake_torch")
 
 
 def run(code, env=None, preload=None):
     """code in a fresh python3, the drop-in's tree first on sys.path;
-    returns (rc, stdout + stderr)."""
+    returns (rc, stdout, stderr)."""
     e = {k: v for k, v in os.environ.items()
          if not k.startswith(("TMS_", "GPUSLEEP_", "LD_PRELOAD"))}
     e.update(PYTHONDONTWRITEBYTECODE="1", GPUSLEEP_BACKEND="host",
@@ -65,13 +71,13 @@ def run(code, env=None, preload=None):
         e["LD_PRELOAD"] = preload
     r = subprocess.run([sys.executable, "-c", code], env=e,
                        capture_output=True, text=True, timeout=120)
-    return r.returncode, r.stdout + r.stderr
+    return r.returncode, r.stdout, r.stderr
 
 
 def ok(code, **kw):
-    rc, out = run(code, **kw)
+    rc, out, err = run(code, **kw)
     check(rc == 0 and out.rstrip().endswith("ok"),
-          f"rc {rc}, output:\n{out}")
+          f"rc {rc}, output:\n{out}{err}")
     return out
 
 
@@ -208,10 +214,148 @@ print('ok')
 """, env={"GPUSLEEP_TMS_LOCAL": "1"})
 
 
+def cannot():
+    ok("""
+import torch_memory_saver as m
+t = m.torch_memory_saver
+def refused(exc, words, fn, *a, **kw):
+    try:
+        fn(*a, **kw)
+    except exc as e:
+        for w in words:
+            assert w in str(e), (w, str(e))
+    else:
+        raise AssertionError(f"{fn} {a} {kw}: nothing raised")
+enter = lambda **kw: t.region(**kw).__enter__()
+refused(NotImplementedError, ["enable_disk_backup"], enter, tag="w",
+        enable_disk_backup=True)
+refused(ValueError, ["mutually exclusive"], enter, tag="w",
+        enable_cpu_backup=True, enable_disk_backup=True)
+refused(NotImplementedError, ["mmap"], enter, tag="w",
+        enable_cpu_backup=True, cpu_backup_backend="mmap")
+refused(ValueError, ["requires enable_cpu_backup"], enter, tag="w",
+        cpu_backup_backend="pinned")
+refused(NotImplementedError, ["set_disk_backup_dir", "disk backup"],
+        t.set_disk_backup_dir, "/tmp/x")
+with t.region(tag="w", enable_cpu_backup=True, cpu_backup_backend="pinned"):
+    pass
+print('ok')
+""", env={"GPUSLEEP_TMS_LOCAL": "1"})
+
+
+def hook_mode():
+    ok("""
+import torch_memory_saver as m
+t = m.torch_memory_saver
+assert not hasattr(t, "hook_mode")         # write-only, as there
+try:
+    t.hook_mode = "cuda"
+except ValueError:
+    pass
+else:
+    raise AssertionError("hook_mode 'cuda' accepted")
+t.hook_mode = "torch"
+assert t._impl is None
+t.pause()                                  # the first use
+assert t._impl._hook_mode == "torch"
+try:
+    t.hook_mode = "preload"
+except RuntimeError as e:
+    assert "after initialization" in str(e), str(e)
+else:
+    raise AssertionError("hook_mode set after initialization")
+print('ok')
+""", env={"GPUSLEEP_TMS_LOCAL": "1"})
+
+
+def margin_retain():
+    ok("""
+import torch_memory_saver as m
+from gpusleep import _lib
+t = m.torch_memory_saver
+L = _lib.lib()
+try:
+    t.memory_margin_bytes
+except NotImplementedError:
+    pass
+else:
+    raise AssertionError("memory_margin_bytes read")
+t.memory_margin_bytes = 1 << 62            # more than any machine has
+with t.region(tag="w"):
+    assert not L.gpusleep_malloc(4096, 0, None), "allocated past the margin"
+t.memory_margin_bytes = 0
+with t.region(tag="w"):
+    assert L.gpusleep_malloc(4096, 0, None)
+assert t.retain_cpu_backup is True         # TMS_RETAIN_CPU_BACKUP=1
+t.retain_cpu_backup = False
+assert t.retain_cpu_backup is False
+print('ok')
+""", env={"GPUSLEEP_TMS_LOCAL": "1", "TMS_RETAIN_CPU_BACKUP": "1"})
+    ok("""
+import torch_memory_saver as m
+assert m.torch_memory_saver.retain_cpu_backup is False     # the default
+print('ok')
+""", env={"GPUSLEEP_TMS_LOCAL": "1"})
+
+
+def cpu_backup():
+    ok(f"""
+import sys
+sys.path.insert(0, {FAKE_TORCH!r})
+import ctypes, torch
+import torch_memory_saver as m
+t = m.torch_memory_saver
+with t.region(tag="weights", enable_cpu_backup=True):
+    w = torch.empty(1 << 16)
+with t.region(tag="kv_cache"):
+    k = torch.empty(4096)
+want = bytes(range(256)) * 256
+ctypes.memmove(w.data_ptr(), want, len(want))
+assert t.get_cpu_backup(w) is None, "awake: the tensor is current"
+t.pause()
+copy = t.get_cpu_backup(w)
+view = t.get_cpu_backup(w, zero_copy=True)
+assert copy.tobytes() == want and view.tobytes() == want
+assert copy.data_ptr() != view.data_ptr(), "zero_copy=False shares"
+try:
+    t.get_cpu_backup(k)
+except RuntimeError as e:
+    assert "without a backup" in str(e), str(e)
+else:
+    raise AssertionError("a discarded tag's backup")
+try:
+    t.get_cpu_backup(torch.empty(4096))       # PyTorch's own memory
+except ValueError as e:
+    assert "not allocated in a region" in str(e), str(e)
+else:
+    raise AssertionError("memory of no region")
+t.resume()
+assert t.get_cpu_backup(w) is None
+print('ok')
+""", env={"GPUSLEEP_TMS_LOCAL": "1"})
+
+
+def subprocess_preload():
+    ok("""
+import os
+import torch_memory_saver as m
+os.environ["LD_PRELOAD"] = "/lib/x.so"
+with m.configure_subprocess():
+    first, rest = os.environ["LD_PRELOAD"].split(":", 1)
+    assert os.path.basename(first).startswith(
+        "torch_memory_saver_hook_mode_preload"), first
+    assert os.path.exists(first) and rest == "/lib/x.so"
+assert os.environ["LD_PRELOAD"] == "/lib/x.so"
+print('ok')
+""")
+
+
 def main():
     tap = Tap(TESTS)
     for name, fn in zip(TESTS, [slime_finds, impl_exists, preload_init_enable,
-                                no_module, real_surface, no_stray, any_tag]):
+                                no_module, real_surface, no_stray, any_tag,
+                                cannot, hook_mode, margin_retain, cpu_backup,
+                                subprocess_preload]):
         tap.run(name, fn)
     tap.done()
 

@@ -164,7 +164,7 @@ TEST(torch_declared_tags)
 TEST(tags_on_first_use)
 {
 	char names[GPUSLEEP_MAX_TAGS * GPUSLEEP_TAG_NAME_LEN];
-	static const char *const more[] = { "t3", "t4", "t5", "t6", "t7" };
+	static const char *const more[] = { "t4", "t5", "t6", "t7" };
 	void *p, *q;
 
 	ASSERT_EQ(0, setenv("GPUSLEEP_BACKEND", "host", 1));
@@ -177,6 +177,7 @@ TEST(tags_on_first_use)
 	EXPECT_EQ(2, gpusleep_tag_names(names, sizeof(names)));
 	EXPECT_STREQ("weights_drafter,default", names);
 	EXPECT_EQ(-ENOSPC, gpusleep_tag_names(names, 8));
+	EXPECT_EQ(2, gpusleep_tag_bit("weights", 1));
 	EXPECT_EQ(-EINVAL, gpusleep_tag_bit("Weights", 1));
 	EXPECT_EQ(-EINVAL, gpusleep_tag_bit("", 1));
 	EXPECT_EQ(-EINVAL, gpusleep_tag_bit("a-b", 1));
@@ -187,16 +188,28 @@ TEST(tags_on_first_use)
 	EXPECT_EQ(1U << 1, gs_mm_tag_of(gpusleep_mm(), p));
 	EXPECT_EQ(NULL, gpusleep_malloc_bit(GPUSLEEP_MAX_TAGS, 4096, 0, NULL));
 	/* memory exists: a new name still takes a free bit */
-	EXPECT_EQ(2, gpusleep_tag_bit("cuda_graph", 1));
-	q = gpusleep_malloc_bit(2, 4096, 0, NULL);
+	EXPECT_EQ(3, gpusleep_tag_bit("cuda_graph", 1));
+	q = gpusleep_malloc_bit(3, 4096, 0, NULL);
 	ASSERT_NE(NULL, q);
-	EXPECT_EQ(1U << 2, gs_mm_tag_of(gpusleep_mm(), q));
-	for (int i = 0; i < 5; i++)
-		EXPECT_EQ(3 + i, gpusleep_tag_bit(more[i], 1));
+	EXPECT_EQ(1U << 3, gs_mm_tag_of(gpusleep_mm(), q));
+	for (int i = 0; i < 4; i++)
+		EXPECT_EQ(4 + i, gpusleep_tag_bit(more[i], 1));
 	EXPECT_EQ(-ENOSPC, gpusleep_tag_bit("t8", 1));
 	EXPECT_EQ(7, gpusleep_tag_bit("t7", 1));	/* known: still fine */
 	gpusleep_free(p, 4096, 0, NULL);
 	gpusleep_free(q, 4096, 0, NULL);
+}
+
+/* The default's own name declared first: the default gives way too. */
+TEST(default_gives_way_to_its_own_name)
+{
+	char names[GPUSLEEP_MAX_TAGS * GPUSLEEP_TAG_NAME_LEN];
+
+	ASSERT_EQ(0, setenv("GPUSLEEP_BACKEND", "host", 1));
+	EXPECT_EQ(0, gpusleep_tag_bit("weights", 1));
+	EXPECT_EQ(1, gpusleep_tag_bit("cuda_graph", 1));
+	EXPECT_EQ(2, gpusleep_tag_names(names, sizeof(names)));
+	EXPECT_STREQ("weights,cuda_graph", names);
 }
 
 TEST(tags_frozen)

@@ -24,9 +24,10 @@
  *                       else goes to the CUDA runtime's own
  *   -DTMS_HOOK_TORCH    tms_torch_malloc / tms_torch_free, a PyTorch
  *                       pluggable allocator in the thread's tag
- *   -DTMS_CUDART="libcudart.so.12"  the runtime of the _cuNN variant
- *                       (found among the loaded objects, by its soname,
- *                       when PyTorch loaded it RTLD_LOCAL)
+ *   -DTMS_CUDART="libcudart.so.12"  the runtime of the _cuNN variant,
+ *                       looked for first among the loaded objects by its
+ *                       soname (PyTorch loads it RTLD_LOCAL), then 13,
+ *                       12, 11.0
  *
  * Per thread, as torch_memory_saver (its csrc/entrypoint.cpp): the
  * current tag ("default"), the interesting region (TMS_INIT_ENABLE until
@@ -176,16 +177,19 @@ static const char *backend(void)
  */
 static void *cudart_sym(const char *name)
 {
+	/* the variant's own runtime first, then any: slime picks the _cu13
+	 * library first whatever runtime PyTorch has */
 	static const char *const sonames[] = {
-		"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
+		TMS_CUDART, "libcudart.so.13", "libcudart.so.12",
+		"libcudart.so.11.0",
 	};
 	void *f = dlsym(RTLD_NEXT, name);
 
 	if (f)
 		return f;
 	for (size_t i = 0; i < sizeof(sonames) / sizeof(sonames[0]); i++) {
-		const char *so = TMS_CUDART ? TMS_CUDART : sonames[i];
-		void *h = dlopen(so, RTLD_NOW | RTLD_NOLOAD);
+		void *h = sonames[i] ? dlopen(sonames[i], RTLD_NOW | RTLD_NOLOAD) :
+				       NULL;
 
 		if (h) {
 			f = dlsym(h, name);
@@ -193,8 +197,6 @@ static void *cudart_sym(const char *name)
 			if (f)
 				return f;
 		}
-		if (TMS_CUDART)
-			break;
 	}
 	return NULL;
 }
@@ -205,8 +207,8 @@ typedef cudaError_t (*getdev_fn)(int *);
 
 static cudaError_t no_runtime(const char *name)
 {
-	say("%s: the CUDA runtime's own %s was not found (no %s loaded)",
-	    name, name, TMS_CUDART ? TMS_CUDART : "libcudart.so.*");
+	say("%s: the CUDA runtime's own %s was not found (no libcudart.so.* loaded)",
+	    name, name);
 	return cudaErrorUnknown;
 }
 
