@@ -64,6 +64,9 @@ $(GS_CUDART_CLIENT): tests/host/fake_cudart_client.c $(GS_CUDART_FAKE)
 		-L$(@D) -l:libcudart.so.12 -Wl,--enable-new-dtags,-rpath,'$$ORIGIN' \
 		$(LDFLAGS)
 ALL_TARGETS	+= $(GS_CUDART_FAKE) $(GS_CUDART_CLIENT)
+# the hook libraries (user/user.mk) over them and the stand-in driver,
+# against torch_memory_saver 0.0.10's and the runtime's headers
+HOST_TESTS	+= tests/host/test_tms_hook.py
 
 $(GS_CUDA_BINS): $(BUILD)/tests/host/%: tests/host/%.c $(GS_A) $(KSFT_STAMP) \
 		$(GS_CUDA_TDEPS)
