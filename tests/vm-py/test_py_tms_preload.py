@@ -13,7 +13,9 @@ patch makes), seen from outside; the released memory really leaves the
 process (host backend: its RSS drops, the agent measured it come free),
 what it allocated inside disable() stays with the runtime, untouched, and
 every address stays valid: the parameters come back identical, the
-discarded gradients zero. SKIPs without /dev/gpusleep."""
+discarded gradients zero. A release from another process is not the
+trainer's to answer (it has no scheduler; its drain is its own pause()):
+it ends in the drain, nothing unmapped. SKIPs without /dev/gpusleep."""
 
 import os
 import sys
@@ -34,7 +36,8 @@ TESTS = ["the trainer allocates: cudaMalloc in tag default, disable() not",
          "pause(): a domain of the trainer's own tags, released",
          "released memory left the process; the runtime's stayed",
          "tms_pause() of the C API is refused: the domain owns the memory",
-         "resume(): same addresses, parameters identical, gradients zero"]
+         "resume(): same addresses, parameters identical, gradients zero",
+         "a release from outside: the trainer's drain is its own; nothing"]
 S = {}
 
 
@@ -116,12 +119,25 @@ def resume():
     check(gpusleep.state(NAME).state == "awake", "not awake")
 
 
+def outside():
+    # nothing in the trainer answers a drain but its own pause(): another
+    # process's release ends in the drain, nothing unmapped
+    from gstest import raises
+    raises(gpusleep.DrainTimeout, gpusleep.release, NAME, timeout=2.0)
+    st = gpusleep.state(NAME)
+    check(st.state == "awake" and st.released == [], repr(st))
+    w = S["t"].ask("pause", "paused ")		# its own still works
+    check(gpusleep.state(NAME).released == ["default", "grad_buffer"],
+          "the trainer's own pause after it")
+    check(S["t"].ask("resume", "resumed ") == ["1", "1", "1"], "resume")
+
+
 def main():
     tap = Tap(TESTS)
     need_device(tap, TESTS)
     try:
         for name, fn in zip(TESTS, [alloc, impl, pause, released, cpause,
-                                    resume]):
+                                    resume, outside]):
             tap.run(name, fn)
     finally:
         if "t" in S:
