@@ -55,7 +55,8 @@ TESTS = ["defect 2: slime finds the preload library beside the package",
          "hook_mode: write-only, before the first use",
          "memory_margin_bytes and retain_cpu_backup (TMS_RETAIN_CPU_BACKUP)",
          "get_cpu_backup: the host copy of a released tensor",
-         "configure_subprocess: LD_PRELOAD of the preload library, restored"]
+         "configure_subprocess: LD_PRELOAD of the preload library, restored",
+         "torch_memory_saver's own hook preloaded: refused, the fix named"]
 FAKE_TORCH = os.path.join(HERE, "fake_torch")
 
 
@@ -350,12 +351,33 @@ print('ok')
 """)
 
 
+def real_preloaded():
+    sys.path.insert(0, os.path.join(HERE, "..", "engines"))
+    import pinned
+    real = pinned.release("torch-memory-saver").path(SLIME_NAMES[1])
+    rc, out, err = run("""
+import torch_memory_saver as m
+try:
+    m.torch_memory_saver.pause()
+except RuntimeError as e:
+    assert "pip uninstall torch-memory-saver" in str(e), str(e)
+else:
+    raise AssertionError("the real hook library was driven")
+print('ok')
+""", env={"GPUSLEEP_TMS_LOCAL": "1", "LD_LIBRARY_PATH": os.pathsep.join([
+        FAKECUDART, os.path.join(BUILD, "tests", "host", "fakecuda")])},
+        preload=real)
+    if "cannot be preloaded" in err or "error while loading" in err:
+        raise Skip(f"{real}: does not load here (its CUDA libraries)")
+    check(rc == 0 and out.rstrip().endswith("ok"), f"rc {rc}: {out}{err}")
+
+
 def main():
     tap = Tap(TESTS)
     for name, fn in zip(TESTS, [slime_finds, impl_exists, preload_init_enable,
                                 no_module, real_surface, no_stray, any_tag,
                                 cannot, hook_mode, margin_retain, cpu_backup,
-                                subprocess_preload]):
+                                subprocess_preload, real_preloaded]):
         tap.run(name, fn)
     tap.done()
 

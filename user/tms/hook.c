@@ -344,10 +344,9 @@ EXPORT void tms_set_current_tag(const char *tag)
 		say("tms_set_current_tag: tag should not be null");
 		exit(1);
 	}
-	cfg.tag_too_long = strlen(tag) >= TMS_TAG_MAX;
+	/* kept (shortened) for tms_get_current_tag; allocations refused */
+	cfg.tag_too_long = strlen(tag) >= GPUSLEEP_TAG_NAME_LEN;
 	snprintf(cfg.tag, sizeof(cfg.tag), "%s", tag);
-	if (strlen(tag) >= GPUSLEEP_TAG_NAME_LEN)
-		cfg.tag_too_long = true;
 }
 
 EXPORT const char *tms_get_current_tag(void)

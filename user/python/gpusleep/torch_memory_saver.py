@@ -178,20 +178,43 @@ def hook_dirs() -> list[str]:
     return seen
 
 
+def is_gpusleep_hook(path: str) -> bool:
+    """Is the library at path gpusleep's hook (it links libgpusleep.so.0),
+    not torch_memory_saver's own of the same name?"""
+    try:
+        with open(path, "rb") as f:
+            return _lib.SONAME.encode() in f.read()
+    except OSError:
+        return False
+
+
+REAL_TMS = ("{path} is torch_memory_saver's own library, not gpusleep's: "
+            "the real torch-memory-saver is installed; pip uninstall "
+            "torch-memory-saver, then install gpusleep-torch-memory-saver "
+            "again (both own these names)")
+
+
 def hook_library(mode: str = "preload") -> str:
-    """The path of the hook library of mode ("preload" or "torch"): the
-    variant of the CUDA runtime in use (torch_memory_saver's choice),
-    else the unsuffixed one. FileNotFoundError naming where it looked."""
+    """The path of gpusleep's hook library of mode ("preload" or "torch"):
+    the variant of the CUDA runtime in use (torch_memory_saver's choice),
+    else the unsuffixed one. FileNotFoundError naming where it looked;
+    RuntimeError when only torch_memory_saver's own are there."""
     stem = HOOK_STEMS[mode]
     major = _cuda_major()
     names = ([f"{stem}_cu{major}.abi3.so"] if major else []) + \
         [f"{stem}.abi3.so"]
     dirs = hook_dirs()
+    foreign = None
     for d in dirs:
         for n in names:
             p = os.path.join(d, n)
             if os.path.exists(p):
-                return p
+                if is_gpusleep_hook(p):
+                    return p
+                foreign = foreign or p
+    if foreign is not None:
+        raise RuntimeError("torch_memory_saver (gpusleep): " +
+                           REAL_TMS.format(path=foreign))
     raise FileNotFoundError(
         _errno.ENOENT, f"torch_memory_saver (gpusleep): none of {names} in "
         f"{dirs}: install the gpusleep-torch-memory-saver wheel (make "
@@ -208,6 +231,10 @@ def preloaded_hook() -> Optional[str]:
                 ctypes.CDLL(p, mode=os.RTLD_NOLOAD)
             except OSError:
                 continue
+            if not is_gpusleep_hook(p):
+                # its cudaMalloc captures memory gpusleep cannot release
+                raise RuntimeError("torch_memory_saver (gpusleep): "
+                                   "LD_PRELOAD: " + REAL_TMS.format(path=p))
             return p
     return None
 
