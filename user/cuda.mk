@@ -10,6 +10,9 @@
 #   $(BUILD)/tests/host/fakenvml/libnvidia-ml.so.1  the stand-in NVML
 #                                              (tests/host/fake_libnvml.c),
 #                                              with it
+#   $(BUILD)/tests/host/fakecudart/libcudart.so.12  a stand-in CUDA
+#                                              runtime, and a client of it
+#                                              (libcudart_client.so)
 #   $(BUILD)/tests/host/NAME       tests/host/test_*cuda*.c (HOST_TESTS)
 #   $(BUILD)/tests/host-asan/NAME  the same with ASan+UBSan (HOST_TESTS)
 # Built with CUDA=0 (no cuda.h) the tests are still built; they skip every
@@ -45,6 +48,25 @@ ALL_TARGETS	+= $(GS_CUDA_FAKE) $(GS_NVML_FAKE)
 # the GPU check's dry run over the stand-in (bench/gpu/check.py)
 HOST_TESTS	+= tests/host/test_gpu_check.sh
 endif
+
+# A stand-in CUDA runtime (libcudart.so.12) and a library calling it as
+# PyTorch does, through its PLT, for torch_memory_saver's hook libraries
+# (tests/host/test_tms_hook.py, tests/vm-py/test_py_tms_preload.py);
+# built with or without cuda.h.
+GS_CUDART_FAKE	:= $(BUILD)/tests/host/fakecudart/libcudart.so.12
+GS_CUDART_CLIENT := $(BUILD)/tests/host/fakecudart/libcudart_client.so
+$(GS_CUDART_FAKE): tests/host/fake_libcudart.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fPIC -shared -fvisibility=hidden \
+		-Wl,-soname,libcudart.so.12 -o $@ $< $(LDFLAGS) -lpthread
+$(GS_CUDART_CLIENT): tests/host/fake_cudart_client.c $(GS_CUDART_FAKE)
+	$(CC) $(CFLAGS) -fPIC -shared -fvisibility=hidden -o $@ $< \
+		-L$(@D) -l:libcudart.so.12 -Wl,--enable-new-dtags,-rpath,'$$ORIGIN' \
+		$(LDFLAGS)
+ALL_TARGETS	+= $(GS_CUDART_FAKE) $(GS_CUDART_CLIENT)
+# the hook libraries (user/user.mk) over them and the stand-in driver,
+# against torch_memory_saver 0.0.10's and the runtime's headers
+HOST_TESTS	+= tests/host/test_tms_hook.py
 
 $(GS_CUDA_BINS): $(BUILD)/tests/host/%: tests/host/%.c $(GS_A) $(KSFT_STAMP) \
 		$(GS_CUDA_TDEPS)

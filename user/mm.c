@@ -100,6 +100,7 @@ struct gs_mm {
 	unsigned int fence_ms;	/* bound of a fence; 0: none */
 	uint64_t pinned;	/* staging pinned now, all tags */
 	uint64_t pin_limit;	/* cap on it; 0: none */
+	uint64_t margin;	/* device memory a new chunk must leave free */
 	pthread_mutex_t lock;
 	/*
 	 * The fence thread: waits for the GPU on behalf of a caller that
@@ -495,6 +496,14 @@ void gs_mm_pinned(struct gs_mm *mm, uint64_t *bytes, uint64_t *limit)
 	pthread_mutex_unlock(&mm->lock);
 }
 
+int gs_mm_set_margin(struct gs_mm *mm, uint64_t bytes)
+{
+	pthread_mutex_lock(&mm->lock);
+	mm->margin = bytes;
+	pthread_mutex_unlock(&mm->lock);
+	return 0;
+}
+
 int gs_mm_set_fence_timeout(struct gs_mm *mm, unsigned int timeout_ms)
 {
 	pthread_mutex_lock(&mm->lock);
@@ -691,6 +700,17 @@ static int chunk_new(struct gs_mm *mm, struct tag *t, size_t need,
 				    size - (size_t)i * GS_MM_PIN_PIECE;
 	c->size = size;
 	c->blocks->size = size;
+	if (mm->margin && b->mem_info) {
+		uint64_t free_b = 0, total = 0;
+
+		/* torch_memory_saver's memory_margin_bytes: out of memory
+		 * rather than leave less than the margin free */
+		ret = b->mem_info(b, &free_b, &total);
+		if (!ret && free_b < size + mm->margin)
+			ret = -ENOMEM;
+		if (ret)
+			goto err_free;
+	}
 	ret = b->reserve(b, size, (void **)&c->va);
 	if (ret)
 		goto err_free;
@@ -919,6 +939,103 @@ int gs_mm_free(struct gs_mm *mm, void *ptr)
 		tag_update_paused(&mm->tags[ti]);
 	}
 out:
+	pthread_mutex_unlock(&mm->lock);
+	return ret;
+}
+
+/*
+ * The chunk and used block holding [ptr, ptr + size), mm->lock held:
+ * -ENOENT if ptr is no allocation's, -ERANGE if the range leaves it.
+ */
+static int find_range(struct gs_mm *mm, const void *ptr, size_t size,
+		      struct chunk **cp, size_t *off)
+{
+	struct chunk *c = find_chunk(mm, ptr, NULL, NULL);
+	size_t o;
+
+	if (!c)
+		return -ENOENT;
+	o = (size_t)((const char *)ptr - c->va);
+	for (const struct block *bl = c->blocks; bl; bl = bl->next) {
+		if (!bl->used || o < bl->off || o >= bl->off + bl->size)
+			continue;
+		if (size > bl->off + bl->size - o)
+			return -ERANGE;
+		*cp = c;
+		*off = o;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* Does c's staging hold its contents? 0, 1 (mapped and current: no
+ * backup to read), or -ENODATA (unmapped without a backup). */
+static int chunk_backed(const struct chunk *c)
+{
+	if (c->saved)
+		return 0;
+	return c->mapped ? 1 : -ENODATA;
+}
+
+int gs_mm_backup_ptr(struct gs_mm *mm, const void *ptr, size_t size,
+		     void **host)
+{
+	struct chunk *c;
+	size_t off, k;
+	int ret;
+
+	*host = NULL;
+	if (!size)
+		return -EINVAL;
+	pthread_mutex_lock(&mm->lock);
+	ret = find_range(mm, ptr, size, &c, &off);
+	if (!ret)
+		ret = chunk_backed(c);
+	if (!ret) {
+		k = off / GS_MM_PIN_PIECE;
+		if ((off + size - 1) / GS_MM_PIN_PIECE != k)
+			ret = -EXDEV;
+		else if (!c->pieces[k].host)
+			ret = -ENODATA;
+		else
+			*host = (char *)c->pieces[k].host +
+				(off - k * GS_MM_PIN_PIECE);
+	}
+	pthread_mutex_unlock(&mm->lock);
+	return ret < 0 ? ret : 0;
+}
+
+int gs_mm_backup_read(struct gs_mm *mm, const void *ptr, size_t size,
+		      void *dst)
+{
+	struct chunk *c;
+	size_t off, done = 0;
+	int ret;
+
+	if (!size)
+		return -EINVAL;
+	pthread_mutex_lock(&mm->lock);
+	ret = find_range(mm, ptr, size, &c, &off);
+	if (!ret)
+		ret = chunk_backed(c);
+	if (ret) {
+		pthread_mutex_unlock(&mm->lock);
+		return ret < 0 ? ret : -EAGAIN;
+	}
+	while (done < size) {
+		size_t pos = off + done, k = pos / GS_MM_PIN_PIECE;
+		size_t in = pos - k * GS_MM_PIN_PIECE;
+		size_t len = c->pieces[k].size - in;
+
+		if (len > size - done)
+			len = size - done;
+		if (!c->pieces[k].host) {
+			ret = -ENODATA;
+			break;
+		}
+		memcpy((char *)dst + done, (char *)c->pieces[k].host + in, len);
+		done += len;
+	}
 	pthread_mutex_unlock(&mm->lock);
 	return ret;
 }

@@ -37,6 +37,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@ static pthread_mutex_t torch_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gs_mm *torch_mm;
 static int torch_device = -1;
 static struct gs_agent *torch_agent;
+static unsigned int torch_agent_id;
 /* the calling thread's tag for gpusleep_malloc; 0 = the first tag */
 static _Thread_local uint32_t thread_tag;
 /* the names the engine declares its tags with (gpusleep_declare_tags) */
@@ -55,6 +57,14 @@ static struct gpusleep_tags torch_decl = {
 	.nr_tags = GPUSLEEP_NR_TAGS,
 	.tags = { { .name = "weights" }, { .name = "kv_cache" } },
 };
+/* torch_decl was declared (not the default); no name may be added */
+static bool decl_explicit, decl_frozen;
+/* policies asked for by bit (gpusleep_set_backup): set, and backup */
+static uint32_t policy_set, backup_want;
+/* gpusleep_set_margin, gpusleep_set_staging_all: applied at mm_init too */
+static uint64_t torch_margin;
+static unsigned int staging_all;
+static bool staging_all_set;
 
 static uint32_t cur_tag(void)
 {
@@ -90,10 +100,12 @@ int gpusleep_declare_tags(const char *names)
 	if (!names)
 		return -EINVAL;
 	pthread_mutex_lock(&torch_lock);
-	if (torch_mm)
+	if (torch_mm || decl_frozen) {
 		ret = -EBUSY;
-	else
+	} else {
 		torch_decl = d;
+		decl_explicit = true;
+	}
 	pthread_mutex_unlock(&torch_lock);
 	if (ret)
 		fprintf(stderr, "gpusleep: declare_tags(\"%s\"): memory is allocated already\n",
@@ -135,11 +147,19 @@ static int mm_init(int device)
 		fprintf(stderr, "gpusleep: memory manager: %s\n", strerror(-ret));
 		return ret;
 	}
-	for (unsigned int i = 0; i < torch_decl.nr_tags; i++) {
+	for (unsigned int i = 0; i < GPUSLEEP_MAX_TAGS; i++) {
 		uint32_t t = 1U << i;
 
+		if (policy_set & t)	/* asked for: gpusleep_set_backup */
+			keep = (keep & ~t) | (backup_want & t);
+		else if (i >= torch_decl.nr_tags)
+			keep &= ~t;
 		gs_mm_set_policy(torch_mm, t, keep & t ? GS_MM_BACKUP : GS_MM_DISCARD, 0);
+		if (staging_all_set)
+			gs_mm_set_staging(torch_mm, t, staging_all);
 	}
+	if (torch_margin)
+		gs_mm_set_margin(torch_mm, torch_margin);
 	torch_device = device;
 	return 0;
 }
@@ -218,6 +238,160 @@ void gpusleep_free(void *ptr, ssize_t size, int device, void *stream)
 			strerror(-ret));
 }
 
+void *gpusleep_malloc_bit(unsigned int bit, ssize_t size, int device,
+			 void *stream)
+{
+	if (bit >= GPUSLEEP_MAX_TAGS)
+		return NULL;
+	return torch_malloc(1U << bit, size, device, stream);
+}
+
+/* The kernel's rule for a tag's name: [a-z][a-z0-9_]*, 15 at most. */
+static bool tag_name_ok(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (!n || n >= GPUSLEEP_TAG_NAME_LEN || name[0] < 'a' || name[0] > 'z')
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!((name[i] >= 'a' && name[i] <= 'z') ||
+		      (name[i] >= '0' && name[i] <= '9') || name[i] == '_'))
+			return false;
+	return true;
+}
+
+int gpusleep_tag_bit(const char *name, int declare)
+{
+	int ret = -ENOENT;
+
+	if (!name)
+		return -EINVAL;
+	pthread_mutex_lock(&torch_lock);
+	/* the default declaration gives way to the first name declared,
+	 * while nothing is allocated in it */
+	if (declare && !decl_explicit && !decl_frozen && !torch_mm &&
+	    tag_name_ok(name)) {
+		memset(&torch_decl, 0, sizeof(torch_decl));
+		decl_explicit = true;
+	}
+	for (unsigned int i = 0; i < torch_decl.nr_tags; i++)
+		if (!strncmp(torch_decl.tags[i].name, name,
+			     GPUSLEEP_TAG_NAME_LEN)) {
+			ret = (int)i;
+			goto out;
+		}
+	if (!declare)
+		goto out;
+	if (!tag_name_ok(name)) {
+		ret = -EINVAL;
+		goto out;
+	}
+	if (decl_frozen) {
+		ret = -EBUSY;
+		goto out;
+	}
+	if (torch_decl.nr_tags == GPUSLEEP_MAX_TAGS) {
+		ret = -ENOSPC;
+		goto out;
+	}
+	strcpy(torch_decl.tags[torch_decl.nr_tags].name, name);
+	ret = (int)torch_decl.nr_tags++;
+	decl_explicit = true;
+out:
+	pthread_mutex_unlock(&torch_lock);
+	return ret;
+}
+
+int gpusleep_tag_names(char *buf, size_t len)
+{
+	size_t pos = 0;
+	int n;
+
+	if (!buf || !len)
+		return -EINVAL;
+	buf[0] = '\0';
+	pthread_mutex_lock(&torch_lock);
+	n = (int)torch_decl.nr_tags;
+	for (int i = 0; i < n; i++) {
+		int w = snprintf(buf + pos, len - pos, "%s%s", i ? "," : "",
+				 torch_decl.tags[i].name);
+
+		if (w < 0 || (size_t)w >= len - pos) {
+			n = -ENOSPC;
+			break;
+		}
+		pos += (size_t)w;
+	}
+	pthread_mutex_unlock(&torch_lock);
+	return n;
+}
+
+int gpusleep_freeze_tags(void)
+{
+	pthread_mutex_lock(&torch_lock);
+	decl_frozen = true;
+	decl_explicit = true;
+	pthread_mutex_unlock(&torch_lock);
+	return 0;
+}
+
+int gpusleep_set_backup(unsigned int bit, int want)
+{
+	uint32_t t = 1U << bit;
+	int ret = 0;
+
+	if (bit >= GPUSLEEP_MAX_TAGS)
+		return -EINVAL;
+	pthread_mutex_lock(&torch_lock);
+	policy_set |= t;
+	if (want)
+		backup_want |= t;
+	if (torch_mm) {
+		ret = gs_mm_set_policy(torch_mm, t, backup_want & t ?
+				       GS_MM_BACKUP : GS_MM_DISCARD, 0);
+		if (ret == -EBUSY)
+			ret = 0;	/* released now: set at its resume */
+	}
+	pthread_mutex_unlock(&torch_lock);
+	return ret;
+}
+
+int gpusleep_set_margin(uint64_t bytes)
+{
+	pthread_mutex_lock(&torch_lock);
+	torch_margin = bytes;
+	if (torch_mm)
+		gs_mm_set_margin(torch_mm, bytes);
+	pthread_mutex_unlock(&torch_lock);
+	return 0;
+}
+
+int gpusleep_set_staging_all(unsigned int flags)
+{
+	int ret = 0;
+
+	if (flags & ~(GS_MM_STAGING_LAZY | GS_MM_STAGING_FREE_AFTER_RESUME))
+		return -EINVAL;
+	pthread_mutex_lock(&torch_lock);
+	staging_all = flags;
+	staging_all_set = true;
+	for (unsigned int i = 0; torch_mm && i < GPUSLEEP_MAX_TAGS && !ret; i++)
+		ret = gs_mm_set_staging(torch_mm, 1U << i, flags);
+	pthread_mutex_unlock(&torch_lock);
+	return ret;
+}
+
+unsigned int gpusleep_agent_domain(void)
+{
+	unsigned int id = 0;
+
+	pthread_mutex_lock(&torch_lock);
+	if (torch_agent)
+		id = torch_agent_id;
+	pthread_mutex_unlock(&torch_lock);
+	return id;
+}
+
 /* One declared tag's name: the tag of this thread's later
  * gpusleep_malloc() allocations. */
 int gpusleep_set_tag(const char *tag)
@@ -277,6 +451,8 @@ int gpusleep_agent_start(unsigned int domain_id)
 		if (ret) {
 			gs_agent_destroy(torch_agent);
 			torch_agent = NULL;
+		} else {
+			torch_agent_id = domain_id;
 		}
 	}
 	if (ret)

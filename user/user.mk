@@ -6,6 +6,7 @@
 #   $(BUILD)/lib/libgpusleep.so.0.$(VERSION) (the library), .so.0 (the
 #   soname link, what programs load), .so (the link -lgpusleep finds),
 #   libgpusleep.a, libgpusleep.pc (pkg-config; installed by make install)
+#   $(BUILD)/lib/torch_memory_saver_hook_mode_*.abi3.so (user/tms/hook.c)
 #   $(BUILD)/tests/host/NAME       tests/host/NAME.c (HOST_TESTS)
 #   $(BUILD)/tests/host-asan/NAME  the same with ASan+UBSan (HOST_TESTS)
 #   $(BUILD)/tests/vm-user/NAME    tests/vm-user/NAME.c (VM_TESTS)
@@ -99,6 +100,34 @@ $(GS_ASAN_A): $(GS_ASAN_OBJS)
 	$(AR) rcs $@ $^
 
 ALL_TARGETS	+= $(GS_REAL) $(GS_SO) $(GS_LIBDIR)/$(GS_SONAME) $(GS_A) $(GS_PC)
+
+# torch_memory_saver's hook libraries (user/tms/hook.c), under the names
+# torch_memory_saver 0.0.10's wheel ships (and slime looks for): mode
+# preload (cudaMalloc/cudaFree for LD_PRELOAD) and torch (a pluggable
+# allocator), each unsuffixed and for the CUDA runtimes 12 and 13. They
+# load the libgpusleep.so.0 beside them ($ORIGIN: build/lib here), or in
+# the gpusleep package next to them ($ORIGIN/gpusleep: the wheels), else
+# the system's. Shipped by the gpusleep-torch-memory-saver wheel.
+GS_TMS_CFLAGS	:= $(CFLAGS) -fPIC -fvisibility=hidden -Iuser/include
+GS_TMS_LIBS	:=
+define GS_TMS_RULE
+GS_TMS_LIBS	+= $(GS_LIBDIR)/torch_memory_saver_hook_mode_$(1)$(2).abi3.so
+$(GS_LIBDIR)/torch_memory_saver_hook_mode_$(1)$(2).abi3.so: user/tms/hook.c \
+		user/include/libgpusleep.h $(GS_LIBDIR)/$(GS_SONAME)
+	$$(CC) $(GS_TMS_CFLAGS) -DTMS_HOOK_$(3) $(4) -shared \
+		-Wl,--enable-new-dtags,-rpath,'$$$$ORIGIN:$$$$ORIGIN/gpusleep' \
+		-Wl,--no-undefined -o $$@ $$< -L$(GS_LIBDIR) -l:$(GS_SONAME) \
+		$(LDFLAGS) -ldl -lpthread
+endef
+$(eval $(call GS_TMS_RULE,preload,,PRELOAD,))
+$(eval $(call GS_TMS_RULE,preload,_cu12,PRELOAD,-DTMS_CUDART='"libcudart.so.12"'))
+$(eval $(call GS_TMS_RULE,preload,_cu13,PRELOAD,-DTMS_CUDART='"libcudart.so.13"'))
+$(eval $(call GS_TMS_RULE,torch,,TORCH,))
+$(eval $(call GS_TMS_RULE,torch,_cu12,TORCH,-DTMS_CUDART='"libcudart.so.12"'))
+$(eval $(call GS_TMS_RULE,torch,_cu13,TORCH,-DTMS_CUDART='"libcudart.so.13"'))
+ALL_TARGETS	+= $(GS_TMS_LIBS)
+.PHONY: tms-hooks
+tms-hooks: $(GS_TMS_LIBS)
 
 # ------------------------------------------------------------------ tests
 GS_HOST_SRCS	:= $(sort $(foreach f,$(wildcard tests/host/*.c), \

@@ -453,6 +453,30 @@ int gs_mm_pin_staging(struct gs_mm *mm, uint32_t tag, uint64_t max_bytes,
  * nothing unmapped. gs_mm_pinned: pinned now, and the cap.
  */
 int gs_mm_set_pin_limit(struct gs_mm *mm, uint64_t max_bytes);
+/*
+ * A new chunk is refused (ENOMEM, as out of device memory) when mapping
+ * it would leave less than bytes of device memory free (the backend's
+ * mem_info: cuMemGetInfo); 0 (the default): no margin. Allocations carved
+ * from chunks already mapped, and resumes, are not checked
+ * (torch_memory_saver's memory_margin_bytes).
+ */
+int gs_mm_set_margin(struct gs_mm *mm, uint64_t bytes);
+/*
+ * The host copy of [ptr, ptr + size), which must lie in one allocation,
+ * while its chunk is released with a backup: *host points into the
+ * staging. 0 with *host NULL: the chunk is mapped (the device memory is
+ * current; there is no backup to read). -ENOENT: not an allocation of
+ * mm; -ERANGE: the range leaves its allocation; -ENODATA: released
+ * without a backup (GS_MM_DISCARD); -EXDEV: the copy is not contiguous
+ * (it straddles two pieces of staging): read it with gs_mm_backup_read.
+ * The pointer is valid until the chunk is resumed (its staging may be
+ * given back then: GS_MM_STAGING_FREE_AFTER_RESUME) or freed.
+ */
+int gs_mm_backup_ptr(struct gs_mm *mm, const void *ptr, size_t size,
+		     void **host);
+/* Copy that backup into dst; the same errors, and -EAGAIN for mapped. */
+int gs_mm_backup_read(struct gs_mm *mm, const void *ptr, size_t size,
+		      void *dst);
 void gs_mm_pinned(struct gs_mm *mm, uint64_t *bytes, uint64_t *limit);
 
 /*
@@ -587,6 +611,37 @@ int gpusleep_declare_tags(const char *names);
 /* A declared tag's name: the tag of the calling thread's later
  * gpusleep_malloc() allocations (the first tag until set). */
 int gpusleep_set_tag(const char *tag);
+/*
+ * Tags declared on first use (the torch_memory_saver drop-in, whose
+ * callers name any tag): the bit of tag name, or with declare, the next
+ * free bit given to it, at any time (memory already allocated is filed
+ * by bit: a new name takes a bit nobody uses). The default declaration
+ * gives way to the first name so declared while nothing is allocated.
+ * -ENOENT (not declared, declare 0), -EINVAL (not [a-z][a-z0-9_]*, at
+ * most 15 characters), -ENOSPC (GPUSLEEP_MAX_TAGS declared), -EBUSY
+ * (gpusleep_freeze_tags() was called: the domain's declaration is made).
+ */
+int gpusleep_tag_bit(const char *name, int declare);
+/* The names, in bit order, "a,b,c" into buf; returns how many. */
+int gpusleep_tag_names(char *buf, size_t len);
+/* No name is added from now on (the domain was made with these). */
+int gpusleep_freeze_tags(void);
+/* Allocate in the tag of bit, whatever the thread (NULL: see above). */
+void *gpusleep_malloc_bit(unsigned int bit, ssize_t size, int device,
+			 void *stream);
+/*
+ * The tag of bit backed up on release (want) or discarded; a backup once
+ * asked for stays (never silently discard what some allocation wanted
+ * kept). Before the memory manager exists, applied when it is made (and
+ * over GPUSLEEP_BACKUP_TAGS for that tag).
+ */
+int gpusleep_set_backup(unsigned int bit, int want);
+/* gs_mm_set_margin() of the process's memory manager, now or when made. */
+int gpusleep_set_margin(uint64_t bytes);
+/* gs_mm_set_staging() of every tag, now and when the mm is made. */
+int gpusleep_set_staging_all(unsigned int flags);
+/* The domain the process's agent serves (gpusleep_agent_start), 0: none. */
+unsigned int gpusleep_agent_domain(void);
 /* The process's memory manager, NULL before the first allocation. */
 struct gs_mm *gpusleep_mm(void);
 /* The device of this process's memory manager, -1 before it is made. */

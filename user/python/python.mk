@@ -10,7 +10,9 @@
 #   python-uninstall             run by uninstall
 #   wheel                        $(PY_DIST)/*.whl: gpusleep with
 #                                libgpusleep.so.0 bundled (linux_x86_64),
-#                                gpusleep-torch-memory-saver and
+#                                gpusleep-torch-memory-saver (with the
+#                                hook libraries of user/user.mk beside
+#                                its package: linux_x86_64) and
 #                                gpusleep-vllm (pure), built offline with
 #                                Debian's setuptools and wheel (pip
 #                                --no-build-isolation); part of all when
@@ -19,7 +21,8 @@
 #                                packages) with the three wheels installed
 #                                by pip, offline: tests/vm-py/test_py_dist.py
 #                                runs the package from it in the VM
-#   HOST_TESTS += tests/host/test_python.py
+#   HOST_TESTS += tests/host/test_python.py tests/host/test_tms_dropin.py
+#                 tests/host/test_tms_pinned.py
 #   VM_TESTS   += tests/vm-py/test_*.py (TAP; SKIP without /dev/gpusleep)
 # PY_SITEDIR: /usr/lib/python3/dist-packages for PREFIX=/usr (Debian's own
 # directory), else $(PREFIX)/lib/pythonX.Y/dist-packages, which Debian's
@@ -58,7 +61,7 @@ endif
 # Each distribution is copied to $(PY_STAGE) and built there (setuptools
 # writes build/ and *.egg-info beside the sources); the library goes into
 # the package as libgpusleep.so.0 (the file, under the soname).
-$(PY_DIST)/.stamp: $(PY_DIST_SRCS) $(GS_REAL)
+$(PY_DIST)/.stamp: $(PY_DIST_SRCS) $(GS_REAL) $(GS_TMS_LIBS)
 	rm -rf $(PY_STAGE) $(PY_DIST)
 	mkdir -p $(PY_STAGE)/gpusleep $(PY_DIST)
 	cp user/python/pyproject.toml user/python/setup.py user/python/README.md $(PY_STAGE)/
@@ -68,6 +71,7 @@ $(PY_DIST)/.stamp: $(PY_DIST_SRCS) $(GS_REAL)
 		mkdir -p $(PY_STAGE)/$$d; \
 		(cd user/python/$$d && find . -name '*.py' -o -name '*.toml' -o -name py.typed | \
 			cpio -pdm --quiet ../../../$(PY_STAGE)/$$d); done
+	cp $(GS_TMS_LIBS) $(PY_STAGE)/dist-tms/
 	set -e; for d in . $(PY_DISTS); do \
 		PIP_NO_INDEX=1 $(PYTHON) -m pip wheel -q --no-build-isolation --no-deps \
 			-w $(PY_DIST) $(PY_STAGE)/$$d; done
@@ -83,7 +87,8 @@ $(PY_VENV)/.stamp: $(PY_DIST)/.stamp
 
 .PHONY: wheel
 wheel: $(PY_DIST)/.stamp $(PY_VENV)/.stamp
-HOST_TESTS	+= $(wildcard tests/host/test_python.py)
+HOST_TESTS	+= $(wildcard tests/host/test_python.py) tests/host/test_tms_dropin.py \
+		   tests/host/test_tms_pinned.py
 VM_TESTS	+= $(sort $(wildcard tests/vm-py/test_*.py))
 
 .PHONY: python-install python-uninstall

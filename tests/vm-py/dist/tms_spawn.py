@@ -31,18 +31,26 @@ def child(venv, q):
         saver = torch_memory_saver.torch_memory_saver
         # TMS's public surface, on the module and on its object
         for n in ("region", "cuda_graph", "pause", "resume", "enabled",
-                  "hook_mode", "disable"):
+                  "disable"):
             assert hasattr(torch_memory_saver, n), n
             assert hasattr(saver, n), n
         assert callable(torch_memory_saver.configure_subprocess)
         assert torch_memory_saver.TorchMemorySaver() is saver
-        saver.hook_mode = "torch"		# what SGLang sets
-        assert torch_memory_saver.hook_mode == "torch"
+        # configure_subprocess() preloaded the venv's hook library here
+        pre = os.environ.get("LD_PRELOAD", "")
+        assert "torch_memory_saver_hook_mode_preload" in pre and \
+            pre.startswith(venv), pre
+        saver.hook_mode = "torch"		# what SGLang sets on XPU
+        assert saver._impl is None, "initialised before its first use"
         assert saver.enabled, "not enabled"
         with saver.region(tag="weights", enable_cpu_backup=True):
             w = ptr(torch.empty(SIZE))
         with saver.region(tag="kv_cache", enable_cpu_backup=False):
             k = ptr(torch.empty(SIZE))
+        assert saver._impl._hook_mode == "torch"
+        # slime's read: the preloaded hook library's settings
+        cdll = saver._impl._binary_wrapper.cdll
+        assert cdll.tms_get_interesting_region() is False
         want = bytes(range(256)) * (SIZE // 256)
         ctypes.memmove(w, want, SIZE)
         ctypes.memset(k, 0xcd, SIZE)

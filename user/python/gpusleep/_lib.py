@@ -7,6 +7,8 @@ printed by tests/vm-py/uapi_layout.c). The library is loaded on first use,
 not at import, so ``import gpusleep`` works without it.
 
 Where the library comes from, first found wins:
+  0. the copy already loaded in the process (by torch_memory_saver's
+     preload hook library, which links it),
   1. the package directory (a copy vendored next to this file),
   2. $GPUSLEEP_LIB (a path to libgpusleep.so.0),
   3. the directory ``make install`` put it in (_install.py, when installed),
@@ -419,6 +421,21 @@ PROTOTYPES = {
     "gpusleep_agent_start": (c_int, [c_uint]),
     "gpusleep_agent_stop": (c_int, []),
     "gpusleep_agent_last_result": (c_int, [c_uint, P(gs_agent_result)]),
+    # tags declared on first use, policies, margin (torch_memory_saver)
+    "gpusleep_tag_bit": (c_int, [c_char_p, c_int]),
+    "gpusleep_tag_names": (c_int, [c_char_p, ctypes.c_size_t]),
+    "gpusleep_freeze_tags": (c_int, []),
+    "gpusleep_malloc_bit": (c_void_p, [c_uint, ctypes.c_ssize_t, c_int,
+                                       c_void_p]),
+    "gpusleep_set_backup": (c_int, [c_uint, c_int]),
+    "gpusleep_set_margin": (c_int, [u64]),
+    "gpusleep_set_staging_all": (c_int, [c_uint]),
+    "gpusleep_agent_domain": (c_uint, []),
+    "gs_mm_set_margin": (c_int, [c_void_p, u64]),
+    "gs_mm_backup_ptr": (c_int, [c_void_p, c_void_p, ctypes.c_size_t,
+                                 P(c_void_p)]),
+    "gs_mm_backup_read": (c_int, [c_void_p, c_void_p, ctypes.c_size_t,
+                                  c_void_p]),
 }
 
 _here = os.path.dirname(os.path.abspath(__file__))
@@ -462,6 +479,25 @@ def _declare(lib):
         fn.argtypes = argtypes
 
 
+def _loaded_path():
+    """The file of the libgpusleep.so.0 already loaded in this process
+    (by torch_memory_saver's preload hook, user/tms/hook.c), else None:
+    one memory manager per process, so the same copy must be used."""
+    try:
+        ctypes.CDLL(SONAME, mode=os.RTLD_NOLOAD)
+    except OSError:
+        return None
+    try:
+        with open("/proc/self/maps") as f:
+            for ln in f:
+                p = ln.split(None, 5)[-1].strip()
+                if os.path.basename(p).startswith("libgpusleep.so"):
+                    return p
+    except OSError:
+        pass
+    return None
+
+
 def lib():
     """The loaded library (ctypes.CDLL: calls release the GIL)."""
     global _lib, _path
@@ -471,6 +507,12 @@ def lib():
         if _lib is not None:
             return _lib
         tried = []
+        p = _loaded_path()
+        if p is not None:
+            loaded = ctypes.CDLL(p, use_errno=True)
+            _declare(loaded)
+            _path, _lib = p, loaded
+            return _lib
         for p in candidates():
             if os.sep in p and not os.path.exists(p):
                 tried.append(f"{p}: no such file")

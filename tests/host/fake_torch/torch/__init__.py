@@ -21,7 +21,8 @@ and torch/cuda/memory.py, as read; no code of theirs):
   torch.cuda.memory._set_allocator_settings) cannot serve a pool with its
   own allocator: "MemPool doesn't currently support expandable_segments";
 - torch.cuda.graph(g, pool=id) allocates the capture from that pool;
-- an allocator returning NULL raises torch.OutOfMemoryError.
+- an allocator returning NULL raises torch.OutOfMemoryError;
+- frombuffer(buf, dtype=uint8) is a CPU tensor over buf (clone(): a copy).
 
 Tensors are Tensor objects: ptr is the device address for memory of a
 pluggable allocator, None for PyTorch's own allocator.
@@ -83,13 +84,63 @@ class MemPool:
         _pools[self.id] = self
 
 
+uint8 = "torch.uint8"
+
+
 class Tensor:
+    """A CUDA tensor of nbytes bytes (dtype uint8, one dimension)."""
+    dtype = uint8
+
     def __init__(self, ptr, nbytes, pool, device):
         self.ptr, self.nbytes, self.pool, self.device = \
             ptr, nbytes, pool, device
+        self.shape = (nbytes,)
+        self.is_cuda = True
 
     def data_ptr(self):
         return self.ptr or 0
+
+    def is_contiguous(self):
+        return True
+
+    def stride(self):
+        return (1,)
+
+    def numel(self):
+        return self.nbytes
+
+    def element_size(self):
+        return 1
+
+
+class CpuTensor:
+    """A CPU tensor over a buffer (torch.frombuffer), or a copy (clone)."""
+    dtype = uint8
+    is_cuda = False
+
+    def __init__(self, buf):
+        self.buf = memoryview(buf).cast("B")
+        self.shape = (len(self.buf),)
+        self.device = "cpu"
+
+    def view(self, what):
+        return self		# uint8 to uint8, (n,) to (n,)
+
+    def clone(self):
+        return CpuTensor(bytearray(self.buf))
+
+    def data_ptr(self):
+        import ctypes
+        return ctypes.addressof(ctypes.c_char.from_buffer(self.buf)) \
+            if not self.buf.readonly else 0
+
+    def tobytes(self):
+        return self.buf.tobytes()
+
+
+def frombuffer(buf, dtype=uint8):
+    assert dtype == uint8, dtype
+    return CpuTensor(buf)
 
 
 class _Memory:
@@ -224,8 +275,11 @@ class cuda:
                 pool.cached = []
 
 
-def empty(nbytes, device=None):
-    """A new tensor of nbytes, as the caching allocator serves it."""
+def empty(nbytes, device=None, dtype=None):
+    """A new tensor of nbytes, as the caching allocator serves it; with a
+    dtype (uint8), a CPU tensor (torch.empty(n, dtype=torch.uint8))."""
+    if dtype is not None:
+        return CpuTensor(bytearray(nbytes))
     dev = cuda.current_device() if device is None else int(device)
     pool = _pool_for(dev)
     if pool is None or pool.allocator is None:
