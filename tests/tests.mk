@@ -30,6 +30,8 @@ VM_TESTS	+= tests/vm/ynl_client_test.py
 # the integration tests; fetched once into $(ENGINES), then offline.
 ENGINES		:= $(BUILD)/engines
 HOST_TESTS	+= tests/host/test_engines.py
+# the stand-ins of the engines against the pinned modules they replace
+HOST_TESTS	+= tests/host/test_standins.py
 
 kselftests: $(VM_TEST_BINS) $(HARNESS_KSFT) $(BUILD)/ynl/.built
 
