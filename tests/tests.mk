@@ -32,6 +32,8 @@ ENGINES		:= $(BUILD)/engines
 HOST_TESTS	+= tests/host/test_engines.py
 # the stand-ins of the engines against the pinned modules they replace
 HOST_TESTS	+= tests/host/test_standins.py
+# SGLang's scheduler patch and hook against the pinned sglang
+HOST_TESTS	+= tests/host/test_sglang.py
 
 kselftests: $(VM_TEST_BINS) $(HARNESS_KSFT) $(BUILD)/ynl/.built
 
