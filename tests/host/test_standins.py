@@ -3,10 +3,11 @@
 """The stand-ins of the engines (tests/vm-py/standin/sglang, .../vllm),
 each module against the pinned real module it replaces
 (tests/engines/pins.txt; the same path in the release): every function,
-class, method, class field and literal constant a stand-in defines is
-in the real module, with the same parameters (names, order, defaults),
-the same kind (staticmethod, classmethod, property, contextmanager) and
-the same literal values; a name the real module lacks is drift unless
+class, method, class field and constant a stand-in defines is in the
+real module, with the same parameters (names, order, defaults), the
+same kind (staticmethod, classmethod, property, contextmanager), the
+same value where the real one is a literal and the same default
+expression for a class field; a name the real module lacks is drift unless
 the stand-in lists it in its STANDIN_ONLY tuple (what it adds for the
 tests). Each stand-in module's docstring says which release it models
 ("Models sglang 0.5.23"), which must be the pinned version. A drift
@@ -77,6 +78,11 @@ def kinds(node):
         if name in KINDS:
             out.add(name)
     return out
+
+
+def short(node):
+    s = ast.unparse(node)
+    return s if len(s) <= 120 else s[:117] + "..."
 
 
 def literal(node):
@@ -193,13 +199,13 @@ def compare(release, rel, tree, bad):
                 return
             rv = literal(rvalue)
             if rv is not None and literal(value) != rv:
-                bad.append(f"{where(node)}: {qual} = {ast.unparse(value)}, "
-                           f"{real.where}: {ast.unparse(rvalue)}")
+                bad.append(f"{where(node)}: {qual} = {short(value)}, "
+                           f"{real.where}: {short(rvalue)}")
             elif rv is None and isinstance(node, ast.AnnAssign) and \
-                    ast.unparse(value) != ast.unparse(rvalue):
+                    "." in qual and ast.unparse(value) != ast.unparse(rvalue):
+                # a class field's default (field(default_factory=set)...)
                 bad.append(f"{where(node)}: field {qual} = "
-                           f"{ast.unparse(value)}, {real.where}: "
-                           f"{ast.unparse(rvalue)}")
+                           f"{short(value)}, {real.where}: {short(rvalue)}")
 
     for n in tree.body:
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
