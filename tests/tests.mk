@@ -34,6 +34,8 @@ HOST_TESTS	+= tests/host/test_engines.py
 HOST_TESTS	+= tests/host/test_standins.py
 # SGLang's scheduler patch and hook against the pinned sglang
 HOST_TESTS	+= tests/host/test_sglang.py
+# vLLM's sleep-mode allocator, backend and plugin against the pinned vllm
+HOST_TESTS	+= tests/host/test_vllm.py
 
 kselftests: $(VM_TEST_BINS) $(HARNESS_KSFT) $(BUILD)/ynl/.built
 

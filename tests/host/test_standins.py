@@ -92,13 +92,24 @@ def literal(node):
         return None
 
 
-def standin_only(tree):
+def declared(tree, name):
     for n in tree.body:
         if isinstance(n, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "STANDIN_ONLY"
+                isinstance(t, ast.Name) and t.id == name
                 for t in n.targets):
             return set(ast.literal_eval(n.value))
     return set()
+
+
+def standin_only(tree):
+    return declared(tree, "STANDIN_ONLY")
+
+
+def subsequence(ps, pr):
+    """ps: the real parameters pr, some left out, in order, same kinds:
+    a keyword-only one stays after the "*" (or "*args")."""
+    it = iter(pr)
+    return all(any(p == q for q in it) for p in ps)
 
 
 def find(release, rel, qual):
@@ -135,6 +146,7 @@ def compare(release, rel, tree, bad):
     # the releases keep their package at the top of the unpacked tree
     real_rel = rel
     extra = standin_only(tree)
+    subset = declared(tree, "STANDIN_SUBSET")
     try:
         pinned.release(release).tree(real_rel)
     except pinned.Drift as e:
@@ -161,7 +173,7 @@ def compare(release, rel, tree, bad):
                            f"{real.where} is not")
                 return
             ps, pr = pinned.params(node), pinned.params(real)
-            if ps != pr:
+            if ps != pr and not (qual in subset and subsequence(ps, pr)):
                 bad.append(f"{where(node)}: {qual}{ps}\n  but {real.where}: "
                            f"{qual}{pr}")
             if kinds(node) != kinds(real):
@@ -214,7 +226,8 @@ def compare(release, rel, tree, bad):
         elif isinstance(n, (ast.Assign, ast.AnnAssign)):
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
             for t in targets:
-                if isinstance(t, ast.Name) and t.id != "STANDIN_ONLY" and \
+                if isinstance(t, ast.Name) and t.id not in (
+                        "STANDIN_ONLY", "STANDIN_SUBSET") and \
                         not t.id.startswith("__"):
                     one(t.id, n)
 
