@@ -5,7 +5,9 @@ managers/scheduler.py), as SGLang's run_scheduler_process starts it: the
 ranks published first (get_parallel()), then Scheduler(server_args,
 port_args), then its event loop. Its "tokenizer" is stdin: each line is
 a request for the scheduler (answered "ok" once the scheduler has
-processed it, at its next receive) or a query (answered at once):
+processed it, at its next receive) or a query (answered at the next
+receive too, so it sees what the scheduler did with the requests and
+the domain's events of the iteration that read it):
 
     submit N      a generate request of N steps
     abort         AbortReq(abort_all=True), as SGLang's tokenizer sends it
@@ -42,7 +44,7 @@ from sglang.srt.managers.scheduler import SIZE, Scheduler, _StandinReq
 
 class Tokenizer:
     """The scheduler's input: requests from stdin, answered once
-    processed; queries answered at once."""
+    processed; queries answered then too."""
 
     def __init__(self):
         self.buf = b""
@@ -56,7 +58,10 @@ class Tokenizer:
     def recv_requests(self):
         # what was received before was processed by now
         for r in self.replies:
-            self.reply(r)
+            if callable(r):
+                r()
+            else:
+                self.reply(r)
         self.replies = []
         idle = not self.scheduler.waiting_queue and \
             self.scheduler.running_batch.is_empty()
@@ -77,7 +82,12 @@ class Tokenizer:
         return out
 
     def line(self, w):
-        s = self.scheduler
+        req = self.request(w)
+        if req is None:
+            self.replies.append(lambda: self.query(w))
+        return req
+
+    def request(self, w):
         if w[0] == "submit":
             self.n += 1
             return _StandinReq(f"r{self.n}", int(w[1]))
@@ -95,6 +105,10 @@ class Tokenizer:
                 tags=w[1:] or None)
         if w[0] == "load":
             return io_struct.UpdateWeightFromDiskReqInput(model_path=w[1])
+        return None
+
+    def query(self, w):
+        s = self.scheduler
         if w[0] == "status":
             self.reply("status", len(s.running_batch.reqs),
                        len(s.waiting_queue), s.finished,
@@ -117,7 +131,6 @@ class Tokenizer:
                 s.weight_updater.offload_tags)) or "-")
         elif w[0] == "quit":
             s.gracefully_exit = True
-        return None
 
 
 def main():

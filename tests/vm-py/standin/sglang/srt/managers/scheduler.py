@@ -48,7 +48,15 @@ def _standin_alloc(nbytes):
     """nbytes of device memory (the stand-in torch's): its address."""
     import torch
     t = torch.empty(nbytes)
-    return t.data_ptr() if hasattr(t, "data_ptr") else t
+    ptr = t.data_ptr() if hasattr(t, "data_ptr") else t
+    if not ptr:	# PyTorch's own allocator: plain memory
+        buf = ctypes.create_string_buffer(nbytes)
+        _standin_alloc.keep.append(buf)
+        ptr = ctypes.addressof(buf)
+    return ptr
+
+
+_standin_alloc.keep = []
 
 
 class _StandinReq:
