@@ -284,19 +284,19 @@ def take_over():
     def cfg(**mc):
         return types.SimpleNamespace(model_config=types.SimpleNamespace(
             **mc))
-    check(not gv.selected(cfg(enable_sleep_mode=False,
-                              enable_cumem_allocator=True,
-                              sleep_mode_backend="gpusleep")),
-          "--enable-cumem-allocator without sleep mode taken over")
+    for factory in (True, False):
+        check(not gv.selected(cfg(enable_sleep_mode=False,
+                                  enable_cumem_allocator=True,
+                                  sleep_mode_backend="gpusleep"), factory),
+              "--enable-cumem-allocator without sleep mode taken over")
+        check(gv.selected(cfg(enable_sleep_mode=True,
+                              sleep_mode_backend="gpusleep"), factory),
+              "not taken over")
     check(not gv.selected(cfg(enable_sleep_mode=True,
-                              sleep_mode_backend="cumem")),
-          "sleep mode with the cumem backend taken over")
-    check(gv.selected(cfg(enable_sleep_mode=True,
-                          sleep_mode_backend="gpusleep")), "not taken over")
-    check(gv.selected(cfg(enable_sleep_mode=True)) and
-          not gv.selected(cfg(enable_sleep_mode=False,
-                              enable_cumem_allocator=True)),
-          "a vLLM without sleep_mode_backend: sleep mode decides")
+                              sleep_mode_backend="cumem"), True),
+          "sleep mode with vLLM's cumem backend taken over")
+    check(gv.selected(cfg(enable_sleep_mode=True), False),
+          "a vLLM without the factory: sleep mode decides")
 
 
 def workers():

@@ -26,7 +26,9 @@ then that code runs:
   AbortReq (absent, or too old to have abort_all) the drain's abort says
   so.
 - vLLM (vllm.md): examples/vllm_trainer.py's train_step over the stand-in
-  vllm.LLM with the gpusleep-vllm plugin.
+  of vLLM 0.33.0's LLM with the gpusleep-vllm plugin's sleep-mode
+  backend, then vLLM's pause modes (keep, abort; wait refused in
+  process).
 SKIPs the runs without /dev/gpusleep."""
 
 import os
@@ -301,20 +303,37 @@ def abort_errors():
 def vllm():
     need_dev()
     # the plugin's register() called as vLLM's plugin loader would (the
-    # entry point itself is tested on the installed wheel, test_py_dist)
+    # entry point itself is tested on the installed wheel, test_py_dist);
+    # then vLLM's sleep modes: keep (requests kept, run after the wake),
+    # abort (the default: requests aborted), wait (not in process)
     code = ("import sys, vllm, gpusleep_vllm\n"
             "gpusleep_vllm.register()\n"
             "from vllm_trainer import train_step\n"
-            "llm = vllm.LLM(enable_sleep_mode=True)\n"
+            "llm = vllm.LLM('m', enable_sleep_mode=True,"
+            " sleep_mode_backend='gpusleep')\n"
             "calls = []\n"
             "st = train_step(llm, sys.argv[1], 1, lambda: calls.append('t'),"
             " lambda: calls.append('p'))\n"
             "assert calls == ['t', 'p'] and st == ['awake'], (calls, st)\n"
-            "assert llm.prefix_cache_resets == 1\n"
+            "core = llm.llm_engine\n"
+            "assert core.prefix_cache_resets == 1\n"
+            "assert not core.is_sleeping()\n"
+            "core.add_request([3])\n"
+            "llm.sleep(level=1, mode='keep')\n"
+            "assert core.running == [[3]] and core.step() == ({}, False)\n"
+            "assert llm.wake_up() and core.step()[1] and not core.aborted\n"
+            "llm.sleep(level=1)\n"
+            "assert core.aborted == 1 and not core.running\n"
+            "llm.wake_up()\n"
+            "try:\n"
+            "    llm.sleep(level=1, mode='wait')\n"
+            "    raise SystemExit('wait in process')\n"
+            "except ValueError:\n"
+            "    pass\n"
             "print('ok')\n")
     name = f"pyguidevllm{os.getpid()}"
     e = env()
-    e.update(GPUSLEEP_ENGINE=name, RANK="0")
+    e.update(GPUSLEEP_ENGINE=name)
     e["PYTHONPATH"] += os.pathsep + os.path.join(PYDIR, "examples")
     out = subprocess.run([sys.executable, "-c", code, name], env=e,
                          capture_output=True, text=True, timeout=GUARD_S,
