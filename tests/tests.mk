@@ -36,6 +36,8 @@ HOST_TESTS	+= tests/host/test_standins.py
 HOST_TESTS	+= tests/host/test_sglang.py
 # vLLM's sleep-mode allocator, backend and plugin against the pinned vllm
 HOST_TESTS	+= tests/host/test_vllm.py
+# the trainers' call sites docs/integrations/trainers.md cites
+HOST_TESTS	+= tests/host/test_trainers.py
 
 kselftests: $(VM_TEST_BINS) $(HARNESS_KSFT) $(BUILD)/ynl/.built
 
