@@ -64,7 +64,6 @@ the static state and offload_tags to SGLang.
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import select
 from typing import TYPE_CHECKING, Any, Iterable, Optional
@@ -78,8 +77,6 @@ if TYPE_CHECKING:
 
     from .engine import Engine
     from .torch_memory_saver import TorchMemorySaver
-
-log = logging.getLogger("gpusleep.sglang")
 
 DEV = "/dev/gpusleep"
 #: the rid of the PauseGenerationReqInput the hook puts into SGLang's input
