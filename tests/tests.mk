@@ -30,6 +30,14 @@ VM_TESTS	+= tests/vm/ynl_client_test.py
 # the integration tests; fetched once into $(ENGINES), then offline.
 ENGINES		:= $(BUILD)/engines
 HOST_TESTS	+= tests/host/test_engines.py
+# the stand-ins of the engines against the pinned modules they replace
+HOST_TESTS	+= tests/host/test_standins.py
+# SGLang's scheduler patch and hook against the pinned sglang
+HOST_TESTS	+= tests/host/test_sglang.py
+# vLLM's sleep-mode allocator, backend and plugin against the pinned vllm
+HOST_TESTS	+= tests/host/test_vllm.py
+# the trainers' call sites docs/integrations/trainers.md cites
+HOST_TESTS	+= tests/host/test_trainers.py
 
 kselftests: $(VM_TEST_BINS) $(HARNESS_KSFT) $(BUILD)/ynl/.built
 

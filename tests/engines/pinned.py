@@ -39,12 +39,19 @@ class Release:
             raise Drift(f"{name}: not fetched ({e}); run "
                         "tests/engines/fetch.py") from None
         self._trees = {}
+        # a wheel that ships its package under NAME-VER.data/purelib/
+        # (OpenRLHF's): paths are relative to that folder
+        self.src = self.root
+        for d in sorted(os.listdir(self.root)):
+            pure = os.path.join(self.root, d, "purelib")
+            if d.endswith(".data") and os.path.isdir(pure):
+                self.src = pure
 
     def __str__(self):
         return f"{self.name} {self.version}"
 
     def path(self, rel):
-        return os.path.join(self.root, rel)
+        return os.path.join(self.src, rel)
 
     def text(self, rel):
         try:
@@ -161,6 +168,6 @@ def py_files(name, under=""):
     top = r.path(under)
     out = []
     for d, _, files in os.walk(top):
-        out += [os.path.relpath(os.path.join(d, f), r.root)
+        out += [os.path.relpath(os.path.join(d, f), r.src)
                 for f in files if f.endswith(".py")]
     return sorted(out)

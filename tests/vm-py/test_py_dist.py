@@ -178,10 +178,13 @@ def vllm_worker():
 
 
 def vllm_ray():
-    """A Ray actor inherits nothing of the driver's environment: the
-    worker sees GPUSLEEP_* only if vLLM's env copy carries them (the
-    plugin asks it to in the driver). No device needed: the worker only
-    names its domain."""
+    """A Ray actor inherits nothing of the driver's environment: vLLM
+    0.33.0's RayExecutorV2 gives its workers the driver's (all but the
+    worker-specific variables), so the worker sees GPUSLEEP_* and loads
+    the plugin; the engine-core actors get what get_env_vars_to_copy()
+    names, GPUSLEEP_* included once the plugin asked for them in the
+    driver (with or without VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY in
+    vllm.envs). No device needed: the worker only names its domain."""
     need_venv()
     site = os.path.dirname(os.path.dirname(venv_run(
         ["-c", "import gpusleep; print(gpusleep.__file__)"]).stdout.strip()))
@@ -189,11 +192,11 @@ def vllm_ray():
     name = f"pyvllmray{os.getpid()}"
     script = os.path.join(REPO, "tests", "vm-py", "dist", "vllm_ray.py")
     base = {"GPUSLEEP_ENGINE": name, "GPUSLEEP_LIB": lib, "RANK": "0"}
-    for args, extra, allocator in (
+    for args, extra, backend in (
             ([], {"VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY": "MYLIB_",
-                  "MYLIB_X": "1"}, "gpusleep.vllm"),
-            (["old"], {}, "gpusleep.vllm"),
-            ([], {"GPUSLEEP_VLLM": "0"}, "vllm.device_allocator.cumem")):
+                  "MYLIB_X": "1"}, True),
+            (["old"], {}, True),
+            ([], {"GPUSLEEP_VLLM": "0"}, False)):
         env = dict(base, **extra)
         out = venv_run([script] + args, env,
                        pythonpath=[torch_path(), STANDIN])
@@ -202,7 +205,8 @@ def vllm_ray():
         # this one's, GPUSLEEP_BACKEND=host, env)
         driver = {k: v for k, v in os.environ.items() if k != "GPUSLEEP_LIB"}
         driver.update(GPUSLEEP_BACKEND="host", **env)
-        want = {"domain": f"{name}-tp0", "allocator": allocator,
+        want = {"domain": f"{name}-tp0", "backend": backend,
+                "copied": True,
                 "env": {k: v for k, v in driver.items()
                         if k.startswith(("GPUSLEEP_", "MYLIB_"))}}
         seen = json.loads(out.stdout)

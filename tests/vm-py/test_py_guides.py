@@ -4,20 +4,31 @@
 stand-ins of the engines: every code block a guide marks
 <!-- from: FILE --> is in FILE (its lines in a row, indentation aside);
 then that code runs:
-- SGLang (sglang.md, trainers.md): two scheduler processes (TP ranks,
-  tests/vm-py/standin/sglang_scheduler.py) with the guide's patch, a
-  request in flight on rank 0; the trainer's EngineSleep
-  (user/python/examples/trainer_actor.py) releases the group (the drain
-  waits for the request; no request admitted while released), resumes
-  the weights, stages new weights in host memory for the engine's load
-  from disk, resumes the rest (KV cache zero, the waiting request runs);
-  a second release started without waiting, then wait(op); a release
-  with abort_inflight while a long request runs reaches the scheduler's
-  abort_request(AbortReq(abort_all=True)) (SGLang's own abort path) and
-  completes at once; without SGLang's AbortReq (absent, or too old to
-  have abort_all) the drain's abort says so.
+- SGLang (sglang.md, trainers.md), against the stand-in of sglang 0.5.23
+  with the guide's scheduler patch (tests/vm-py/standin/sglang_rank.py):
+  two scheduler processes, DP replicas 0 and 1 of TP rank 0 (domains
+  NAME-dp0-tp0, NAME-dp1-tp0: unique per (dp, tp)), replica 1 with
+  --enable-weights-cpu-backup, a request running on replica 0. The
+  trainer's EngineSleep (user/python/examples/trainer_actor.py) releases
+  the group: SGLang's own pause (retract) reaches the scheduler through
+  its input, nothing runs while released (a step would fault), the tags
+  are SGLang's offload_tags; resume_weights: the static state (buffers)
+  is back, the weights are zero where SGLang discards them (its
+  default) and kept with the backup; staged weights are pushed and
+  loaded; resume: generation continues (the retracted request runs
+  again); a release started without waiting, then
+  wait(op); abort_inflight reaches abort_request(AbortReq(abort_all=
+  True)) through SGLang's input and the release completes at once;
+  SGLang's own release_memory_occupation / resume_memory_occupation
+  (after a user's pause) go through the same domain, the static state
+  SGLang's; a trainer's release resumed by SGLang's own
+  resume_memory_occupation gets its static state back; without SGLang's
+  AbortReq (absent, or too old to have abort_all) the drain's abort says
+  so.
 - vLLM (vllm.md): examples/vllm_trainer.py's train_step over the stand-in
-  vllm.LLM with the gpusleep-vllm plugin.
+  of vLLM 0.33.0's LLM with the gpusleep-vllm plugin's sleep-mode
+  backend, then vLLM's pause modes (keep, abort; wait refused in
+  process).
 SKIPs the runs without /dev/gpusleep."""
 
 import os
@@ -28,6 +39,7 @@ import sys
 import tempfile
 
 from gstest import Tap, Skip, check, REPO, DEVICE, GUARD_S
+import gpusleep  # noqa: E402 (gstest puts user/python on sys.path)
 
 DOCS = os.path.join(REPO, "docs", "integrations")
 PYDIR = os.path.join(REPO, "user", "python")
@@ -35,14 +47,17 @@ STANDIN = os.path.join(REPO, "tests", "vm-py", "standin")
 FULL_TORCH = os.path.join(REPO, "tests", "host", "fake_torch")
 sys.path.insert(0, os.path.join(PYDIR, "examples"))
 TESTS = ["every <!-- from: FILE --> block of the guides is in FILE",
-         "SGLang: two ranks start with the patch, a request in flight",
-         "trainer: group release waits for the drain, admits nothing",
-         "trainer: weights back, staged weights loaded, then the rest",
+         "SGLang: two DP replicas with the patch, names per (dp, tp)",
+         "trainer release: SGLang paused in its input, nothing runs",
+         "trainer resume: static state back, weights pushed, then the rest",
          "trainer: release without waiting, then wait(op); resume",
-         "SGLang: abort_inflight goes through abort_request(AbortReq)",
+         "SGLang: abort_inflight goes through SGLang's AbortReq",
+         "SGLang's own release/resume_memory_occupation: the same domain",
+         "a trainer's release, resumed by SGLang's own resume",
          "SGLang: no AbortReq, or one without abort_all: a clear error",
          "vLLM: train_step through the plugin, each rank's domain"]
 S = {"procs": []}
+ZERO = "30e14955ebf13522"	# sha256 of 1 MiB of zeros, as "sum" shows it
 
 
 def env():
@@ -77,20 +92,37 @@ def blocks():
 
 
 class Rank:
-    def __init__(self, engine, r):
+    def __init__(self, engine, tp, dp=None, backup=False):
         e = env()
         e["GPUSLEEP_ENGINE"] = engine
+        args = [str(tp)] + (["--dp", str(dp)] if dp is not None else []) + \
+            (["--backup"] if backup else [])
         self.p = subprocess.Popen(
-            [sys.executable, os.path.join(STANDIN, "sglang_scheduler.py"),
-             str(r)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, os.path.join(STANDIN, "sglang_rank.py")] + args,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             text=True, env=e, cwd="/")
         S["procs"].append(self)
         self.ready = self.p.stdout.readline().split()
+        self.name = self.ready[1] if len(self.ready) == 2 else None
 
     def ask(self, line):
         self.p.stdin.write(line + "\n")
         self.p.stdin.flush()
         return self.p.stdout.readline().split()
+
+    def status(self):
+        """[running, waiting, finished, paused]"""
+        st = self.ask("status")
+        check(st[:1] == ["status"], f"status: {st}")
+        return [int(x) for x in st[1:]]
+
+    def until(self, want, what):
+        """Ask status until it is want (each ask is a scheduler step)."""
+        for _ in range(10000):
+            st = self.status()
+            if st == want:
+                return
+        check(False, f"{what}: status {st}, want {want}")
 
     def close(self):
         try:
@@ -111,14 +143,19 @@ def need_dev():
 def sglang_start():
     need_dev()
     S["engine"] = eng = f"pyguide{os.getpid()}"
-    S["ranks"] = [Rank(eng, r) for r in range(2)]
+    S["ranks"] = [Rank(eng, 0, dp=0), Rank(eng, 0, dp=1, backup=True)]
     check([r.ready for r in S["ranks"]] ==
-          [["ready", f"{eng}-tp0"], ["ready", f"{eng}-tp1"]],
+          [["ready", f"{eng}-dp0-tp0"], ["ready", f"{eng}-dp1-tp0"]],
           [r.ready for r in S["ranks"]])
-    S["sum0"] = S["ranks"][0].ask("sum")
-    check(S["ranks"][0].ask("submit 40") == ["ok"], "submit")
+    r0, r1 = S["ranks"]
+    S["sum0"], S["sum1"] = r0.ask("sum"), r1.ask("sum")
+    S["buf0"] = r0.ask("buf")
+    # a request of 10^6 steps (hours): it runs until something stops it
+    check(r0.ask("submit 1000000") == ["ok"], "submit")
+    check(r0.status()[0] == 1, "the request runs")
     from trainer_actor import EngineSleep
-    S["sleep"] = EngineSleep(eng, 2, timeout=GUARD_S)
+    S["sleep"] = EngineSleep(eng, tp_size=1, dp_size=2, timeout=GUARD_S)
+    check(S["sleep"].names == [r.name for r in S["ranks"]], S["sleep"].names)
 
 
 def need_ranks():
@@ -131,35 +168,49 @@ def release():
     need_ranks()
     r0 = S["ranks"][0]
     r = S["sleep"].release()
-    check([x.released for x in r.ranks] == [["weights", "kv_cache",
+    check([x.released for x in r.ranks] == [["kv_cache", "weights",
                                              "cuda_graph"]] * 2,
           repr(r.ranks))
-    check(r0.ask("status") == ["status", "0", "0", "1"],
-          "the request in flight finished before the release")
+    st = r0.status()
+    check(st == [0, 1, 0, 1],
+          f"SGLang's retract: the running request back to waiting, paused:"
+          f" {st}")
     check(r0.ask("submit 1") == ["ok"], "submit")
-    check(r0.ask("status") == ["status", "0", "1", "1"],
-          "a request admitted while released")
+    # steps while released: a scheduled batch would fault on its memory
+    for _ in range(20):
+        st = r0.status()
+        check(st == [0, 2, 0, 1], f"something ran while released: {st}")
+    check(r0.ask("offload") == ["offload", "cuda_graph,kv_cache,weights"],
+          "SGLang's offload_tags")
 
 
 def weights():
     need_ranks()
     from trainer_actor import stage_weights
-    r0 = S["ranks"][0]
+    r0, r1 = S["ranks"]
     S["sleep"].resume_weights()
-    check(r0.ask("sum") == S["sum0"], "weights kept")
+    check(r0.ask("buf") == S["buf0"], "static state not back")
+    check(r0.ask("sum") == ["sum", ZERO],
+          "weights kept, SGLang's default discards them")
+    check(r1.ask("sum") == S["sum1"],
+          "--enable-weights-cpu-backup: weights not kept")
+    st = r0.status()
+    check(st == [0, 2, 0, 1], f"ran before the rest was back: {st}")
     d = tempfile.mkdtemp()
     try:
         path = stage_weights({"w": b"\x5a" * (1 << 20)}, directory=d)
         check(r0.ask(f"load {path}") == ["ok"], "load")
         new = r0.ask("sum")
-        check(new != S["sum0"], "weights updated")
+        check(new not in (S["sum0"], ["sum", ZERO]), "weights updated")
     finally:
         shutil.rmtree(d)
     S["sleep"].resume()
+    r0.until([1, 0, 1, 0], "generation continues: the short request "
+             "finishes, the retracted one runs")
     check(r0.ask("sum") == new, "weights as loaded")
-    check(r0.ask("kv") == ["kv", "1"], "KV cache zero after resume")
-    check(r0.ask("status") == ["status", "0", "0", "2"],
-          "the waiting request ran once resumed")
+    check(r0.ask("offload") == ["offload", "-"], "offload_tags left")
+    check(r0.ask("abort") == ["ok"], "abort")
+    r0.until([0, 0, 1, 0], "the long request aborted")
 
 
 def nowait():
@@ -169,24 +220,57 @@ def nowait():
     r = S["sleep"].wait(op)
     check(all(x.released for x in r.ranks), repr(r.ranks))
     S["sleep"].resume()
-    check(S["ranks"][1].ask("status") == ["status", "0", "0", "0"],
-          "rank 1 alive")
+    S["ranks"][1].until([0, 0, 0, 0], "replica 1 serving")
 
 
 def abort():
     need_ranks()
     r0 = S["ranks"][0]
-    before = r0.ask("status")
-    # a request of 10^6 iterations (hours): only an abort ends it soon
+    before = r0.status()
+    aborts = int(r0.ask("aborts")[1])
+    # a request of 10^6 steps (hours): only an abort ends it soon
     check(r0.ask("submit 1000000") == ["ok"], "submit")
-    r0.ask("status")	# an iteration: the request runs
+    check(r0.status()[0] == 1, "the request runs")
     r = S["sleep"].group.release(abort_inflight=True, timeout=20)
     check(all(x.released for x in r.ranks), repr(r.ranks))
-    check(r0.ask("aborts") == ["aborts", "1"],
+    check(r0.ask("aborts") == ["aborts", str(aborts + 1)],
           "abort_inflight did not reach abort_request(AbortReq(abort_all))")
-    check(r0.ask("status") == ["status", "0", "0", before[3]],
+    check(r0.status() == [0, 0, before[2], 1],
           "the aborted request still there, or counted finished")
     S["sleep"].resume()
+    r0.until([0, 0, before[2], 0], "serving again")
+
+
+def sglang_own():
+    need_ranks()
+    r0 = S["ranks"][0]
+    name = r0.name
+    check(r0.ask("pause retract") == ["ok"], "pause")
+    check(r0.ask("release") == ["ok"], "release_memory_occupation")
+    st = gpusleep.state(name)
+    check(st.released == ["kv_cache", "weights", "cuda_graph"],
+          f"released {st.released}")
+    check(r0.ask("offload") == ["offload", "cuda_graph,kv_cache,weights"],
+          "offload_tags")
+    check(r0.ask("resume weights") == ["ok"], "resume weights")
+    check(r0.ask("buf") == S["buf0"], "SGLang's import of its static state")
+    check(r0.ask("resume kv_cache cuda_graph") == ["ok"], "resume")
+    check(not gpusleep.is_sleeping(name), "still released")
+    check(r0.status()[3] == 1, "gpusleep lifted the user's pause")
+    check(r0.ask("continue") == ["ok"], "continue")
+    r0.until([0, 0, r0.status()[2], 0], "serving")
+
+
+def mixed():
+    need_ranks()
+    r0 = S["ranks"][0]
+    gpusleep.release(r0.name, timeout=GUARD_S)
+    check(r0.status()[3] == 1, "paused")
+    check(r0.ask("resume") == ["ok"], "SGLang's resume_memory_occupation")
+    check(r0.ask("buf") == S["buf0"], "static state not back")
+    check(not gpusleep.is_sleeping(r0.name), "still released")
+    r0.until([0, 0, r0.status()[2], 0], "serving")
+    check(r0.ask("offload") == ["offload", "-"], "offload_tags left")
 
 
 def abort_errors():
@@ -219,20 +303,37 @@ def abort_errors():
 def vllm():
     need_dev()
     # the plugin's register() called as vLLM's plugin loader would (the
-    # entry point itself is tested on the installed wheel, test_py_dist)
+    # entry point itself is tested on the installed wheel, test_py_dist);
+    # then vLLM's sleep modes: keep (requests kept, run after the wake),
+    # abort (the default: requests aborted), wait (not in process)
     code = ("import sys, vllm, gpusleep_vllm\n"
             "gpusleep_vllm.register()\n"
             "from vllm_trainer import train_step\n"
-            "llm = vllm.LLM(enable_sleep_mode=True)\n"
+            "llm = vllm.LLM('m', enable_sleep_mode=True,"
+            " sleep_mode_backend='gpusleep')\n"
             "calls = []\n"
             "st = train_step(llm, sys.argv[1], 1, lambda: calls.append('t'),"
             " lambda: calls.append('p'))\n"
             "assert calls == ['t', 'p'] and st == ['awake'], (calls, st)\n"
-            "assert llm.prefix_cache_resets == 1\n"
+            "core = llm.llm_engine\n"
+            "assert core.prefix_cache_resets == 1\n"
+            "assert not core.is_sleeping()\n"
+            "core.add_request([3])\n"
+            "llm.sleep(level=1, mode='keep')\n"
+            "assert core.running == [[3]] and core.step() == ({}, False)\n"
+            "assert llm.wake_up() and core.step()[1] and not core.aborted\n"
+            "llm.sleep(level=1)\n"
+            "assert core.aborted == 1 and not core.running\n"
+            "llm.wake_up()\n"
+            "try:\n"
+            "    llm.sleep(level=1, mode='wait')\n"
+            "    raise SystemExit('wait in process')\n"
+            "except ValueError:\n"
+            "    pass\n"
             "print('ok')\n")
     name = f"pyguidevllm{os.getpid()}"
     e = env()
-    e.update(GPUSLEEP_ENGINE=name, RANK="0")
+    e.update(GPUSLEEP_ENGINE=name)
     e["PYTHONPATH"] += os.pathsep + os.path.join(PYDIR, "examples")
     out = subprocess.run([sys.executable, "-c", code, name], env=e,
                          capture_output=True, text=True, timeout=GUARD_S,
@@ -245,7 +346,8 @@ def main():
     tap = Tap(TESTS)
     try:
         for name, fn in zip(TESTS, [blocks, sglang_start, release, weights,
-                                    nowait, abort, abort_errors, vllm]):
+                                    nowait, abort, sglang_own, mixed,
+                                    abort_errors, vllm]):
             tap.run(name, fn)
     finally:
         if "sleep" in S:

@@ -8,25 +8,29 @@ runs it against a stand-in SGLang scheduler."""
 import os
 
 import gpusleep
+from gpusleep.sglang import domain_names
 
 
 class EngineSleep:
-    """One engine of tp_size ranks, domains "<engine>-tp<rank>" (the
-    naming convention of gpusleep.sglang and gpusleep.vllm), released and
-    resumed as one group named engine, all or nothing."""
+    """One SGLang engine of dp_size replicas of tp_size ranks, domains
+    "<engine>-tp<rank>" ("<engine>-dp<d>-tp<rank>" with dp_size > 1: the
+    naming convention of gpusleep.sglang), released and resumed as one
+    group named engine, all or nothing."""
 
-    def __init__(self, engine, tp_size, timeout=300):
-        self.names = [f"{engine}-tp{r}" for r in range(tp_size)]
+    def __init__(self, engine, tp_size, dp_size=1, timeout=300):
+        self.names = domain_names(engine, tp_size, dp_size)
         self.timeout = timeout
         self.group = gpusleep.Group(engine, self.names)
 
     def release(self):
-        # every rank drains (finishes what runs, admits nothing), then
-        # every rank unmaps: weights backed up, KV cache dropped
+        # every rank pauses generation (SGLang's, in lockstep), drains,
+        # exports its static state; then every rank unmaps
         return self.group.release(timeout=self.timeout)
 
     def resume_weights(self):
-        # the weights back, at the addresses they had: update them now
+        # the weights' memory back, at the addresses it had: push the
+        # weights now (SGLang discards them unless it was started with
+        # --enable-weights-cpu-backup)
         return self.group.resume(["weights"], timeout=self.timeout)
 
     def resume(self):

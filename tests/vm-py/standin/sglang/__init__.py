@@ -1,4 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
-"""A stand-in for the one SGLang module gpusleep.sglang imports:
-sglang.srt.managers.io_struct's AbortReq (tests/vm-py/standin/
-sglang_scheduler.py is the scheduler)."""
+"""A stand-in for the parts of SGLang that gpusleep.sglang and its
+scheduler patch go through. Models sglang 0.5.23 (its sources, read, not
+copied): each module here has the path of the real one and what it
+defines is checked against it by tests/host/test_standins.py. The
+scheduler process the tests run is tests/vm-py/standin/sglang_rank.py."""

@@ -1,9 +1,13 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The vllm.general_plugins entry point: vLLM calls register() in every
-process it starts, before the worker allocates; it replaces vLLM's
-CuMemAllocator with gpusleep.vllm.GpuSleepAllocator. Set
-GPUSLEEP_VLLM=0 to leave vLLM's own allocator in place (or leave
-"gpusleep" out of VLLM_PLUGINS).
+process it starts, before the worker allocates. Where vLLM has
+SleepModeBackendFactory (vLLM 0.33.0) it registers the sleep-mode
+backend "gpusleep" (gpusleep_vllm.backend.GpuSleepBackend, chosen with
+--sleep-mode-backend gpusleep) and routes the sleep-mode pools of the
+workers that choose it to gpusleep.vllm.GpuSleepAllocator; on an older
+vLLM it puts GpuSleepAllocator in CuMemAllocator's place for workers
+with enable_sleep_mode (gpusleep.vllm.install). Set GPUSLEEP_VLLM=0 to
+leave vLLM alone (or leave "gpusleep" out of VLLM_PLUGINS).
 
 In the driver, register() also has vLLM's Ray executor copy the
 GPUSLEEP_* variables to its workers: Ray actors do not inherit the
