@@ -80,6 +80,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno as _errno
+import gc
 import glob
 import os
 import threading
@@ -1094,6 +1095,23 @@ class TorchMemorySaver:
             return None
         return {"op_id": r.op_id, "type": r.type, "tag": r.tag,
                 "complete_ret": r.complete_ret, "mm": result_dict(r.mm)}
+
+    def release_pools(self) -> None:
+        """Drop this process's MemPools, then their allocators, in that
+        order (a MemPool destroyed after its pluggable allocator calls
+        into freed memory): for a worker's shutdown before the
+        interpreter's finalization (vLLM's Worker.shutdown). The domain
+        and the memory manager stay; a later region makes new pools."""
+        with self._lock:
+            pools = [p for ps in self._pools.values() for p in ps]
+            pools += list(self._foreign.values())
+            self._pools.clear()
+            self._foreign.clear()
+            self._owner.clear()
+        pools.clear()
+        gc.collect()
+        with self._lock:
+            self._allocators.clear()
 
     def close(self) -> None:
         """Stop the agent thread and close the domain (tests)."""

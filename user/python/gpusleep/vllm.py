@@ -56,7 +56,6 @@ import atexit
 import contextlib
 import ctypes
 import errno
-import gc
 import importlib
 import importlib.abc
 import importlib.util
@@ -352,18 +351,7 @@ class GpuSleepAllocator:
         a MemPool destroyed after its pluggable allocator calls into
         freed memory). Safe to call more than once; the domain stays
         until the process ends."""
-        drop = getattr(self.saver, "release_pools", None)
-        if callable(drop):
-            drop()
-            return
-        pools = [p for ps in getattr(self.saver, "_pools", {}).values()
-                 for p in ps] + list(getattr(self.saver, "_foreign",
-                                             {}).values())
-        for d in ("_pools", "_foreign", "_owner"):
-            getattr(self.saver, d, {}).clear()
-        pools.clear()
-        gc.collect()
-        getattr(self.saver, "_allocators", {}).clear()
+        self.saver.release_pools()
 
     def close(self) -> None:
         """vLLM's alias of release_pools."""
