@@ -41,8 +41,9 @@ endif
 endif
 # where cuda.h is looked for, and the stop without it (issue 21)
 HOST_TESTS	+= tests/host/test_find_cuda_h.sh
-# the variants other machines build: no liburing (issue 34)
-HOST_TESTS	+= tests/host/test_build_variants.sh
+# the variants other machines build: no liburing (issue 34), no cuda.h
+# (issue 36); gpusleep's CUDA declarations against cuda.h where it is
+HOST_TESTS	+= tests/host/test_build_variants.sh tests/host/test_cuda_decls.sh
 .PHONY: gs-need-cuda
 gs-need-cuda:
 	$(error libgpusleep: no cuda.h: not in CUDA_HOME=$(CUDA_HOME), $(or $(GS_CUDA_DEFAULT),/usr/local/cuda) or a pip wheel's nvidia/*/include; set CUDA_HOME, or CUDA=0 to build libgpusleep without its CUDA backend)

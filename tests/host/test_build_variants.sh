@@ -3,10 +3,11 @@
 #
 # libgpusleep as the machines that are not this one build it (issue 34
 # item 1): a GPU image with PyTorch and the CUDA toolkit but no liburing
-# (the agent then polls: GS_HAVE_URING=0). The variant is built in a build
+# (the agent then polls: GS_HAVE_URING=0); a Debian 12 without the CUDA
+# toolkit (issue 36 item 1: no cuda.h anywhere, the CUDA backend built from
+# gpusleep's own declarations, user/gs_cuda.h). Each variant is built in a
 # directory of its own (build/variants/...), its host tests that need no
-# module run there, and its library must not need liburing.
-# Prints TAP.
+# module run there. Prints TAP.
 cd "$(dirname "$0")/../.." || exit 1
 top=$PWD
 out=build/variants
@@ -46,5 +47,31 @@ if [ $st = 0 ]; then
 	"$b/tests/host/test_mm_host" > "$out/nouring-test_mm_host.log" 2>&1
 	t "GS_HAVE_URING=0: test_mm_host passes" $? "$out/nouring-test_mm_host.log"
 fi
+
+# 2. no cuda.h visible: a scratch copy of the tree, built with every place
+# cuda.h is looked for pointed away (CUDA_HOME, /usr/local/cuda, PyTorch's
+# pip wheels through $PYTHON); the compiler's own paths hold none
+src=$top/$out/nocudah-src
+log=$top/$out/nocudah.log
+rm -rf "$src"
+mkdir -p "$src"
+git ls-files -z -co --exclude-standard | grep -zv '^build/' |
+	tar --null -T - -cf - | tar -xf - -C "$src"
+( cd "$src" && mk build CUDA_HOME=/nonexistent GS_CUDA_DEFAULT=/nonexistent \
+	PYTHON=/bin/false build/lib/libgpusleep.so \
+	build/tests/host/fakecuda/libcuda.so.1 build/tests/host/test_cuda_mm ) \
+	> "$log" 2>&1
+st=$?
+t "no cuda.h visible: libgpusleep with its CUDA backend, the stand-in libcuda and test_cuda_mm build" $st "$log"
+if [ $st = 0 ]; then
+	! grep -q -- '-I[^ ]*cuda[^ ]*/include' "$log" && ! grep -rqs --include=*.d 'cuda\.h' "$src/build/user"
+	t "no cuda.h visible: nothing included a cuda.h" $?
+	nm -D "$src/build/lib/libgpusleep.so" | grep -q ' T gs_backend_cuda_new' &&
+		strings "$src/build/lib/libgpusleep.so" | grep -q 'cuMemCreate'
+	t "no cuda.h visible: the library has the CUDA backend (not the ENOSYS stub)" $?
+	( cd "$src" && build/tests/host/test_cuda_mm ) > "$out/nocudah-test_cuda_mm.log" 2>&1
+	t "no cuda.h visible: test_cuda_mm passes over the stand-in" $? "$out/nocudah-test_cuda_mm.log"
+fi
+rm -rf "$src"
 echo "1..$n"
 exit $fail
