@@ -16,9 +16,9 @@
 # repetition counts inside each (default 1); BENCH_SMP=N
 # sets the guest's vCPUs (default 1, see bench/run.sh).
 #
-# bench/gpu/bench_cuda (benchmark 6, for a machine with a GPU) is built when
-# cuda.h is found, and `make bench` runs it with --dry-run against the
-# tests' stand-in libcuda.
+# bench/gpu/bench_cuda (benchmark 6, for a machine with a GPU) is built
+# unless CUDA=0 (user/gs_cuda.h: no toolkit needed), and `make bench` runs
+# it with --dry-run against the tests' stand-in libcuda.
 
 BENCH_DIR	:= $(BUILD)/bench
 BENCH_NAMES	:= bench_state bench_roundtrip bench_fanout bench_host bench_scale \
@@ -37,7 +37,7 @@ $(BENCH_BINS): $(BENCH_DIR)/%: bench/%.c bench/bench.h $(GS_A)
 
 $(BENCH_DIR)/gpu/bench_cuda: bench/gpu/bench_cuda.c bench/bench.h $(GS_A)
 	@mkdir -p $(@D)
-	$(CC) $(BENCH_CFLAGS) -I$(dir $(GS_CUDA_H)) -o $@ $< $(GS_A) \
+	$(CC) $(BENCH_CFLAGS) -Iuser -o $@ $< $(GS_A) \
 		$(LDFLAGS) $(GS_LIBS)
 
 .PHONY: bench bench-build

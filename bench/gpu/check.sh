@@ -4,8 +4,8 @@
 # bench/gpu/check.sh: the GPU check of the data plane (bench/gpu/check.py),
 # one command for a machine with an NVIDIA GPU and PyTorch, e.g. an H200
 # with PyTorch 2.11 and CUDA 13 where kernel modules cannot be loaded and
-# a command may run at most 10 minutes: builds libgpusleep against cuda.h
-# (the toolkit's, or the one PyTorch's pip wheels bring; no module), then
+# a command may run at most 10 minutes: builds libgpusleep (no module; no
+# CUDA toolkit needed: user/gs_cuda.h), then
 # runs the check in one PyTorch process (weights 40 GiB backed up, KV
 # 60 GiB discarded by default), and its negative control in a second.
 #
@@ -15,13 +15,6 @@
 # Writes build/bench/gpu/check.json (the figures) and prints TAP.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-# cuda.h: CUDA_HOME, /usr/local/cuda, or PyTorch's pip wheels (as make does)
-inc=$(PYTHON=${PYTHON:-python3} tools/find-cuda-h.sh) || {
-	echo "bench/gpu/check.sh: no cuda.h in CUDA_HOME, /usr/local/cuda or a pip wheel's nvidia/*/include (set CUDA_HOME)" >&2
-	exit 1
-}
-export CUDA_HOME=${inc%/include}
-echo "# cuda.h from $CUDA_HOME" >&2
 targets=(build/lib/libgpusleep.so build/lib/libgpusleep.so.0)
 dry=0
 for a in "$@"; do
@@ -29,7 +22,7 @@ for a in "$@"; do
 done
 [ $dry = 1 ] && targets+=(build/tests/host/fakecuda/libcuda.so.1)
 # only what is needed: the library (and the stand-in), not the module
-make -s CUDA_HOME="$CUDA_HOME" "${targets[@]}" >&2
+make -s "${targets[@]}" >&2
 mkdir -p build/bench/gpu
 PY=${PYTHON:-python3}
 [ $dry = 1 ] && PY=${PYTHON:-/usr/bin/python3}

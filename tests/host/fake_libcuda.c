@@ -33,7 +33,6 @@
  *                                              (the driver leaves it undefined)
  */
 #define _GNU_SOURCE
-#include <cuda.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -46,18 +45,7 @@
 #include <unistd.h>
 
 #include "fake_libcuda.h"
-
-/* the names cuda.h maps to versioned symbols are defined by hand below */
-#undef cuGetProcAddress
-#undef cuMemcpyDtoHAsync
-#undef cuMemcpyHtoDAsync
-#undef cuStreamDestroy
-#undef cuDevicePrimaryCtxRelease
-#undef cuEventDestroy
-#undef cuMemGetInfo
-#undef cuStreamWaitEvent
-#undef cuEventRecord
-#undef cuStreamIsCapturing
+#include "gs_cuda.h"	/* gpusleep's declarations of the Driver API */
 
 #define EXPORT __attribute__((visibility("default")))
 #define GRAN FAKECUDA_GRANULARITY

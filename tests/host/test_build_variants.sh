@@ -64,7 +64,7 @@ git ls-files -z -co --exclude-standard | grep -zv '^build/' |
 st=$?
 t "no cuda.h visible: libgpusleep with its CUDA backend, the stand-in libcuda and test_cuda_mm build" $st "$log"
 if [ $st = 0 ]; then
-	! grep -q -- '-I[^ ]*cuda[^ ]*/include' "$log" && ! grep -rqs --include=*.d 'cuda\.h' "$src/build/user"
+	! grep -q -- '-I[^ ]*cuda[^ ]*/include' "$log" && ! grep -rEqs --include=*.d '(^|[ /])cuda\.h' "$src/build"
 	t "no cuda.h visible: nothing included a cuda.h" $?
 	nm -D "$src/build/lib/libgpusleep.so" | grep -q ' T gs_backend_cuda_new' &&
 		strings "$src/build/lib/libgpusleep.so" | grep -q 'cuMemCreate'

@@ -180,7 +180,7 @@ FIXTURE_TEARDOWN(dp)
 
 #define NEED_MM() do { \
 	if (!self->mm) \
-		SKIP(return, "built without cuda.h (set CUDA_HOME)"); \
+		SKIP(return, "built with CUDA=0 (no CUDA backend)"); \
 } while (0)
 
 static long long counter(const char *name)
@@ -1404,7 +1404,7 @@ TEST(granularity_is_each_devices_own)
 	ASSERT_EQ(0, setenv("FAKECUDA_GRAN", "2M:32M,4M:64M", 1));
 	b1 = gs_backend_cuda_new(1, fake_path(), &err);
 	if (!b1 && err == -ENOSYS)
-		SKIP(return, "built without cuda.h (set CUDA_HOME)");
+		SKIP(return, "built with CUDA=0 (no CUDA backend)");
 	ASSERT_NE(NULL, b1) TH_LOG("cannot load %s: %d", fake_path(), err);
 	b0 = gs_backend_cuda_new(0, fake_path(), &err);
 	ASSERT_NE(NULL, b0);
