@@ -277,9 +277,10 @@ static void chunk_pin_range(struct gs_mm *mm, struct chunk *c, size_t off,
  * Copy the live allocations of c to (to_host) or from its staging, each
  * run of adjacent ones at once, split at the pieces' edges: the slack and
  * the free blocks (an allocator's cache) are not copied. Queued; the
- * caller syncs.
+ * caller syncs. Adds the bytes queued to *copied.
  */
-static int chunk_copy(struct gs_mm *mm, struct chunk *c, bool to_host)
+static int chunk_copy(struct gs_mm *mm, struct chunk *c, bool to_host,
+		      uint64_t *copied)
 {
 	struct gs_backend *b = mm->b;
 
@@ -306,6 +307,7 @@ static int chunk_copy(struct gs_mm *mm, struct chunk *c, bool to_host)
 					b->restore(b, c->va + pos, host, len);
 			if (ret)
 				return ret;
+			*copied += len;
 			pos += len;
 		}
 	}
@@ -1031,9 +1033,9 @@ int gs_mm_trim(struct gs_mm *mm, uint32_t tags, uint64_t *bytes)
 }
 
 /* Queue the restore of c's live allocations; the caller syncs. */
-static int chunk_restore(struct gs_mm *mm, struct chunk *c)
+static int chunk_restore(struct gs_mm *mm, struct chunk *c, uint64_t *copied)
 {
-	return chunk_copy(mm, c, false);
+	return chunk_copy(mm, c, false, copied);
 }
 
 /* Map c again and bring its contents back if they are in staging. */
@@ -1050,7 +1052,9 @@ static int chunk_bring_back(struct gs_mm *mm, struct chunk *c)
 		c->mapped = true;
 	}
 	if (c->saved) {
-		ret = chunk_restore(mm, c);
+		uint64_t copied = 0;
+
+		ret = chunk_restore(mm, c, &copied);
 		if (!ret)
 			ret = b->sync(b);
 		else
@@ -1078,8 +1082,11 @@ static bool mm_free_now(struct gs_mm *mm, uint64_t *free_b)
 	return mm->b->mem_info && !mm->b->mem_info(mm->b, free_b, &total);
 }
 
-/* Back up every chunk of t into its staging; nothing queued on return. */
-static int tag_backup(struct gs_mm *mm, struct tag *t)
+/*
+ * Back up every chunk of t into its staging; nothing queued on return.
+ * *copied: the bytes queued.
+ */
+static int tag_backup(struct gs_mm *mm, struct tag *t, uint64_t *copied)
 {
 	struct gs_backend *b = mm->b;
 	int ret = 0;
@@ -1090,7 +1097,7 @@ static int tag_backup(struct gs_mm *mm, struct tag *t)
 		/* pinned ahead; what is missing now, piece by piece */
 		ret = chunk_pin(mm, c, true);
 		if (!ret)
-			ret = chunk_copy(mm, c, true);
+			ret = chunk_copy(mm, c, true, copied);
 	}
 	if (ret) {
 		b->sync(b);	/* never return with copies in flight */
@@ -1145,8 +1152,8 @@ int gs_mm_pause_until(struct gs_mm *mm, uint32_t tag, uint64_t deadline_ns,
 	if (t->policy == GS_MM_BACKUP && t->chunks) {
 		uint64_t c0 = now_ns();
 
-		ret = tag_backup(mm, t);
-		res->copy_ns = now_ns() - c0;
+		ret = tag_backup(mm, t, &res->copied_bytes);
+		res->copy_ns = res->copied_bytes ? now_ns() - c0 : 0;
 		if (ret)
 			goto out_pausing;	/* nothing unmapped */
 	}
@@ -1307,12 +1314,13 @@ int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 	for (c = t->chunks; c; c = c->next) {
 		if (!c->saved)
 			continue;
-		ret = chunk_restore(mm, c);
+		ret = chunk_restore(mm, c, &res->copied_bytes);
 		if (ret)
 			goto undo;
 	}
-	ret = b->sync(b);
-	res->copy_ns = now_ns() - copy0;
+	/* nothing queued (a discarded tag): no copy, no rate */
+	ret = res->copied_bytes ? b->sync(b) : 0;
+	res->copy_ns = res->copied_bytes ? now_ns() - copy0 : 0;
 	if (ret)
 		goto undo;
 	for (c = t->chunks; c; c = c->next) {

@@ -441,7 +441,16 @@ def set_fence_streams(L, streams):
 
 
 def gbps(r):
-    return r["bytes"] / (r["copy_ns"] / 1e9) / 1e9 if r["copy_ns"] else 0.0
+    """The copies' rate: the bytes they moved (the live allocations, not
+    the chunks' size) over the time they took; None when nothing was
+    copied (a discarded tag)."""
+    if not r.get("copied_bytes") or not r.get("copy_ns"):
+        return None
+    return r["copied_bytes"] / (r["copy_ns"] / 1e9) / 1e9
+
+
+def fmt_gbps(v):
+    return "-" if v is None else f"{v:.1f} GB/s"
 
 
 def per_gib(r):
@@ -496,7 +505,7 @@ def cycle(args, tap, ops, tms, L, level, st, fig):
                               if r["bytes"]}
     c["backup_gbps"] = gbps(res["weights"])
     tap.note(f"level {level}: release {t_rel:.3f} s for "
-             f"{released / GiB:.2f} GiB; backup {c['backup_gbps']:.1f} GB/s;"
+             f"{released / GiB:.2f} GiB; backup {fmt_gbps(c['backup_gbps'])};"
              " per GiB: " + ", ".join(f"{t} {v:.4f} s" for t, v in
                                       c["release_s_per_gib"].items()))
     kv_ms = c["release_s_per_gib"].get("kv_cache", 0) * 1e3
@@ -542,7 +551,7 @@ def cycle(args, tap, ops, tms, L, level, st, fig):
     c["resume_s_per_gib"] = {t: per_gib(r) for t, r in res.items()
                              if r["bytes"]}
     tap.note(f"level {level}: resume {t_res:.3f} s for {mapped / GiB:.2f} "
-             f"GiB; restore {c['restore_gbps']:.1f} GB/s; per GiB: " +
+             f"GiB; restore {fmt_gbps(c['restore_gbps'])}; per GiB: " +
              ", ".join(f"{t} {v:.4f} s" for t, v in
                        c["resume_s_per_gib"].items()))
 

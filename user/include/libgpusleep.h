@@ -375,7 +375,12 @@ struct gs_mm_result {
 	uint64_t free_after;
 	uint64_t duration_ns;
 	uint64_t copy_ns;	/* of which backup (pause) / restore (resume)
-				 * copies, queued to synchronised */
+				 * copies, queued to synchronised (0 when
+				 * nothing was copied) */
+	uint64_t copied_bytes;	/* what those copies moved: the live
+				 * allocations, not the chunks' slack or free
+				 * blocks (a rate is copied_bytes / copy_ns;
+				 * none when 0) */
 };
 #define GS_MM_RES_MEASURED	(1U << 0)	/* freed_bytes was measured (never
 						 * for a tag holding nothing) */
