@@ -108,6 +108,8 @@ struct CUstream_st {
 	bool engine;		/* made by fakecuda_engine_stream() */
 	bool failed;		/* a queued copy hit unmapped memory */
 	bool capturing;		/* fakecuda_capture(): a CUDA graph capture */
+	bool nonblocking;	/* CU_STREAM_NON_BLOCKING: the legacy stream
+				 * does not synchronise with it */
 	struct copy_op *ops;
 	size_t nops, cap;
 	uint64_t seq;		/* of the last op queued */
@@ -116,8 +118,10 @@ struct CUstream_st {
 };
 
 struct CUevent_st {
-	struct CUstream_st *s;	/* NULL until recorded */
+	struct CUstream_st *s;	/* NULL until recorded, or on the legacy one */
 	uint64_t seq;
+	bool legacy;		/* recorded on the legacy NULL stream */
+	bool captured;		/* recorded into a capture: not a real event */
 };
 
 struct phys {
@@ -326,6 +330,7 @@ static CUresult queue_op(struct CUstream_st *s, struct copy_op *op);
 static int find_stream(CUstream s);
 static uint64_t now_ns(void);
 static bool run_all(void);
+static bool run_stream(struct CUstream_st *s);
 static void synchronized(void);
 
 /* ---- control interface for the tests ---- */
@@ -351,7 +356,7 @@ EXPORT int fakecuda_fail(const char *fn, unsigned int nth, unsigned int times,
 }
 
 /* an engine stream: not the backend's, not counted in stats.streams */
-EXPORT void *fakecuda_engine_stream(void)
+EXPORT void *fakecuda_engine_stream_flags(unsigned int flags)
 {
 	struct CUstream_st *s = NULL;
 
@@ -359,10 +364,17 @@ EXPORT void *fakecuda_engine_stream(void)
 	if (nstreams < MAX_OBJS && (s = calloc(1, sizeof(*s)))) {
 		s->live = true;
 		s->engine = true;
+		s->nonblocking = flags & CU_STREAM_NON_BLOCKING;
 		streams[nstreams++] = s;
 	}
 	pthread_mutex_unlock(&lock);
 	return s;
+}
+
+/* a blocking one, as cuStreamCreate(&s, 0) makes */
+EXPORT void *fakecuda_engine_stream(void)
+{
+	return fakecuda_engine_stream_flags(0);
 }
 
 EXPORT int fakecuda_launch(void *stream, void *va, size_t size,
@@ -822,6 +834,46 @@ static bool any_capture(void)
 		if (streams[i]->capturing)
 			return true;
 	return false;
+}
+
+/*
+ * A blocking stream (not CU_STREAM_NON_BLOCKING) is being captured: the
+ * legacy NULL stream, which synchronises with every blocking stream, is
+ * then unusable, and asking about it answers
+ * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (the driver's documentation of
+ * cuStreamIsCapturing). A non-blocking stream's capture (PyTorch's
+ * streams are all non-blocking) leaves it alone, and the driver says
+ * nothing about it there.
+ */
+static bool blocking_capture(void)
+{
+	for (int i = 0; i < nstreams; i++)
+		if (streams[i]->capturing && !streams[i]->nonblocking)
+			return true;
+	return false;
+}
+
+/* a use of the legacy stream while a blocking stream is captured */
+static CUresult legacy_check(const char *fn)
+{
+	if (!blocking_capture())
+		return CUDA_SUCCESS;
+	capture_errors++;
+	misuse++;
+	fprintf(stderr, "fakecuda: %s: the legacy stream while a blocking stream is captured (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)\n",
+		fn);
+	return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+}
+
+/* the legacy stream's work: every blocking stream's, to its end */
+static bool run_legacy(void)
+{
+	bool ok = true;
+
+	for (int i = 0; i < nstreams; i++)
+		if (!streams[i]->nonblocking)
+			ok &= run_stream(streams[i]);
+	return ok;
 }
 
 /*
@@ -1585,6 +1637,7 @@ EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned int flags)
 		goto out;
 	}
 	s->live = true;
+	s->nonblocking = flags & CU_STREAM_NON_BLOCKING;
 	streams[nstreams++] = s;
 	*ps = s;
 	END;
@@ -1602,8 +1655,20 @@ EXPORT CUresult cuStreamSynchronize(CUstream hs)
 	pthread_mutex_lock(&lock);
 	fault = enter(E_cuStreamSynchronize);
 	rc = need_ctx("cuStreamSynchronize");
-	if (rc != CUDA_SUCCESS || !hs)
-		goto out;	/* the NULL stream never has queued copies */
+	if (rc != CUDA_SUCCESS)
+		goto out;
+	if (!hs) {
+		/* the legacy stream: waits for every blocking stream */
+		if (fault == CUDA_SUCCESS &&
+		    (rc = legacy_check("cuStreamSynchronize")) == CUDA_SUCCESS) {
+			wait_hung(NULL);
+			if (!run_legacy())
+				rc = CUDA_ERROR_ILLEGAL_ADDRESS;
+			else
+				synchronized();
+		}
+		goto out;
+	}
 	i = find_stream(hs);
 	if (i < 0)
 		rc = bad("cuStreamSynchronize", "unknown stream");
@@ -1714,8 +1779,16 @@ EXPORT CUresult cuEventRecord(CUevent hev, CUstream hs)
 		rc_ = bad("cuEventRecord", "unknown event or stream");
 		goto out;
 	}
+	if (!hs) {
+		rc_ = legacy_check("cuEventRecord");
+		if (rc_ != CUDA_SUCCESS)
+			goto out;
+	}
 	events[i]->s = hs;
 	events[i]->seq = hs ? hs->seq : 0;
+	events[i]->legacy = !hs;
+	/* in a capture the record is a node of the graph, not an event */
+	events[i]->captured = hs && hs->capturing;
 	END;
 }
 
@@ -1729,10 +1802,22 @@ EXPORT CUresult cuEventSynchronize(CUevent hev)
 		rc_ = bad("cuEventSynchronize", "unknown event");
 		goto out;
 	}
+	if (events[i]->captured) {
+		/* waiting for a node of a graph being captured */
+		rc_ = capture_check("cuEventSynchronize");
+		if (rc_ == CUDA_SUCCESS)
+			rc_ = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		goto out;
+	}
 	if (events[i]->s) {
 		wait_hung(events[i]->s);
 		run_upto(events[i]->s, events[i]->seq, 0);
 		if (events[i]->s->failed)
+			rc_ = CUDA_ERROR_ILLEGAL_ADDRESS;
+	} else if (events[i]->legacy) {
+		/* over-approximated: the blocking streams to their end */
+		wait_hung(NULL);
+		if (!run_legacy())
 			rc_ = CUDA_ERROR_ILLEGAL_ADDRESS;
 	}
 	synchronized();
@@ -1841,8 +1926,9 @@ EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib,
 
 /*
  * The legacy NULL stream is never captured itself, but asking about it
- * while another stream is captured is CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
- * (it would synchronise with the captured stream).
+ * while a blocking stream is captured is CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+ * (it would synchronise with the captured stream); a non-blocking
+ * stream's capture is not seen there (blocking_capture()).
  */
 EXPORT CUresult cuStreamIsCapturing(CUstream hs,
 				    CUstreamCaptureStatus *status)
@@ -1855,8 +1941,9 @@ EXPORT CUresult cuStreamIsCapturing(CUstream hs,
 		goto out;
 	}
 	if (!hs) {
+		/* nothing is said about a non-blocking stream's capture */
 		*status = CU_STREAM_CAPTURE_STATUS_NONE;
-		if (any_capture())
+		if (blocking_capture())
 			rc_ = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
 		goto out;
 	}

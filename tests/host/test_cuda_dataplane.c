@@ -1194,6 +1194,79 @@ TEST_F(dp, out_of_memory_in_a_capture_does_not_synchronise)
 }
 
 /*
+ * Issue 34 defect 6: a capture on a non-blocking stream (PyTorch captures
+ * on one: all of its streams are non-blocking) is not seen from the
+ * legacy stream. An allocation on another stream that runs out of memory
+ * must still not synchronise the context (cuCtxSynchronize would break
+ * that capture): it waits only for the streams that used the memory it
+ * gives back, here the legacy stream (whose kernel, on a blocking stream,
+ * it orders after).
+ */
+TEST_F(dp, out_of_memory_while_another_stream_captures)
+{
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	fakecuda_capture_fn capture = (fakecuda_capture_fn)dlsym(lib,
+							"fakecuda_capture");
+	fakecuda_engine_stream_flags_fn esf = (fakecuda_engine_stream_flags_fn)
+		dlsym(lib, "fakecuda_engine_stream_flags");
+	void *torch_capture, *kv, *w;
+
+	NEED_MM();
+	ASSERT_NE(NULL, capture);
+	ASSERT_NE(NULL, esf);
+	torch_capture = esf(1 /* CU_STREAM_NON_BLOCKING */);
+	ASSERT_NE(NULL, torch_capture);
+	ASSERT_EQ(0, self->set("capacity", 64 * MiB));
+	kv = gs_mm_alloc(self->mm, KV, 40 * MiB);	/* legacy stream */
+	ASSERT_NE(NULL, kv);
+	ASSERT_EQ(0, launch(self, kv, 40 * MiB, 3, UNTIL_SYNC));
+	ASSERT_EQ(0, gs_mm_free(self->mm, kv));
+	ASSERT_EQ(0, capture(torch_capture, 1));
+	w = gs_mm_alloc(self->mm, W, 40 * MiB);
+	EXPECT_NE(NULL, w);
+	EXPECT_EQ(0, counter("capture_errors"));
+	EXPECT_EQ(0, stats(self).illegal);	/* the kernel was waited for */
+	ASSERT_EQ(0, capture(torch_capture, 0));
+	if (w)
+		EXPECT_EQ(0, gs_mm_free(self->mm, w));
+}
+
+/*
+ * ... and memory last used on the captured stream itself is not given
+ * back (that would wait for it): the allocation fails instead.
+ */
+TEST_F(dp, out_of_memory_never_waits_for_a_captured_stream)
+{
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	fakecuda_capture_fn capture = (fakecuda_capture_fn)dlsym(lib,
+							"fakecuda_capture");
+	fakecuda_engine_stream_flags_fn esf = (fakecuda_engine_stream_flags_fn)
+		dlsym(lib, "fakecuda_engine_stream_flags");
+	void *torch_capture, *other, *kv, *w;
+
+	NEED_MM();
+	ASSERT_NE(NULL, esf);
+	torch_capture = esf(1);
+	other = esf(1);
+	ASSERT_NE(NULL, other);
+	ASSERT_EQ(0, self->set("capacity", 64 * MiB));
+	kv = gs_mm_alloc_on(self->mm, KV, 40 * MiB, torch_capture);
+	ASSERT_NE(NULL, kv);
+	ASSERT_EQ(0, gs_mm_free(self->mm, kv));
+	ASSERT_EQ(0, capture(torch_capture, 1));
+	errno = 0;
+	EXPECT_EQ(NULL, gs_mm_alloc_on(self->mm, W, 40 * MiB, other));
+	EXPECT_EQ(ENOMEM, errno);
+	EXPECT_EQ(0, counter("capture_errors"));
+	ASSERT_EQ(0, capture(torch_capture, 0));
+	/* the capture over, the same allocation reclaims the chunk */
+	w = gs_mm_alloc_on(self->mm, W, 40 * MiB, other);
+	EXPECT_NE(NULL, w);
+	if (w)
+		EXPECT_EQ(0, gs_mm_free(self->mm, w));
+}
+
+/*
  * Item 7: the torch adapter sets the policy at each region entry and
  * exit; chunk growth must not restart at 16 MiB each time.
  */
