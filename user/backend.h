@@ -75,9 +75,11 @@ struct gs_backend {
 	int (*mem_info)(struct gs_backend *b, uint64_t *free_b, uint64_t *total);
 	/*
 	 * Optional (NULL: never): 1 if work queued now on stream (CUstream;
-	 * NULL: the legacy default stream), or on any stream a
-	 * synchronisation would wait for, is being captured into a CUDA
-	 * graph, or if that cannot be told: then nothing may synchronise.
+	 * NULL: the legacy default stream, captured in effect while a
+	 * blocking stream is) is being captured into a CUDA graph, or if
+	 * that cannot be told: then nothing may wait for that stream. Says
+	 * nothing of the context's other streams (the driver cannot tell):
+	 * a context-wide fence is never safe during someone's capture.
 	 */
 	int (*capturing)(struct gs_backend *b, void *stream);
 	/*

@@ -566,11 +566,12 @@ static int cuda_fence_streams(struct gs_backend *b, void *const *streams,
 }
 
 /*
- * Is stream, or the legacy default stream (which a cuCtxSynchronize
- * orders with every blocking stream), being captured into a graph? Asking
- * the legacy stream while another stream is captured answers
- * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: that counts as captured, as does
- * anything that cannot be asked.
+ * Is work queued on stream being captured into a graph, so that nothing
+ * may wait for it? stream NULL is the legacy default stream: the driver
+ * answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while a blocking stream is
+ * captured (the legacy stream would wait for it), and nothing about a
+ * non-blocking stream's capture, which the legacy stream does not wait
+ * for. An error, or a query that cannot be made, counts as captured.
  */
 static int cuda_capturing(struct gs_backend *b, void *stream)
 {
@@ -579,10 +580,7 @@ static int cuda_capturing(struct gs_backend *b, void *stream)
 
 	if (!cb->api.cuStreamIsCapturing || use_ctx(cb))
 		return 1;
-	if (stream && (cb->api.cuStreamIsCapturing((CUstream)stream, &st) !=
-		       CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE))
-		return 1;
-	if (cb->api.cuStreamIsCapturing(NULL, &st) != CUDA_SUCCESS ||
+	if (cb->api.cuStreamIsCapturing((CUstream)stream, &st) != CUDA_SUCCESS ||
 	    st != CU_STREAM_CAPTURE_STATUS_NONE)
 		return 1;
 	return 0;

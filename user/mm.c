@@ -46,6 +46,8 @@
 #define GS_MM_CHUNK_DEFAULT	(16UL << 20)
 #define GS_MM_CHUNK_MAX		(1UL << 30)
 #define GS_MM_PIN_PIECE		(256UL << 20)
+/* streams remembered per chunk for the out-of-memory reclaim */
+#define GS_MM_OWNERS		4
 /* a pause's fence, bounded below the module's default step timeout */
 #define GS_MM_FENCE_MS		25000
 /* what a fence leaves of the time to a deadline, for the answer */
@@ -77,6 +79,17 @@ struct chunk {
 	size_t used;
 	unsigned int nr_allocs;
 	struct block *blocks;
+	/*
+	 * The streams its allocations were made for (gs_mm_alloc_on; NULL:
+	 * the legacy stream): what may still use it once they are freed.
+	 * owners_unknown: more than GS_MM_OWNERS of them.
+	 */
+	void *owners[GS_MM_OWNERS];
+	unsigned int nowners;
+	bool owners_unknown;
+	uint64_t carves;	/* allocations made in it, ever */
+	uint64_t reclaim_at;	/* carves when a reclaim fenced its owners */
+	bool reclaimable;	/* ... and they could be fenced */
 };
 
 struct tag {
@@ -448,20 +461,19 @@ static unsigned int fence_bound_ms(const struct gs_mm *mm, uint64_t deadline)
  * while waiting: allocations go on meanwhile. Bounded by fence_ms and by
  * deadline (fence_bound_ms()).
  */
-static int mm_fence_until(struct gs_mm *mm, uint64_t deadline)
+/*
+ * The same for the n streams st (taken; NULL, 0: the context), whatever
+ * the declared ones.
+ */
+static int mm_fence_streams_until(struct gs_mm *mm, void **st,
+				  unsigned int n, uint64_t deadline)
 {
-	unsigned int n = mm->b->fence_streams ? mm->nfence : 0;
 	unsigned int ms = fence_bound_ms(mm, deadline);
-	void **st = NULL;
 	int ret;
 
-	if (!mm->b->fence && !n)
+	if (!mm->b->fence && !n) {
+		free(st);
 		return 0;
-	if (n) {
-		st = malloc(n * sizeof(*st));
-		if (!st)
-			return -ENOMEM;
-		memcpy(st, mm->fence_streams, n * sizeof(*st));
 	}
 	pthread_mutex_unlock(&mm->lock);
 	if (ms) {
@@ -472,6 +484,20 @@ static int mm_fence_until(struct gs_mm *mm, uint64_t deadline)
 	}
 	pthread_mutex_lock(&mm->lock);
 	return ret;
+}
+
+static int mm_fence_until(struct gs_mm *mm, uint64_t deadline)
+{
+	unsigned int n = mm->b->fence_streams ? mm->nfence : 0;
+	void **st = NULL;
+
+	if (n) {
+		st = malloc(n * sizeof(*st));
+		if (!st)
+			return -ENOMEM;
+		memcpy(st, mm->fence_streams, n * sizeof(*st));
+	}
+	return mm_fence_streams_until(mm, st, n, deadline);
 }
 
 static int mm_fence_unlocked(struct gs_mm *mm)
@@ -751,8 +777,25 @@ static void *chunk_carve(struct chunk *c, size_t size, int *err)
 	return NULL;
 }
 
-/* Allocate from t's chunks, or a new one; mm->lock held. */
-static void *tag_alloc(struct gs_mm *mm, struct tag *t, size_t size, int *err)
+/* Remember that c was allocated from for work on stream. */
+static void chunk_note_owner(struct chunk *c, void *stream)
+{
+	c->carves++;
+	if (c->owners_unknown)
+		return;
+	for (unsigned int i = 0; i < c->nowners; i++)
+		if (c->owners[i] == stream)
+			return;
+	if (c->nowners == GS_MM_OWNERS) {
+		c->owners_unknown = true;
+		return;
+	}
+	c->owners[c->nowners++] = stream;
+}
+
+/* Allocate from t's chunks, or a new one, for stream; mm->lock held. */
+static void *tag_alloc(struct gs_mm *mm, struct tag *t, size_t size,
+		       void *stream, int *err)
 {
 	struct chunk *c;
 	void *p = NULL;
@@ -775,6 +818,8 @@ static void *tag_alloc(struct gs_mm *mm, struct tag *t, size_t size, int *err)
 	p = chunk_carve(c, size, err);
 	fresh = true;
 pin:
+	if (p)
+		chunk_note_owner(c, stream);
 	/* a backed-up tag's staging is pinned now, not in the pause */
 	if (p && t->policy == GS_MM_BACKUP &&
 	    !(t->staging_flags & GS_MM_STAGING_LAZY))
@@ -791,7 +836,129 @@ pin:
 	return p;
 }
 
-static uint64_t tag_trim(struct gs_mm *mm, struct tag *t);
+static uint64_t tag_trim(struct gs_mm *mm, struct tag *t, bool reclaim);
+static int mm_fence_streams_until(struct gs_mm *mm, void **st,
+				  unsigned int n, uint64_t deadline);
+
+/* an empty chunk kept mapped as a cache, which a trim may give back */
+static bool chunk_trimmable(const struct chunk *c)
+{
+	return !c->nr_allocs && c->mapped && !c->saved;
+}
+
+/* add s to the n streams of set (at most max); false if it is full */
+static bool stream_set_add(void **set, unsigned int *n, unsigned int max,
+			   void *s)
+{
+	for (unsigned int i = 0; i < *n; i++)
+		if (set[i] == s)
+			return true;
+	if (*n == max)
+		return false;
+	set[(*n)++] = s;
+	return true;
+}
+
+/*
+ * Out of device memory: give back the empty chunks kept as a cache (of
+ * any tag), once the GPU work that may still use them is done; mm->lock
+ * held (dropped while waiting). Returns the bytes given back.
+ *
+ * That work was queued on the streams the chunks' allocations were made
+ * for: a free is ordered on its allocation's stream (as cudaFreeAsync;
+ * PyTorch's caching allocator frees a block stream-ordered on its
+ * allocation stream, and waits for the other streams it was used on, its
+ * record_stream() events, before it frees a segment to us). So only those
+ * streams are waited for, with the streams the engine declared
+ * (gs_mm_set_fence_streams), never the whole context: the driver cannot
+ * tell whether any stream of the context is being captured into a CUDA
+ * graph (cuStreamIsCapturing answers for one stream; asked about the
+ * legacy stream it sees only blocking streams' captures, and PyTorch
+ * captures on non-blocking ones), and a context-wide synchronisation
+ * would break such a capture. A stream that is being captured cannot be
+ * waited for either (nor the legacy stream while a blocking stream is):
+ * the chunks it used stay, as do chunks used on more streams than were
+ * remembered; they go at the next pause of their tag or gs_mm_trim().
+ * A chunk allocated from again while the lock was dropped stays too.
+ */
+static uint64_t mm_reclaim(struct gs_mm *mm)
+{
+	struct gs_backend *b = mm->b;
+	unsigned int max = GS_MM_OWNERS * 8 + mm->nfence, n = 0, nbad = 0;
+	void **set, **bad;
+	uint64_t got = 0;
+	bool any = false;
+	int ret;
+
+	set = calloc(2 * (size_t)max, sizeof(*set));
+	if (!set)
+		return 0;
+	bad = set + max;
+	for (int k = 0; k < GPUSLEEP_MAX_TAGS; k++) {
+		if (mm->tags[k].pausing)
+			continue;
+		for (struct chunk *c = mm->tags[k].chunks; c; c = c->next) {
+			bool fits = true;
+
+			c->reclaimable = false;
+			if (!chunk_trimmable(c) || c->owners_unknown)
+				continue;
+			/* its streams, unless the set is full */
+			for (unsigned int i = 0; i < c->nowners && fits; i++)
+				fits = stream_set_add(set, &n, max,
+						      c->owners[i]);
+			c->reclaimable = fits;
+			c->reclaim_at = c->carves;
+			any |= fits;
+		}
+	}
+	if (!any)
+		goto out;
+	if (b->fence_streams && mm->nfence)
+		for (unsigned int i = 0; i < mm->nfence; i++)
+			stream_set_add(set, &n, max, mm->fence_streams[i]);
+	/* the streams that cannot be waited for, and what they used */
+	if (b->capturing) {
+		unsigned int w = 0;
+
+		for (unsigned int i = 0; i < n; i++) {
+			if (b->capturing(b, set[i]))
+				bad[nbad++] = set[i];
+			else
+				set[w++] = set[i];
+		}
+		n = w;
+	}
+	for (int k = 0; k < GPUSLEEP_MAX_TAGS && nbad; k++)
+		for (struct chunk *c = mm->tags[k].chunks; c; c = c->next)
+			for (unsigned int i = 0; i < c->nowners &&
+			     c->reclaimable; i++)
+				for (unsigned int j = 0; j < nbad; j++)
+					if (c->owners[i] == bad[j])
+						c->reclaimable = false;
+	if (b->fence_streams) {
+		void **st = NULL;
+
+		if (n) {
+			st = malloc(n * sizeof(*st));
+			if (!st)
+				goto out;
+			memcpy(st, set, n * sizeof(*st));
+		}
+		ret = n ? mm_fence_streams_until(mm, st, n, 0) : 0;
+	} else {
+		/* no streams to wait for one by one (host): the backend's */
+		ret = b->capturing ? -EOPNOTSUPP : mm_fence_unlocked(mm);
+	}
+	if (ret)
+		goto out;
+	for (int k = 0; k < GPUSLEEP_MAX_TAGS; k++)
+		if (!mm->tags[k].pausing)
+			got += tag_trim(mm, &mm->tags[k], true);
+out:
+	free(set);
+	return got;
+}
 
 void *gs_mm_alloc_on(struct gs_mm *mm, uint32_t tag, size_t size,
 		     void *stream)
@@ -808,23 +975,18 @@ void *gs_mm_alloc_on(struct gs_mm *mm, uint32_t tag, size_t size,
 	size = round_up(size ? size : 1, GS_MM_ALIGN);
 	t = &mm->tags[i];
 	pthread_mutex_lock(&mm->lock);
-	p = tag_alloc(mm, t, size, &err);
+	p = tag_alloc(mm, t, size, stream, &err);
 	/*
 	 * Out of device memory: the empty chunks kept as a cache (of any
-	 * tag) go back once the GPU is done with them, then once more.
-	 * Not while a graph is captured: nothing may synchronise then.
+	 * tag) go back once the work on their streams is done
+	 * (mm_reclaim()), then once more. Not while the allocating stream
+	 * is captured into a graph (the caching allocator allocates in a
+	 * capture): nothing may wait for it then.
 	 */
 	if (!p && err == -ENOMEM &&
 	    !(mm->b->capturing && mm->b->capturing(mm->b, stream)) &&
-	    !mm_fence_unlocked(mm)) {
-		uint64_t got = 0;
-
-		for (int k = 0; k < GPUSLEEP_MAX_TAGS; k++)
-			if (!mm->tags[k].pausing)
-				got += tag_trim(mm, &mm->tags[k]);
-		if (got)
-			p = tag_alloc(mm, t, size, &err);
-	}
+	    mm_reclaim(mm))
+		p = tag_alloc(mm, t, size, stream, &err);
 	pthread_mutex_unlock(&mm->lock);
 	if (!p)
 		errno = err ? -err : ENOMEM;
@@ -980,10 +1142,12 @@ static void chunk_release_stale(struct gs_mm *mm, struct chunk *c)
 }
 
 /*
- * Unmap and give back the empty mapped chunks of t; the caller fenced.
- * A chunk that will not unmap stays, empty and mapped. Returns the bytes.
+ * Unmap and give back the empty mapped chunks of t; the caller fenced
+ * (reclaim: only the streams of the chunks mm_reclaim() marked, which
+ * have not been allocated from since). A chunk that will not unmap stays,
+ * empty and mapped. Returns the bytes.
  */
-static uint64_t tag_trim(struct gs_mm *mm, struct tag *t)
+static uint64_t tag_trim(struct gs_mm *mm, struct tag *t, bool reclaim)
 {
 	struct chunk **pp = &t->chunks;
 	uint64_t bytes = 0;
@@ -992,7 +1156,8 @@ static uint64_t tag_trim(struct gs_mm *mm, struct tag *t)
 		struct chunk *c = *pp;
 		int ret;
 
-		if (c->nr_allocs || !c->mapped || c->saved) {
+		if (!chunk_trimmable(c) ||
+		    (reclaim && (!c->reclaimable || c->carves != c->reclaim_at))) {
 			pp = &c->next;
 			continue;
 		}
@@ -1025,7 +1190,7 @@ int gs_mm_trim(struct gs_mm *mm, uint32_t tags, uint64_t *bytes)
 		for (int i = 0; i < GPUSLEEP_MAX_TAGS; i++)
 			if ((!tags || (tags & (1U << i))) &&
 			    !mm->tags[i].pausing)
-				sum += tag_trim(mm, &mm->tags[i]);
+				sum += tag_trim(mm, &mm->tags[i], false);
 	pthread_mutex_unlock(&mm->lock);
 	if (bytes)
 		*bytes = sum;
@@ -1168,7 +1333,7 @@ int gs_mm_pause_until(struct gs_mm *mm, uint32_t tag, uint64_t deadline_ns,
 	 */
 	measured = t->chunks && mm_free_now(mm, &res->free_before);
 	/* empty chunks are given back with the rest */
-	done = tag_trim(mm, t);
+	done = tag_trim(mm, t, false);
 	for (c = t->chunks; c; c = c->next) {
 		ret = b->unmap(b, c->va, c->size, c->handle);
 		if (ret) {

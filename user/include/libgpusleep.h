@@ -326,11 +326,14 @@ int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 void *gs_mm_alloc(struct gs_mm *mm, uint32_t tag, size_t size);
 /*
  * The same, for work on stream (a CUstream; NULL: the legacy default
- * stream). Out of device memory, the empty chunks of every tag (kept
- * mapped as a cache after their frees) are given back once the GPU's work
- * is done (a fence, as gs_mm_trim), and the allocation is tried again;
- * not while stream, or a stream the fence would wait for, is captured
- * into a CUDA graph (nothing may synchronise then): ENOMEM.
+ * stream): its free is ordered on that stream (as cudaFreeAsync); work
+ * on other streams must be ordered before the free. Out of device
+ * memory, the empty chunks of every tag (kept mapped as a cache after
+ * their frees) are given back once the work on the streams they were
+ * allocated for (and the declared fence streams) is done, never with a
+ * context-wide synchronisation, and the allocation is tried again; not
+ * while stream is captured into a CUDA graph (ENOMEM then), and a chunk
+ * whose stream is captured stays.
  * gs_mm_alloc(mm, tag, size) is gs_mm_alloc_on(mm, tag, size, NULL).
  */
 void *gs_mm_alloc_on(struct gs_mm *mm, uint32_t tag, size_t size,
