@@ -1526,4 +1526,66 @@ TEST(granularity_is_each_devices_own)
 	EXPECT_EQ(0, st.handles);
 }
 
+/*
+ * Issue 34 defect 5: PyTorch frees a MemPool's segment to its allocator
+ * only to give memory back (empty_cache, or its out-of-memory path, of
+ * the pools whose use count fell to 0; a live pool keeps its blocks), as
+ * it would cudaFree it. Through the torch allocator (gpusleep_free) that
+ * memory must then be free on the device, once the work queued on the
+ * segment's stream is done; a segment whose stream is being captured
+ * stays mapped (nothing may wait for it) until the next release or trim.
+ */
+TEST(torch_free_gives_the_memory_back)
+{
+	void *lib;
+	fakecuda_stats_fn stats_fn;
+	fakecuda_launch_fn launch_fn;
+	fakecuda_capture_fn capture;
+	fakecuda_engine_stream_flags_fn esf;
+	struct fakecuda_stats st;
+	unsigned long long used;
+	void *s, *p, *q;
+
+	ASSERT_EQ(0, setenv("GPUSLEEP_BACKEND", "cuda", 1));
+	ASSERT_EQ(0, setenv("GPUSLEEP_CUDA_LIB", fake_path(), 1));
+	ASSERT_EQ(0, setenv("GPUSLEEP_BACKUP_TAGS", "", 1));
+	ASSERT_EQ(0, setenv("GPUSLEEP_NVML_LIB", "off", 1));
+	p = gpusleep_malloc_tag1(4096, 0, NULL);	/* loads the stand-in */
+	if (!p && !gpusleep_mm())
+		SKIP(return, "built with CUDA=0 (no CUDA backend)");
+	ASSERT_NE(NULL, p);
+	lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	ASSERT_NE(NULL, lib);
+	stats_fn = (fakecuda_stats_fn)dlsym(lib, "fakecuda_stats");
+	launch_fn = (fakecuda_launch_fn)dlsym(lib, "fakecuda_launch");
+	capture = (fakecuda_capture_fn)dlsym(lib, "fakecuda_capture");
+	esf = (fakecuda_engine_stream_flags_fn)dlsym(lib,
+					"fakecuda_engine_stream_flags");
+	ASSERT_NE(NULL, esf);
+	s = esf(1);			/* a PyTorch stream: non-blocking */
+	ASSERT_NE(NULL, s);
+	stats_fn(&st);
+	used = st.used_bytes;
+	q = gpusleep_malloc_tag1(40 * MiB, 0, s);
+	ASSERT_NE(NULL, q);
+	ASSERT_EQ(0, launch_fn(s, q, 40 * MiB, 5, UNTIL_SYNC));
+	stats_fn(&st);
+	ASSERT_EQ(used + 40 * MiB, st.used_bytes);
+	gpusleep_free(q, 40 * MiB, 0, s);	/* PyTorch's raw_delete */
+	stats_fn(&st);
+	EXPECT_EQ(used, st.used_bytes);		/* free on the device */
+	EXPECT_EQ(0, st.illegal);		/* after the kernel on s */
+	EXPECT_EQ(0, st.kernels);
+	/* the same while s is captured: it stays, nothing waits for s */
+	q = gpusleep_malloc_tag1(40 * MiB, 0, s);
+	ASSERT_NE(NULL, q);
+	ASSERT_EQ(0, capture(s, 1));
+	gpusleep_free(q, 40 * MiB, 0, s);
+	stats_fn(&st);
+	EXPECT_EQ(used + 40 * MiB, st.used_bytes);
+	EXPECT_EQ(0, st.misuse);
+	ASSERT_EQ(0, capture(s, 0));
+	gpusleep_free(p, 4096, 0, NULL);
+}
+
 TEST_HARNESS_MAIN
