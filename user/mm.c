@@ -880,8 +880,9 @@ static bool stream_set_add(void **set, unsigned int *n, unsigned int max,
  * the chunks it used stay, as do chunks used on more streams than were
  * remembered; they go at the next pause of their tag or gs_mm_trim().
  * A chunk allocated from again while the lock was dropped stays too.
+ * only: that chunk alone (a free that gives its memory back).
  */
-static uint64_t mm_reclaim(struct gs_mm *mm)
+static uint64_t mm_reclaim(struct gs_mm *mm, const struct chunk *only)
 {
 	struct gs_backend *b = mm->b;
 	unsigned int max = GS_MM_OWNERS * 8 + mm->nfence, n = 0, nbad = 0;
@@ -901,7 +902,8 @@ static uint64_t mm_reclaim(struct gs_mm *mm)
 			bool fits = true;
 
 			c->reclaimable = false;
-			if (!chunk_trimmable(c) || c->owners_unknown)
+			if (!chunk_trimmable(c) || c->owners_unknown ||
+			    (only && c != only))
 				continue;
 			/* its streams, unless the set is full */
 			for (unsigned int i = 0; i < c->nowners && fits; i++)
@@ -985,7 +987,7 @@ void *gs_mm_alloc_on(struct gs_mm *mm, uint32_t tag, size_t size,
 	 */
 	if (!p && err == -ENOMEM &&
 	    !(mm->b->capturing && mm->b->capturing(mm->b, stream)) &&
-	    mm_reclaim(mm))
+	    mm_reclaim(mm, NULL))
 		p = tag_alloc(mm, t, size, stream, &err);
 	pthread_mutex_unlock(&mm->lock);
 	if (!p)
@@ -1033,10 +1035,17 @@ static void tag_update_paused(struct tag *t)
 
 int gs_mm_free(struct gs_mm *mm, void *ptr)
 {
+	return gs_mm_free_ex(mm, ptr, 0);
+}
+
+int gs_mm_free_ex(struct gs_mm *mm, void *ptr, unsigned int flags)
+{
 	struct chunk *c, **link;
 	struct block *bl;
 	int ti, ret = -EINVAL;
 
+	if (flags & ~GS_MM_FREE_GIVE_BACK)
+		return -EINVAL;
 	if (!ptr)
 		return 0;
 	pthread_mutex_lock(&mm->lock);
@@ -1081,6 +1090,14 @@ int gs_mm_free(struct gs_mm *mm, void *ptr)
 		*link = c->next;
 		chunk_destroy(mm, c);
 		tag_update_paused(&mm->tags[ti]);
+	} else if ((flags & GS_MM_FREE_GIVE_BACK) && chunk_trimmable(c) &&
+		   !mm->tags[ti].pausing) {
+		/*
+		 * Asked to give the memory back (PyTorch's raw_delete: its
+		 * cudaFree): the emptied chunk goes, once the work on its
+		 * streams is done, unless one is captured (it stays then).
+		 */
+		mm_reclaim(mm, c);
 	}
 out:
 	pthread_mutex_unlock(&mm->lock);

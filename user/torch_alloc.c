@@ -208,11 +208,17 @@ void gpusleep_free(void *ptr, ssize_t size, int device, void *stream)
 {
 	int ret;
 
-	(void)stream;
+	(void)stream;	/* the allocation's, remembered by the mm */
 	(void)device;
 	if (!ptr || !torch_mm)
 		return;
-	ret = gs_mm_free(torch_mm, ptr);
+	/*
+	 * PyTorch frees a segment to a pool's allocator only to give the
+	 * memory back (empty_cache or its out-of-memory path, for a pool
+	 * whose use count fell to 0), as it would cudaFree it: the memory
+	 * must come free on the device, not stay in our cache.
+	 */
+	ret = gs_mm_free_ex(torch_mm, ptr, GS_MM_FREE_GIVE_BACK);
 	if (ret)
 		fprintf(stderr, "gpusleep: freeing %p (%zd bytes): %s\n", ptr, size,
 			strerror(-ret));

@@ -232,14 +232,14 @@ class TorchOps:
         return self.g_out
 
     def warm_tag(self, tms, tag, nbytes):
-        """Room mapped in tag before a capture: allocated in a region and
-        given back (empty_cache), the memory manager keeps the chunk
-        mapped and pinned, so that the capture's allocations make no
-        driver call (creating or pinning memory while capturing)."""
-        with tms.region(tag=tag, enable_cpu_backup=True):
-            x = self.alloc(nbytes)
-        del x
-        self.torch.cuda.empty_cache()
+        """Room mapped in tag before a capture, so that the capture's
+        allocations make no driver call (creating or pinning memory while
+        capturing): allocated from the memory manager and freed there (a
+        free keeps the chunk mapped, and pinned for a backed-up tag).
+        Not through a region and empty_cache(): PyTorch keeps a live
+        MemPool's cached blocks (only pools whose use count fell to 0 are
+        released), so nothing would come back."""
+        warm_tag(tms, tag, nbytes)
 
     def graph_replay(self):
         for g in self.graphs:
@@ -388,10 +388,7 @@ class FakeOps:
         return self.g_out
 
     def warm_tag(self, tms, tag, nbytes):
-        with tms.region(tag=tag, enable_cpu_backup=True):
-            x = self.alloc(nbytes)
-        self.torch.free(x.tensor)
-        self.torch.cuda.empty_cache()
+        warm_tag(tms, tag, nbytes)
 
     def graph_replay(self):
         # no kernels to replay: the graph memory's contents
@@ -411,6 +408,25 @@ class FakeOps:
 
     def sync(self):
         pass
+
+
+def warm_tag(tms, tag, nbytes):
+    """Room mapped in tag (TorchOps.warm_tag): allocated and freed in the
+    memory manager, whose free keeps the chunk mapped as a cache."""
+    from gpusleep import _lib
+    L = _lib.lib()
+    # the memory manager exists once anything was allocated in a region
+    bit = 1 << tms.tags.index(tag)
+    policy = _lib.GS_MM_BACKUP
+    ret = L.gs_mm_set_policy(L.gpusleep_mm(), bit, policy, 0)
+    if ret < 0:
+        raise OSError(-ret, f"gs_mm_set_policy({tag})")
+    p = L.gs_mm_alloc(L.gpusleep_mm(), bit, nbytes)
+    if not p:
+        raise MemoryError(f"warming {tag}: {nbytes} bytes not allocated")
+    ret = L.gs_mm_free(L.gpusleep_mm(), p)
+    if ret < 0:
+        raise OSError(-ret, f"gs_mm_free({tag})")
 
 
 # ------------------------------------------------------------ the check

@@ -340,6 +340,18 @@ void *gs_mm_alloc_on(struct gs_mm *mm, uint32_t tag, size_t size,
 		     void *stream);
 /* Free ptr (also allowed while its tag is paused). -EINVAL if unknown. */
 int gs_mm_free(struct gs_mm *mm, void *ptr);
+/*
+ * The same; flags GS_MM_FREE_GIVE_BACK: the caller gives the memory back
+ * to the device, as with cudaFree (PyTorch frees a pool's segment to its
+ * allocator only so): a chunk the free empties is unmapped and released
+ * at once, after the work queued on the streams it was allocated for (as
+ * the out-of-memory reclaim), instead of staying mapped as a cache;
+ * unless one of those streams is being captured into a CUDA graph (then
+ * it stays, until the next pause, trim or reclaim). The torch allocator's
+ * gpusleep_free() frees so.
+ */
+#define GS_MM_FREE_GIVE_BACK	(1U << 0)
+int gs_mm_free_ex(struct gs_mm *mm, void *ptr, unsigned int flags);
 /* The tag of an allocation's pointer, 0 if not ours. */
 uint32_t gs_mm_tag_of(struct gs_mm *mm, const void *ptr);
 
