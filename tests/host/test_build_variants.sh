@@ -72,6 +72,29 @@ if [ $st = 0 ]; then
 	( cd "$src" && build/tests/host/test_cuda_mm ) > "$out/nocudah-test_cuda_mm.log" 2>&1
 	t "no cuda.h visible: test_cuda_mm passes over the stand-in" $? "$out/nocudah-test_cuda_mm.log"
 fi
-rm -rf "$src"
+
+# 3. no make either (a GPU container image): bench/gpu/check.sh builds the
+# library with bench/gpu/build-lib.sh (the C compiler alone), and the
+# Python package loads it; --help stands for the check (no GPU here)
+nomake=$top/$out/nomake-bin
+log=$top/$out/nomake.log
+rm -rf "$nomake"
+mkdir -p "$nomake"
+for f in /usr/local/bin/* /usr/bin/* /bin/*; do
+	b=${f##*/}
+	case $b in make|gmake) continue ;; esac
+	[ -e "$nomake/$b" ] || ln -s "$f" "$nomake/$b"
+done
+( cd "$src" && rm -rf build && env PATH="$nomake" bash -c '
+	! command -v make > /dev/null || { echo "make still found"; exit 1; }
+	bench/gpu/check.sh --help > /dev/null &&
+	python3 -c "import sys; sys.path.insert(0, \"user/python\")
+from gpusleep import _lib
+_lib.lib()
+p = _lib.path()
+assert p.startswith(sys.argv[1]), p
+print(p)" "$PWD/build/lib/"' ) > "$log" 2>&1
+t "no make: bench/gpu/check.sh builds libgpusleep with the compiler alone, and the package loads it" $? "$log"
+rm -rf "$src" "$nomake"
 echo "1..$n"
 exit $fail
