@@ -545,6 +545,39 @@ TEST_F(dp, agent_reports_verified_free)
 }
 
 /* Defect 5: torch_memory_saver's choice: staging freed after resume. */
+/*
+ * Issue 34 defect 7: a policy change never gives staging back (the torch
+ * adapter sets the policy at every region entry and exit, a capture's
+ * among them, and cuMemFreeHost synchronises the device): a tag set to
+ * DISCARD keeps its pinned staging until its next pause, a fenced point.
+ */
+TEST_F(dp, policy_change_keeps_staging_until_the_pause)
+{
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	fakecuda_capture_fn capture = (fakecuda_capture_fn)dlsym(lib,
+							"fakecuda_capture");
+	struct gs_mm_tag_info info;
+	uint64_t bytes;
+	void *w;
+
+	NEED_MM();
+	w = gs_mm_alloc(self->mm, W, 6 * MiB);
+	ASSERT_NE(NULL, w);
+	EXPECT_EQ(1, stats(self).host_allocs);		/* pinned ahead */
+	ASSERT_EQ(0, capture(self->engine, 1));
+	EXPECT_EQ(0, gs_mm_set_policy(self->mm, W, GS_MM_DISCARD, 0));
+	EXPECT_EQ(0, counter("capture_errors"));
+	EXPECT_EQ(1, stats(self).host_allocs);		/* kept */
+	ASSERT_EQ(0, capture(self->engine, 0));
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, W, &info));
+	EXPECT_EQ(6 * MiB, info.staging_bytes);
+	/* the pause of a DISCARD tag gives it back (it fences anyway) */
+	ASSERT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+	EXPECT_EQ(0, stats(self).host_allocs);
+	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+	EXPECT_EQ(0, gs_mm_free(self->mm, w));
+}
+
 TEST_F(dp, staging_freed_after_resume_when_asked)
 {
 	struct gs_mm_tag_info info;
