@@ -624,9 +624,12 @@ int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 		 */
 		if (!mm->tags[i].chunks || cs > mm->tags[i].next_chunk)
 			mm->tags[i].next_chunk = cs;
-		if (p == GS_MM_DISCARD)	/* awake: no chunk needs its staging */
-			for (struct chunk *c = mm->tags[i].chunks; c; c = c->next)
-				chunk_unpin(mm, c);
+		/*
+		 * DISCARD: the staging is not given back here (cuMemFreeHost
+		 * synchronises the device, and a policy change may come in a
+		 * graph capture: the adapter sets it at every region entry and
+		 * exit), but at the tag's next pause, after its fence.
+		 */
 		tag_pin_ahead(mm, &mm->tags[i]);
 	}
 	pthread_mutex_unlock(&mm->lock);
@@ -1331,6 +1334,10 @@ int gs_mm_pause_until(struct gs_mm *mm, uint32_t tag, uint64_t deadline_ns,
 	ret = mm_fence_until(mm, deadline_ns);
 	if (ret)
 		goto out_pausing;
+	if (t->policy == GS_MM_DISCARD)
+		/* fenced: staging kept from a BACKUP past goes back now */
+		for (c = t->chunks; c; c = c->next)
+			chunk_unpin(mm, c);
 	if (t->policy == GS_MM_BACKUP && t->chunks) {
 		uint64_t c0 = now_ns();
 

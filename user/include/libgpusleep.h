@@ -315,7 +315,9 @@ void gs_mm_destroy(struct gs_mm *mm);
  * chunks, or a larger chunk_size). Chunk sizes are rounded up to the
  * device's recommended allocation granularity (CUDA: RECOMMENDED, when
  * it is at most 1 GiB; else the minimum). -EBUSY while the tag is paused
- * or being paused.
+ * or being paused. Never gives staging back (that synchronises the
+ * device; a policy change may come during a graph capture): a tag set to
+ * GS_MM_DISCARD keeps its pinned staging until its next pause.
  */
 int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 		     size_t chunk_size);
