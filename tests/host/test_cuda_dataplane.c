@@ -1629,4 +1629,157 @@ TEST(torch_free_gives_the_memory_back)
 	gpusleep_free(p, 4096, 0, NULL);
 }
 
+/* run fn with stderr captured into buf (for what a refusal says) */
+static void capture_stderr(char *buf, size_t len, void (*fn)(void *),
+			   void *arg)
+{
+	FILE *tmp = tmpfile();
+	int saved = dup(2);
+	size_t n = 0;
+
+	fflush(stderr);
+	if (tmp)
+		dup2(fileno(tmp), 2);
+	fn(arg);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	buf[0] = 0;
+	if (tmp) {
+		rewind(tmp);
+		n = fread(buf, 1, len - 1, tmp);
+		buf[n] = 0;
+		fclose(tmp);
+	}
+}
+
+struct torch_pause {
+	uint32_t tag;
+	int ret;
+	struct gs_mm_result r;
+};
+
+static void pause_fn(void *p)
+{
+	struct torch_pause *a = p;
+
+	a->ret = gs_mm_pause_ex(gpusleep_mm(), a->tag, &a->r);
+}
+
+/*
+ * Issue 34 defect 7: the host staging of the backed-up tags is prepared
+ * or kept by policy (GPUSLEEP_STAGING: eager, at allocation, kept across
+ * cycles, the default; lazy, at the first release, kept; per-cycle, at
+ * each release, given back after the resume, as torch_memory_saver) and
+ * counted against a budget the user sets (GPUSLEEP_PIN_LIMIT, as
+ * gs_mm_set_pin_limit): past it the release is refused, nothing unmapped,
+ * saying so.
+ */
+static fakecuda_stats_fn torch_fake_stats(void)
+{
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+
+	return lib ? (fakecuda_stats_fn)dlsym(lib, "fakecuda_stats") : NULL;
+}
+
+static void torch_env(const char *staging, const char *limit)
+{
+	setenv("GPUSLEEP_BACKEND", "cuda", 1);
+	setenv("GPUSLEEP_CUDA_LIB", fake_path(), 1);
+	setenv("GPUSLEEP_NVML_LIB", "off", 1);
+	setenv("GPUSLEEP_BACKUP_TAGS", "weights", 1);
+	if (staging)
+		setenv("GPUSLEEP_STAGING", staging, 1);
+	if (limit)
+		setenv("GPUSLEEP_PIN_LIMIT", limit, 1);
+}
+
+TEST(torch_staging_policy_and_budget)
+{
+	struct torch_pause a = { .tag = W };
+	struct gs_mm_tag_info info;
+	uint64_t pinned = 0, limit = 0, bytes;
+	fakecuda_stats_fn stats_fn;
+	struct fakecuda_stats st;
+	char err[4096];
+	void *w, *w2;
+
+	torch_env("lazy", "24M");
+	w = gpusleep_malloc_tag0(20 * MiB, 0, NULL);
+	if (!w && !gpusleep_mm())
+		SKIP(return, "built with CUDA=0 (no CUDA backend)");
+	ASSERT_NE(NULL, w);
+	stats_fn = torch_fake_stats();
+	ASSERT_NE(NULL, stats_fn);
+	gs_mm_pinned(gpusleep_mm(), &pinned, &limit);
+	EXPECT_EQ(24 * MiB, limit);
+	EXPECT_EQ(0, pinned);		/* lazy: nothing at allocation */
+	stats_fn(&st);
+	EXPECT_EQ(0, st.host_allocs);
+	/* the first release prepares it (its 20 MiB chunk), kept after */
+	ASSERT_EQ(0, gs_mm_pause(gpusleep_mm(), W, &bytes));
+	gs_mm_pinned(gpusleep_mm(), &pinned, NULL);
+	EXPECT_EQ(20 * MiB, pinned);
+	ASSERT_EQ(0, gs_mm_resume(gpusleep_mm(), W, &bytes));
+	gs_mm_pinned(gpusleep_mm(), &pinned, NULL);
+	EXPECT_EQ(20 * MiB, pinned);
+	/* 10 MiB more (a 32 MiB chunk): past the budget, refused */
+	w2 = gpusleep_malloc_tag0(10 * MiB, 0, NULL);
+	ASSERT_NE(NULL, w2);
+	capture_stderr(err, sizeof(err), pause_fn, &a);
+	EXPECT_EQ(-ENOMEM, a.ret);
+	EXPECT_EQ(0, a.r.unmapped_bytes);	/* nothing released */
+	EXPECT_NE(NULL, strstr(err, "budget")) TH_LOG("said: %s", err);
+	EXPECT_NE(NULL, strstr(err, "GPUSLEEP_PIN_LIMIT")) TH_LOG("said: %s", err);
+	ASSERT_EQ(0, gs_mm_tag_info(gpusleep_mm(), W, &info));
+	EXPECT_EQ(0, info.paused);
+	/* a budget raised, the release goes through */
+	ASSERT_EQ(0, gs_mm_set_pin_limit(gpusleep_mm(), 64 * MiB));
+	EXPECT_EQ(0, gs_mm_pause(gpusleep_mm(), W, &bytes));
+	EXPECT_EQ(0, gs_mm_resume(gpusleep_mm(), W, &bytes));
+}
+
+/* per-cycle: prepared at each release, given back after the resume */
+TEST(torch_staging_per_cycle)
+{
+	uint64_t pinned = 1, bytes;
+	void *w;
+
+	torch_env("per-cycle", NULL);
+	w = gpusleep_malloc_tag0(6 * MiB, 0, NULL);
+	if (!w && !gpusleep_mm())
+		SKIP(return, "built with CUDA=0 (no CUDA backend)");
+	ASSERT_NE(NULL, w);
+	gs_mm_pinned(gpusleep_mm(), &pinned, NULL);
+	EXPECT_EQ(0, pinned);
+	ASSERT_EQ(0, gs_mm_pause(gpusleep_mm(), W, &bytes));
+	gs_mm_pinned(gpusleep_mm(), &pinned, NULL);
+	EXPECT_EQ(16 * MiB, pinned);
+	ASSERT_EQ(0, gs_mm_resume(gpusleep_mm(), W, &bytes));
+	gs_mm_pinned(gpusleep_mm(), &pinned, NULL);
+	EXPECT_EQ(0, pinned);
+}
+
+/* the default, eager: at allocation, kept; bad settings refused */
+TEST(torch_staging_eager_and_bad_settings)
+{
+	uint64_t pinned = 0;
+	void *w;
+
+	torch_env("bogus", NULL);
+	EXPECT_EQ(NULL, gpusleep_malloc_tag0(6 * MiB, 0, NULL));
+	EXPECT_EQ(NULL, gpusleep_mm());
+	torch_env("eager", "12 apples");
+	EXPECT_EQ(NULL, gpusleep_malloc_tag0(6 * MiB, 0, NULL));
+	EXPECT_EQ(NULL, gpusleep_mm());
+	unsetenv("GPUSLEEP_STAGING");
+	torch_env(NULL, "1G");
+	w = gpusleep_malloc_tag0(6 * MiB, 0, NULL);
+	if (!w && !gpusleep_mm())
+		SKIP(return, "built with CUDA=0 (no CUDA backend)");
+	ASSERT_NE(NULL, w);
+	gs_mm_pinned(gpusleep_mm(), &pinned, NULL);
+	EXPECT_EQ(16 * MiB, pinned);	/* eager: its chunk's piece */
+}
+
 TEST_HARNESS_MAIN
