@@ -209,8 +209,12 @@ static int piece_pin(struct gs_mm *mm, struct piece *pc)
 
 	if (pc->host)
 		return 0;
-	if (mm->pin_limit && mm->pinned + pc->size > mm->pin_limit)
+	if (mm->pin_limit && mm->pinned + pc->size > mm->pin_limit) {
+		fprintf(stderr, "gpusleep: mm: %zu bytes more of pinned backup staging would pass the host staging budget of %llu bytes (%llu pinned; GPUSLEEP_PIN_LIMIT, gs_mm_set_pin_limit): refused\n",
+			pc->size, (unsigned long long)mm->pin_limit,
+			(unsigned long long)mm->pinned);
 		return -ENOMEM;
+	}
 	ret = mm->b->host_alloc(mm->b, pc->size, &pc->host);
 	if (ret) {
 		pc->host = NULL;
@@ -1343,8 +1347,13 @@ int gs_mm_pause_until(struct gs_mm *mm, uint32_t tag, uint64_t deadline_ns,
 
 		ret = tag_backup(mm, t, &res->copied_bytes);
 		res->copy_ns = res->copied_bytes ? now_ns() - c0 : 0;
-		if (ret)
+		if (ret) {
+			fprintf(stderr, "gpusleep: mm: the release of tag %#x is refused, nothing released: its backup failed (%s)%s\n",
+				tag, strerror(-ret),
+				mm->pin_limit && ret == -ENOMEM ?
+				"; its staging does not fit the host staging budget (GPUSLEEP_PIN_LIMIT, gs_mm_set_pin_limit): raise it, or discard the tag" : "");
 			goto out_pausing;	/* nothing unmapped */
+		}
 	}
 	/* and before the first unmap: nothing is unmapped under a kernel */
 	ret = mm_fence_until(mm, deadline_ns);
