@@ -69,7 +69,8 @@
 	X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)	\
 	X(cuEventQuery) X(cuEventDestroy) X(cuMemGetInfo)	\
 	X(cuDeviceGetAttribute) X(cuDeviceGetPCIBusId)	\
-	X(cuStreamIsCapturing)
+	X(cuStreamIsCapturing) X(cuDeviceGetCount)		\
+	X(cuMemGetAccess)
 
 #define AS_ENUM(n) E_##n,
 enum entry { ENTRY_POINTS(AS_ENUM) E_COUNT };
@@ -132,7 +133,18 @@ struct phys {
 };
 
 struct reservation { uintptr_t base; size_t size; };
-struct mapping { uintptr_t va; size_t size; struct phys *p; bool access; };
+/*
+ * access: some device may use it (the owner's copies need it); rw, ro:
+ * the devices granted read-write, read-only (cuMemSetAccess), bit n for
+ * device n.
+ */
+struct mapping {
+	uintptr_t va;
+	size_t size;
+	struct phys *p;
+	bool access;
+	unsigned int rw, ro;
+};
 struct host_buf { void *p; size_t size; };
 
 struct fault {
@@ -1358,54 +1370,139 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 		goto out;
 	}
 	p->maps++;
-	maps[nmaps++] = (struct mapping){ ptr, size, p, false };
+	maps[nmaps++] = (struct mapping){ ptr, size, p, false, 0, 0 };
 	map_bytes += size;
 	cost = vmm_cost(size);
 	END_COST(cost);
 }
 
+/*
+ * One descriptor per device, each setting that device's access to the
+ * range (the others' stays): the memory is host memory, readable and
+ * writable while any device may use it.
+ */
 EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
 			       const CUmemAccessDesc *desc, size_t count)
 {
 	long long cost = 0;
+	unsigned int rw = 0, ro = 0, none = 0;
 	int prot;
 
 	BEGIN_CTX(E_cuMemSetAccess, "cuMemSetAccess");
-	if (!desc || count != 1 ||
-	    desc->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-	    desc->location.id < 0 || desc->location.id >= ndevices) {
-		rc_ = bad("cuMemSetAccess", "expects one descriptor for a device");
+	if (!desc || !count || count > (size_t)ndevices) {
+		rc_ = bad("cuMemSetAccess", "expects one descriptor per device, at most the device count");
 		goto out;
+	}
+	for (size_t k = 0; k < count; k++) {
+		unsigned int bit;
+
+		if (desc[k].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+		    desc[k].location.id < 0 ||
+		    desc[k].location.id >= ndevices) {
+			rc_ = bad("cuMemSetAccess", "a descriptor is not for a device of this system");
+			goto out;
+		}
+		bit = 1U << desc[k].location.id;
+		if ((rw | ro | none) & bit) {
+			rc_ = bad("cuMemSetAccess", "two descriptors for one device");
+			goto out;
+		}
+		switch (desc[k].flags) {
+		case CU_MEM_ACCESS_FLAGS_PROT_NONE:
+			none |= bit;
+			break;
+		case CU_MEM_ACCESS_FLAGS_PROT_READ:
+			ro |= bit;
+			break;
+		case CU_MEM_ACCESS_FLAGS_PROT_READWRITE:
+			rw |= bit;
+			break;
+		default:
+			rc_ = bad("cuMemSetAccess", "bad access flags");
+			goto out;
+		}
 	}
 	if (!size || !aligned(ptr) || !aligned(size) ||
 	    !covered(ptr, size, true, false)) {
 		rc_ = bad("cuMemSetAccess", "range not exactly covered by mappings");
 		goto out;
 	}
-	switch (desc->flags) {
-	case CU_MEM_ACCESS_FLAGS_PROT_NONE:
-		prot = PROT_NONE;
-		break;
-	case CU_MEM_ACCESS_FLAGS_PROT_READ:
-		prot = PROT_READ;
-		break;
-	case CU_MEM_ACCESS_FLAGS_PROT_READWRITE:
-		prot = PROT_READ | PROT_WRITE;
-		break;
-	default:
-		rc_ = bad("cuMemSetAccess", "bad access flags");
-		goto out;
+	for (int j = 0; j < nmaps; j++) {
+		struct mapping *m = &maps[j];
+		unsigned int set = rw | ro | none;
+
+		if (!overlaps(m->va, m->size, ptr, size))
+			continue;
+		m->rw = (m->rw & ~set) | rw;
+		m->ro = (m->ro & ~set) | ro;
+		m->access = m->rw || m->ro;
+		prot = m->rw ? PROT_READ | PROT_WRITE :
+		       m->ro ? PROT_READ : PROT_NONE;
+		if (mprotect((void *)m->va, m->size, prot)) {
+			rc_ = CUDA_ERROR_UNKNOWN;
+			goto out;
+		}
 	}
-	if (mprotect((void *)ptr, size, prot)) {
-		rc_ = CUDA_ERROR_UNKNOWN;
-		goto out;
-	}
-	for (int j = 0; j < nmaps; j++)
-		if (overlaps(maps[j].va, maps[j].size, ptr, size))
-			maps[j].access = prot != PROT_NONE;
 	access_bytes += size;
 	cost = vmm_cost(size);
 	END_COST(cost);
+}
+
+/* the access device location->id has to the mapping at ptr */
+EXPORT CUresult cuMemGetAccess(unsigned long long *flags,
+			       const CUmemLocation *location, CUdeviceptr ptr)
+{
+	int j;
+
+	BEGIN_CTX(E_cuMemGetAccess, "cuMemGetAccess");
+	if (!flags || !location ||
+	    location->type != CU_MEM_LOCATION_TYPE_DEVICE ||
+	    location->id < 0 || location->id >= ndevices) {
+		rc_ = bad("cuMemGetAccess", "NULL argument or not a device of this system");
+		goto out;
+	}
+	for (j = 0; j < nmaps; j++)
+		if (ptr >= maps[j].va && ptr < maps[j].va + maps[j].size)
+			break;
+	if (j == nmaps) {
+		rc_ = bad("cuMemGetAccess", "address not mapped");
+		goto out;
+	}
+	*flags = maps[j].rw & (1U << location->id) ?
+		 CU_MEM_ACCESS_FLAGS_PROT_READWRITE :
+		 maps[j].ro & (1U << location->id) ?
+		 CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+	END;
+}
+
+EXPORT CUresult cuDeviceGetCount(int *count)
+{
+	BEGIN(E_cuDeviceGetCount);
+	if (!initialized)
+		rc_ = CUDA_ERROR_NOT_INITIALIZED;
+	else if (!count)
+		rc_ = bad("cuDeviceGetCount", "NULL count");
+	else
+		*count = ndevices;
+	END;
+}
+
+/* for the tests: device dev's access to the mapping at va (CU_MEM_ACCESS_FLAGS_*), -1 if unmapped */
+EXPORT int fakecuda_access(void *va, int dev)
+{
+	int ret = -1;
+
+	pthread_mutex_lock(&lock);
+	for (int j = 0; j < nmaps; j++)
+		if ((uintptr_t)va >= maps[j].va &&
+		    (uintptr_t)va < maps[j].va + maps[j].size && dev >= 0 &&
+		    dev < MAX_DEVICES) {
+			ret = maps[j].rw & (1U << dev) ? 3 :
+			      maps[j].ro & (1U << dev) ? 1 : 0;
+			break;
+		}
+	pthread_mutex_unlock(&lock);
+	return ret;
 }
 
 EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
@@ -2010,6 +2107,8 @@ static const struct { const char *name; void *fn; } procs[] = {
 	{ "cuDeviceGetAttribute", (void *)cuDeviceGetAttribute },
 	{ "cuDeviceGetPCIBusId", (void *)cuDeviceGetPCIBusId },
 	{ "cuStreamIsCapturing", (void *)cuStreamIsCapturing },
+	{ "cuDeviceGetCount", (void *)cuDeviceGetCount },
+	{ "cuMemGetAccess", (void *)cuMemGetAccess },
 };
 
 /*

@@ -128,6 +128,14 @@ typedef int (*fakecuda_set_fn)(const char *knob, long long value);
  * stream usable and reported as not capturing. Returns 0 or -1.
  */
 typedef int (*fakecuda_capture_fn)(void *stream, int on);
+/*
+ * fakecuda_access(va, dev): device dev's access to the mapping at va,
+ * as cuMemSetAccess set it: 3 read-write, 1 read, 0 none, -1 unmapped.
+ * cuMemSetAccess takes one descriptor per device (of FAKECUDA_DEVICES),
+ * each setting that device's access and leaving the others';
+ * cuMemGetAccess reads it.
+ */
+typedef int (*fakecuda_access_fn)(void *va, int dev);
 /* fakecuda_unhang(): the FAKECUDA_HANG kernels may end now */
 typedef void (*fakecuda_unhang_fn)(void);
 

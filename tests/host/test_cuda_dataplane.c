@@ -30,6 +30,7 @@
 #include "internal.h"
 #include "libgpusleep.h"
 #include "fake_libcuda.h"
+#include "gs_cuda.h"
 
 /* CUresult, without cuda.h (built with or without it) */
 typedef int CUresult_t;
@@ -1780,6 +1781,60 @@ TEST(torch_staging_eager_and_bad_settings)
 	ASSERT_NE(NULL, w);
 	gs_mm_pinned(gpusleep_mm(), &pinned, NULL);
 	EXPECT_EQ(16 * MiB, pinned);	/* eager: its chunk's piece */
+}
+
+/*
+ * Issue 34 defect 7: another GPU given access to a tag's memory (custom
+ * all-reduce's buffers, NVLink P2P, an NCCL registration: cuMemSetAccess
+ * with a descriptor for that device) still has it after a release and a
+ * resume: every device that had access is granted it again.
+ */
+TEST(peer_access_survives_a_cycle)
+{
+	void *lib;
+	fakecuda_access_fn access;
+	__typeof__(cuMemSetAccess) *set_access;
+	struct gs_backend *b;
+	struct gs_mm *mm = NULL;
+	struct gs_mm_tag_info info;
+	CUmemAccessDesc peer = {
+		.location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1 },
+		.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+	};
+	uint64_t bytes;
+	void *w;
+	int err = 0;
+
+	ASSERT_EQ(0, setenv("FAKECUDA_DEVICES", "2", 1));
+	ASSERT_EQ(0, setenv("GPUSLEEP_NVML_LIB", "off", 1));
+	b = gs_backend_cuda_new(0, fake_path(), &err);
+	if (!b && err == -ENOSYS)
+		SKIP(return, "built with CUDA=0 (no CUDA backend)");
+	ASSERT_NE(NULL, b);
+	ASSERT_EQ(0, gs_mm_new(b, &mm));
+	ASSERT_EQ(0, gs_mm_set_policy(mm, W, GS_MM_BACKUP, 0));
+	lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	access = (fakecuda_access_fn)dlsym(lib, "fakecuda_access");
+	set_access = (__typeof__(cuMemSetAccess) *)dlsym(lib, "cuMemSetAccess");
+	ASSERT_NE(NULL, access);
+	ASSERT_NE(NULL, set_access);
+	w = gs_mm_alloc(mm, W, 4 * MiB);	/* at its chunk's start */
+	ASSERT_NE(NULL, w);
+	ASSERT_EQ(0, gs_mm_tag_info(mm, W, &info));
+	EXPECT_EQ(3, access(w, 0));
+	EXPECT_EQ(0, access(w, 1));
+	/* the engine's collective library grants device 1, on its own */
+	ASSERT_EQ(CUDA_SUCCESS, set_access((uintptr_t)w, info.chunk_bytes,
+					   &peer, 1));
+	EXPECT_EQ(3, access(w, 1));
+	memset(w, 0x42, 4 * MiB);
+	ASSERT_EQ(0, gs_mm_pause(mm, W, &bytes));
+	EXPECT_EQ(-1, access(w, 1));
+	ASSERT_EQ(0, gs_mm_resume(mm, W, &bytes));
+	EXPECT_EQ(3, access(w, 0));
+	EXPECT_EQ(3, access(w, 1)) TH_LOG("device 1 lost its access");
+	EXPECT_TRUE(all_u32(w, 4 * MiB, 0x42424242));
+	gs_mm_destroy(mm);
 }
 
 TEST_HARNESS_MAIN
