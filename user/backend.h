@@ -89,6 +89,18 @@ struct gs_backend {
 	 * used memory), or 0 / -errno (not known).
 	 */
 	int (*resident)(struct gs_backend *b, uint64_t *bytes);
+	/*
+	 * Optional (NULL: only the owner ever has access). peers: the
+	 * other devices (bit n: device n, n < 64) with read-write
+	 * (*rw) or read-only (*ro) access to the mapped range at va, as
+	 * the driver says (cuMemGetAccess), whoever granted it. grant: give
+	 * those devices that access to the mapped [va, va+size) (the
+	 * owner's stays). 0 or -errno.
+	 */
+	int (*peers)(struct gs_backend *b, void *va, uint64_t *rw,
+		     uint64_t *ro);
+	int (*grant)(struct gs_backend *b, void *va, size_t size, uint64_t rw,
+		     uint64_t ro);
 	void (*destroy)(struct gs_backend *b);
 };
 

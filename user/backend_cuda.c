@@ -107,6 +107,7 @@ struct cuda_backend {
 	CUmemAllocationProp prop;
 	CUmemAccessDesc access;
 	char name[32];
+	int ndev;		/* devices of the system (cuDeviceGetCount) */
 	struct gs_nvml *nvml;	/* NVML's view of the device, once looked for */
 	bool nvml_tried;
 };
@@ -586,6 +587,73 @@ static int cuda_capturing(struct gs_backend *b, void *stream)
 	return 0;
 }
 
+/*
+ * The other devices with access to the range at va, as the driver says:
+ * whoever granted it (our grant, a collective library's registration, a
+ * custom all-reduce's cuMemSetAccess), it is lost with the mapping.
+ */
+static int cuda_peers(struct gs_backend *b, void *va, uint64_t *rw,
+		      uint64_t *ro)
+{
+	struct cuda_backend *cb = cb_of(b);
+	int ret;
+
+	*rw = *ro = 0;
+	if (cb->ndev < 2 || !cb->api.cuMemGetAccess)
+		return 0;
+	ret = use_ctx(cb);
+	if (ret)
+		return ret;
+	for (int d = 0; d < cb->ndev && d < 64; d++) {
+		CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_DEVICE,
+				      .id = d };
+		unsigned long long flags = 0;
+		CUresult rc;
+
+		if (d == cb->dev)
+			continue;
+		rc = cb->api.cuMemGetAccess(&flags, &loc, (uintptr_t)va);
+		if (rc != CUDA_SUCCESS)
+			return cu_fail(&cb->api, rc, "cuMemGetAccess");
+		if (flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+			*rw |= 1ULL << d;
+		else if (flags == CU_MEM_ACCESS_FLAGS_PROT_READ)
+			*ro |= 1ULL << d;
+	}
+	return 0;
+}
+
+/* Give the devices of rw and ro that access to [va, +size). */
+static int cuda_grant(struct gs_backend *b, void *va, size_t size,
+		      uint64_t rw, uint64_t ro)
+{
+	struct cuda_backend *cb = cb_of(b);
+	CUmemAccessDesc desc[64];
+	size_t n = 0;
+	CUresult rc;
+	int ret;
+
+	for (int d = 0; d < 64 && d < cb->ndev; d++) {
+		if (d == cb->dev || !((rw | ro) & (1ULL << d)))
+			continue;
+		desc[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		desc[n].location.id = d;
+		desc[n].flags = rw & (1ULL << d) ?
+				CU_MEM_ACCESS_FLAGS_PROT_READWRITE :
+				CU_MEM_ACCESS_FLAGS_PROT_READ;
+		n++;
+	}
+	if (!n)
+		return 0;
+	ret = use_ctx(cb);
+	if (ret)
+		return ret;
+	rc = cb->api.cuMemSetAccess((uintptr_t)va, round_up(cb, size), desc, n);
+	if (rc != CUDA_SUCCESS)
+		return cu_fail(&cb->api, rc, "cuMemSetAccess (peers)");
+	return 0;
+}
+
 static int cuda_mem_info(struct gs_backend *b, uint64_t *free_b,
 			 uint64_t *total)
 {
@@ -853,6 +921,10 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 		ret = cu_fail(&cb->api, rc, "cuStreamCreate");
 		goto fail;
 	}
+	cb->ndev = 1;
+	if (cb->api.cuDeviceGetCount &&
+	    cb->api.cuDeviceGetCount(&cb->ndev) != CUDA_SUCCESS)
+		cb->ndev = 1;
 	cuda_nvml_open(cb);
 
 	snprintf(cb->name, sizeof(cb->name), "cuda:%d", device);
@@ -876,6 +948,8 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 		.mem_info = cuda_mem_info,
 		.capturing = cuda_capturing,
 		.resident = cuda_resident,
+		.peers = cuda_peers,
+		.grant = cuda_grant,
 		.destroy = cuda_destroy,
 	};
 	*err = 0;

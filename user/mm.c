@@ -87,6 +87,8 @@ struct chunk {
 	void *owners[GS_MM_OWNERS];
 	unsigned int nowners;
 	bool owners_unknown;
+	uint64_t peers_rw;	/* other devices with access when it was */
+	uint64_t peers_ro;	/* last unmapped: granted again at the map */
 	uint64_t carves;	/* allocations made in it, ever */
 	uint64_t reclaim_at;	/* carves when a reclaim fenced its owners */
 	bool reclaimable;	/* ... and they could be fenced */
@@ -111,6 +113,7 @@ struct gs_mm {
 	void **fence_streams;	/* declared engine streams; none: context */
 	unsigned int nfence;
 	unsigned int fence_ms;	/* bound of a fence; 0: none */
+	uint64_t peers;		/* devices granted access to every chunk */
 	uint64_t pinned;	/* staging pinned now, all tags */
 	uint64_t pin_limit;	/* cap on it; 0: none */
 	pthread_mutex_t lock;
@@ -509,6 +512,24 @@ static int mm_fence_unlocked(struct gs_mm *mm)
 	return mm_fence_until(mm, 0);
 }
 
+int gs_mm_set_peer_access(struct gs_mm *mm, uint64_t devices)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&mm->lock);
+	mm->peers = devices;
+	for (int i = 0; i < GPUSLEEP_MAX_TAGS && !ret; i++)
+		for (struct chunk *c = mm->tags[i].chunks; c && !ret;
+		     c = c->next)
+			if (c->mapped && devices && mm->b->grant)
+				ret = mm->b->grant(mm->b, c->va, c->size, devices,
+						   0);
+	if (devices && !mm->b->grant)
+		ret = -EOPNOTSUPP;
+	pthread_mutex_unlock(&mm->lock);
+	return ret;
+}
+
 int gs_mm_set_pin_limit(struct gs_mm *mm, uint64_t max_bytes)
 {
 	pthread_mutex_lock(&mm->lock);
@@ -688,14 +709,48 @@ int gs_mm_pin_staging(struct gs_mm *mm, uint32_t tag, uint64_t max_bytes,
 	return ret;
 }
 
-/* map c; zero = it must read as zeros (else its contents are undefined) */
+/*
+ * map c; zero = it must read as zeros (else its contents are undefined).
+ * The other devices that had access to it when it was last unmapped, and
+ * those every chunk is granted to (gs_mm_set_peer_access), get it again:
+ * a mapping's access goes with it. A grant that fails undoes the map.
+ */
 static int chunk_map(struct gs_mm *mm, struct chunk *c, bool zero)
 {
 	struct gs_backend *b = mm->b;
+	uint64_t rw = c->peers_rw | mm->peers, ro = c->peers_ro & ~rw;
+	int ret;
 
 	if (!zero && b->map_nozero)
-		return b->map_nozero(b, c->va, c->size, &c->handle);
-	return b->map(b, c->va, c->size, &c->handle);
+		ret = b->map_nozero(b, c->va, c->size, &c->handle);
+	else
+		ret = b->map(b, c->va, c->size, &c->handle);
+	if (ret || !(rw | ro) || !b->grant)
+		return ret;
+	ret = b->grant(b, c->va, c->size, rw, ro);
+	if (ret) {
+		int r = b->unmap(b, c->va, c->size, c->handle);
+
+		if (r)
+			fprintf(stderr, "gpusleep: mm: undoing a map whose peers' access failed: %s\n",
+				strerror(-gs_unmap_errno(r)));
+		else
+			c->handle = NULL;
+	}
+	return ret;
+}
+
+/* the other devices' access to c, before its mapping goes */
+static void chunk_note_peers(struct gs_mm *mm, struct chunk *c)
+{
+	uint64_t rw = 0, ro = 0;
+
+	if (!mm->b->peers || !c->mapped)
+		return;
+	if (!mm->b->peers(mm->b, c->va, &rw, &ro)) {
+		c->peers_rw = rw;
+		c->peers_ro = ro;
+	}
 }
 
 static int chunk_new(struct gs_mm *mm, struct tag *t, size_t need,
@@ -1368,6 +1423,7 @@ int gs_mm_pause_until(struct gs_mm *mm, uint32_t tag, uint64_t deadline_ns,
 	/* empty chunks are given back with the rest */
 	done = tag_trim(mm, t, false);
 	for (c = t->chunks; c; c = c->next) {
+		chunk_note_peers(mm, c);
 		ret = b->unmap(b, c->va, c->size, c->handle);
 		if (ret) {
 			failed = c;

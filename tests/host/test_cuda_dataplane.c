@@ -1802,7 +1802,7 @@ TEST(peer_access_survives_a_cycle)
 		.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
 	};
 	uint64_t bytes;
-	void *w;
+	void *w, *kv, *kv2;
 	int err = 0;
 
 	ASSERT_EQ(0, setenv("FAKECUDA_DEVICES", "2", 1));
@@ -1834,6 +1834,21 @@ TEST(peer_access_survives_a_cycle)
 	EXPECT_EQ(3, access(w, 0));
 	EXPECT_EQ(3, access(w, 1)) TH_LOG("device 1 lost its access");
 	EXPECT_TRUE(all_u32(w, 4 * MiB, 0x42424242));
+	/* through the library: every chunk, now and later, for device 1 */
+	ASSERT_EQ(0, gs_mm_set_policy(mm, KV, GS_MM_DISCARD, 0));
+	kv = gs_mm_alloc(mm, KV, 4 * MiB);
+	ASSERT_NE(NULL, kv);
+	EXPECT_EQ(0, access(kv, 1));
+	ASSERT_EQ(0, gs_mm_set_peer_access(mm, 1U << 1));
+	EXPECT_EQ(3, access(kv, 1));
+	kv2 = gs_mm_alloc(mm, KV, 64 * MiB);	/* a new chunk */
+	ASSERT_NE(NULL, kv2);
+	EXPECT_EQ(3, access(kv2, 1));
+	ASSERT_EQ(0, gs_mm_pause(mm, KV, &bytes));
+	ASSERT_EQ(0, gs_mm_resume(mm, KV, &bytes));
+	EXPECT_EQ(3, access(kv, 1));
+	EXPECT_EQ(3, access(kv2, 1));
+	EXPECT_EQ(-EINVAL, gs_mm_free(mm, (char *)kv + 1));
 	gs_mm_destroy(mm);
 }
 

@@ -475,6 +475,17 @@ int gs_mm_pin_staging(struct gs_mm *mm, uint32_t tag, uint64_t max_bytes,
  * nothing unmapped. gs_mm_pinned: pinned now, and the cap.
  */
 int gs_mm_set_pin_limit(struct gs_mm *mm, uint64_t max_bytes);
+/*
+ * Other GPUs' access to the tags' memory. A mapping's access goes with
+ * it: at a pause, the devices the driver says have access to a chunk
+ * (cuMemGetAccess: whoever granted it, a collective library's
+ * registration or a custom all-reduce's cuMemSetAccess included) are
+ * noted, and the resume grants them the same again. devices (bit n:
+ * device n; 0: none) are granted read-write access to every chunk mapped
+ * now and from now on (a peer of the engine's NVLink P2P). -EOPNOTSUPP
+ * on a backend without peers (host).
+ */
+int gs_mm_set_peer_access(struct gs_mm *mm, uint64_t devices);
 void gs_mm_pinned(struct gs_mm *mm, uint64_t *bytes, uint64_t *limit);
 
 /*
