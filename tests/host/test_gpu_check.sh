@@ -83,5 +83,14 @@ assert "level1" in fig and "plan" in fig, sorted(fig)
 ' "$json" "$sig" >> "$log" 2>&1
 	t "SIG$sig mid-run: the JSON is written, saying so, with what was measured" $? "$log"
 done
+# PyTorch's cudaMallocAsync backend has no MemPools (MemPool() raises):
+# detected first, refused saying so and what to do, nothing allocated
+log=build/bench/gpu/check-dry-async.log
+PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync /usr/bin/python3 -B \
+	bench/gpu/check.py --dry-run --lib "$fake" --stand-in h100 > "$log" 2>&1
+rc=$?
+[ $rc != 0 ] && head -n 3 "$log" | grep -q '^not ok 1 - .*cudaMallocAsync.*backend:native' &&
+	! grep -q Traceback "$log"
+t "backend:cudaMallocAsync: refused first, saying why and what to set" $? "$log"
 echo "1..$n"
 exit $st

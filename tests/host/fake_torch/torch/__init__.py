@@ -35,6 +35,11 @@ and torch/cuda/memory.py, as read; no code of theirs):
   torch.cuda.memory._set_allocator_settings) cannot serve a pool with its
   own allocator: "MemPool doesn't currently support expandable_segments";
 - torch.cuda.graph(g, pool=id) allocates the capture from that pool;
+- PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (read at start, as
+  PyTorch chooses its allocator backend once): that backend has no pools,
+  MemPool() and a capture into a pool raise "cudaMallocAsync does not
+  yet support createOrIncrefPool" (CUDAAllocator's default);
+  cuda.get_allocator_backend() says which backend runs;
 - an allocator returning NULL raises torch.OutOfMemoryError.
 
 Tensors are Tensor objects: ptr is the device address for memory of a
@@ -70,6 +75,8 @@ def _parse_conf(s):
 
 _parse_conf(os.environ.get("PYTORCH_CUDA_ALLOC_CONF",
                            os.environ.get("PYTORCH_ALLOC_CONF")))
+# chosen once, at start
+_backend = _settings.get("backend", "native")
 
 
 class _Alloc:
@@ -102,6 +109,10 @@ class _Pool:
 
 def _incref(pid, allocator=None, device=None):
     """createOrIncrefPool"""
+    if _backend == "cudaMallocAsync":
+        raise RuntimeError("cudaMallocAsync does not yet support "
+                           "createOrIncrefPool. If you need it, please "
+                           "file an issue describing your use case.")
     with _lock:
         p = _pools.get(pid)
         if p is None:
@@ -224,6 +235,10 @@ class cuda:
     @staticmethod
     def is_available():
         return True
+
+    @staticmethod
+    def get_allocator_backend():
+        return _backend
 
     @staticmethod
     def current_device():
