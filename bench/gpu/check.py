@@ -632,6 +632,17 @@ def rate(tap, fig, thr, name, value, what, dry):
                  "GPU: reported, not fatal (bench/gpu/thresholds.json)")
 
 
+def allocator_backend(torch):
+    """"native" or "cudaMallocAsync" (PYTORCH_CUDA_ALLOC_CONF backend:,
+    chosen when CUDA is first used; torch.cuda.get_allocator_backend)."""
+    get = getattr(torch.cuda, "get_allocator_backend", None)
+    if get is not None:
+        return get()
+    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+    return "cudaMallocAsync" if "backend:cudaMallocAsync" in conf \
+        else "native"
+
+
 class Interrupted(Exception):
     """A signal (timeout(1) sends SIGINT, then SIGTERM kills)."""
 
@@ -830,6 +841,15 @@ def run(args, tap, fig):
         "time_limit_s": args.time_limit_s})
     unit = ops.unit
     uname = "MiB" if args.dry_run else "GiB"
+    backend = allocator_backend(ops.torch)
+    fig["allocator_backend"] = backend
+    if backend != "native":
+        tap.ok(False, f"PyTorch's allocator backend is {backend}, which has "
+               "no MemPools (PyTorch: 'cudaMallocAsync does not yet support "
+               "createOrIncrefPool'): gpusleep's regions need them; run "
+               "with PYTORCH_CUDA_ALLOC_CONF=backend:native (the default), "
+               "expandable_segments may stay")
+        return fig
     try:
         plan = plan_sizes(args, ops)
     except ValueError as e:
