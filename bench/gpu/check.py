@@ -172,7 +172,11 @@ class TorchOps:
     def pinned_copy(self, nbytes):
         t = self.torch
         d = t.empty(nbytes, dtype=t.uint8, device=self.dev)
+        t0 = time.perf_counter()
         h = t.empty(nbytes, dtype=t.uint8, pin_memory=True)
+        h[::4096].fill_(0)		# every page touched: pinned for sure
+        # what pinning host memory costs here (bench_model assumes 0.25)
+        self.pin_s_per_gib = (time.perf_counter() - t0) / (nbytes / GiB)
         d.fill_(7)
         out = []
         for direction in ("d2h", "h2d"):
@@ -869,7 +873,10 @@ def run(args, tap, fig):
     tap.note(f"PYTORCH_CUDA_ALLOC_CONF={fig['alloc_conf']}")
     d2h, h2d = ops.pinned_copy(plan["baseline"])
     fig["baseline_gbps"] = {"d2h": d2h, "h2d": h2d}
-    tap.note(f"plain pinned copy: D2H {d2h:.1f} GB/s, H2D {h2d:.1f} GB/s")
+    fig["pin_s_per_gib"] = getattr(ops, "pin_s_per_gib", None)
+    tap.note(f"plain pinned copy: D2H {d2h:.1f} GB/s, H2D {h2d:.1f} GB/s"
+             + (f"; pinning {fig['pin_s_per_gib']:.3f} s/GiB"
+                if fig["pin_s_per_gib"] is not None else ""))
 
     try:
         with tms.region(tag="weights", enable_cpu_backup=True):

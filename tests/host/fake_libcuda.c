@@ -217,6 +217,21 @@ static unsigned long long create_bytes, map_bytes, access_bytes,
 			  unmap_bytes, release_bytes;
 static long long vmm_call_us, vmm_us_per_gib, vmm_us_total;
 static bool vmm_sleep;
+/*
+ * The model (knob "model"; bench/bench_model.c): no memory behind
+ * anything (device memory, its mappings, pinned staging are bookkeeping
+ * only, so 140 GiB can be "allocated" here), nothing copied, and time
+ * modelled, never spent: each call of an entry point costs cost_ns[e]
+ * (knobs "cost_ns:cuMemCreate" ...), a copy its bytes at the link's rate
+ * ("d2h_mbps", "h2d_mbps", MB/s), a memset at "memset_mbps", pinning
+ * "pin_ns_per_gib". The sums: fakecuda_counter("model_ns") and its parts
+ * "model_vmm_ns" (cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap,
+ * cuMemRelease), "model_copy_ns" (copies, memsets), "model_pin_ns".
+ */
+static bool model;
+static long long cost_ns[E_COUNT];
+static long long d2h_mbps, h2d_mbps, memset_mbps, pin_ns_per_gib;
+static long long model_ns, model_vmm_ns, model_copy_ns, model_pin_ns;
 
 static CUresult bad(const char *fn, const char *why)
 {
@@ -232,9 +247,27 @@ static CUresult bad(const char *fn, const char *why)
 static void retire_due(void);
 static void fault_surface(void);
 
+static bool vmm_entry(enum entry e)
+{
+	return e == E_cuMemCreate || e == E_cuMemMap || e == E_cuMemSetAccess ||
+	       e == E_cuMemUnmap || e == E_cuMemRelease;
+}
+
+/* the modelled time of moving bytes at mbps (MB/s); 0 without a rate */
+static long long model_bytes_ns(size_t bytes, long long mbps)
+{
+	return mbps > 0 ? (long long)((double)bytes * 1e3 / (double)mbps) : 0;
+}
+
 static CUresult enter(enum entry e)
 {
 	long n = ++calls[e];
+
+	if (cost_ns[e]) {
+		model_ns += cost_ns[e];
+		if (vmm_entry(e))
+			model_vmm_ns += cost_ns[e];
+	}
 
 	retire_due();
 	if (fault_pending && (e == E_cuCtxSynchronize ||
@@ -518,6 +551,18 @@ EXPORT int fakecuda_set(const char *knob, long long value)
 		vmm_us_per_gib = value;
 	else if (!strcmp(knob, "vmm_sleep"))
 		vmm_sleep = value != 0;
+	else if (!strcmp(knob, "model"))
+		model = value != 0;
+	else if (!strncmp(knob, "cost_ns:", 8) && find_entry(knob + 8) >= 0)
+		cost_ns[find_entry(knob + 8)] = value;
+	else if (!strcmp(knob, "d2h_mbps"))
+		d2h_mbps = value;
+	else if (!strcmp(knob, "h2d_mbps"))
+		h2d_mbps = value;
+	else if (!strcmp(knob, "memset_mbps"))
+		memset_mbps = value;
+	else if (!strcmp(knob, "pin_ns_per_gib"))
+		pin_ns_per_gib = value;
 	else if (!set_gran(knob, value))
 		ret = -1;
 	pthread_mutex_unlock(&lock);
@@ -567,6 +612,14 @@ EXPORT long long fakecuda_counter(const char *name)
 		v = (long long)release_bytes;
 	else if (!strcmp(name, "vmm_us"))
 		v = vmm_us_total;
+	else if (!strcmp(name, "model_ns"))
+		v = model_ns;
+	else if (!strcmp(name, "model_vmm_ns"))
+		v = model_vmm_ns;
+	else if (!strcmp(name, "model_copy_ns"))
+		v = model_copy_ns;
+	else if (!strcmp(name, "model_pin_ns"))
+		v = model_pin_ns;
 	pthread_mutex_unlock(&lock);
 	return v;
 }
@@ -918,6 +971,16 @@ static bool exec_op(struct CUstream_st *s, struct copy_op *op)
 		}
 		s->failed = true;
 		return false;
+	}
+	if (model) {
+		long long ns = op->kernel ? 0 : op->memset ?
+			       model_bytes_ns(op->size, memset_mbps) :
+			       model_bytes_ns(op->size, op->to_host ? d2h_mbps :
+					      h2d_mbps);
+
+		model_ns += ns;
+		model_copy_ns += ns;
+		return true;
 	}
 	if (op->kernel) {
 		if (op->writes)
@@ -1279,15 +1342,15 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	p->fd = memfd_create("fakecuda-phys", MFD_CLOEXEC);
-	if (p->fd < 0 || ftruncate(p->fd, size)) {
+	p->fd = model ? -1 : memfd_create("fakecuda-phys", MFD_CLOEXEC);
+	if (!model && (p->fd < 0 || ftruncate(p->fd, size))) {
 		if (p->fd >= 0)
 			close(p->fd);
 		free(p);
 		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	if (poison) {
+	if (poison && !model) {
 		void *m = mmap(NULL, size, PROT_WRITE, MAP_SHARED, p->fd, 0);
 
 		if (m != MAP_FAILED) {
@@ -1318,7 +1381,8 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 	} else if (phys[i]->maps) {
 		rc_ = bad("cuMemRelease", "handle still mapped (gpusleep unmaps first)");
 	} else {
-		close(phys[i]->fd);
+		if (phys[i]->fd >= 0)
+			close(phys[i]->fd);
 		used_bytes -= phys[i]->size;
 		release_bytes += phys[i]->size;
 		cost = vmm_cost(phys[i]->size);
@@ -1364,8 +1428,8 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 			goto out;
 		}
 	if (nmaps == MAX_OBJS ||
-	    mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, p->fd,
-		 0) == MAP_FAILED) {
+	    (!model && mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+			    p->fd, 0) == MAP_FAILED)) {
 		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
@@ -1438,7 +1502,7 @@ EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
 		m->access = m->rw || m->ro;
 		prot = m->rw ? PROT_READ | PROT_WRITE :
 		       m->ro ? PROT_READ : PROT_NONE;
-		if (mprotect((void *)m->va, m->size, prot)) {
+		if (!model && mprotect((void *)m->va, m->size, prot)) {
 			rc_ = CUDA_ERROR_UNKNOWN;
 			goto out;
 		}
@@ -1530,9 +1594,9 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 		rc_ = bad("cuMemUnmap", "a queued copy still uses the range (synchronize first)");
 		goto out;
 	}
-	if (mmap((void *)ptr, size, PROT_NONE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
-		 -1, 0) == MAP_FAILED) {
+	if (!model && mmap((void *)ptr, size, PROT_NONE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
+			   MAP_FIXED, -1, 0) == MAP_FAILED) {
 		rc_ = CUDA_ERROR_UNKNOWN;
 		goto out;
 	}
@@ -1557,8 +1621,10 @@ EXPORT CUresult cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
 		rc_ = bad("cuMemHostAlloc", "NULL pointer, size 0 or bad flags");
 		goto out;
 	}
-	m = mmap(NULL, size, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/* the model: an address range only, no memory behind it */
+	m = mmap(NULL, size, model ? PROT_NONE : PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | (model ? MAP_NORESERVE : 0),
+		 -1, 0);
 	if (nhosts == MAX_OBJS || m == MAP_FAILED) {
 		if (m != MAP_FAILED)
 			munmap(m, size);
@@ -1569,7 +1635,13 @@ EXPORT CUresult cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
 	*pp = m;
 	if (size > max_pin)
 		max_pin = size;
-	if (pin_us_per_gib > 0) {
+	if (model) {
+		long long ns = (long long)((double)size / (1ULL << 30) *
+					   (double)pin_ns_per_gib);
+
+		model_ns += ns;
+		model_pin_ns += ns;
+	} else if (pin_us_per_gib > 0) {
 		/* pinning costs time per GiB (the driver locks every page) */
 		long long us = (long long)((double)size / (1ULL << 30) *
 					   pin_us_per_gib);
@@ -1648,7 +1720,13 @@ static CUresult queue_copy(const char *fn, bool to_host, void *host,
 	if (!op.pinned || !s) {
 		/* pageable memory or the NULL stream: done before returning */
 		pageable_copies += !op.pinned;
-		if (to_host)
+		if (model) {
+			long long ns = model_bytes_ns(size, to_host ? d2h_mbps :
+						      h2d_mbps);
+
+			model_ns += ns;
+			model_copy_ns += ns;
+		} else if (to_host)
 			memcpy(host, (void *)dev, size);
 		else
 			memcpy((void *)dev, host, size);
@@ -1674,11 +1752,15 @@ EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value,
 		rc_ = bad("cuMemsetD32Async", "unknown stream");
 		goto out;
 	}
-	if (!s)
+	if (!s && model) {
+		model_ns += model_bytes_ns(op.size, memset_mbps);
+		model_copy_ns += model_bytes_ns(op.size, memset_mbps);
+	} else if (!s) {
 		for (size_t j = 0; j < count; j++)
 			((unsigned int *)dst)[j] = value;
-	else
+	} else {
 		rc_ = queue_op(s, &op);
+	}
 	END;
 }
 

@@ -111,6 +111,15 @@ typedef int (*fakecuda_launch_fn)(void *stream, void *va, unsigned long size,
  * (GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED), "numa_id" (HOST_NUMA_ID),
  * "async_faults" (cuMemUnmap under a pending kernel succeeds, as on a GPU,
  * and the fault surfaces, sticky, at the next synchronising call).
+ * The model (bench/bench_model.c), set before anything is allocated:
+ * "model" (no memory behind device memory, mappings or pinned staging,
+ * nothing copied: sizes far beyond this machine's memory are bookkeeping
+ * only; the time each call would take is summed, never spent),
+ * "cost_ns:ENTRY" (ns per call of entry point ENTRY, e.g.
+ * "cost_ns:cuMemCreate"), "d2h_mbps", "h2d_mbps", "memset_mbps" (MB/s of
+ * copies and memsets), "pin_ns_per_gib" (cuMemHostAlloc); the sums are
+ * fakecuda_counter("model_ns"), "model_vmm_ns", "model_copy_ns",
+ * "model_pin_ns".
  * Returns 0, -1 for an unknown knob.
  */
 typedef int (*fakecuda_set_fn)(const char *knob, long long value);
