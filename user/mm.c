@@ -91,7 +91,7 @@ struct chunk {
 	uint64_t peers_ro;	/* last unmapped: granted again at the map */
 	uint64_t carves;	/* allocations made in it, ever */
 	uint64_t reclaim_at;	/* carves when a reclaim fenced its owners */
-	bool reclaimable;	/* ... and they could be fenced */
+	uint64_t reclaim_id;	/* ... that reclaim, if they could be */
 };
 
 struct tag {
@@ -114,6 +114,7 @@ struct gs_mm {
 	unsigned int nfence;
 	unsigned int fence_ms;	/* bound of a fence; 0: none */
 	uint64_t peers;		/* devices granted access to every chunk */
+	uint64_t reclaims;	/* mm_reclaim() calls, numbering them */
 	uint64_t pinned;	/* staging pinned now, all tags */
 	uint64_t pin_limit;	/* cap on it; 0: none */
 	pthread_mutex_t lock;
@@ -898,7 +899,7 @@ pin:
 	return p;
 }
 
-static uint64_t tag_trim(struct gs_mm *mm, struct tag *t, bool reclaim);
+static uint64_t tag_trim(struct gs_mm *mm, struct tag *t, uint64_t reclaim);
 static int mm_fence_streams_until(struct gs_mm *mm, void **st,
 				  unsigned int n, uint64_t deadline);
 
@@ -949,7 +950,7 @@ static uint64_t mm_reclaim(struct gs_mm *mm, const struct chunk *only)
 	struct gs_backend *b = mm->b;
 	unsigned int max = GS_MM_OWNERS * 8 + mm->nfence, n = 0, nbad = 0;
 	void **set, **bad;
-	uint64_t got = 0;
+	uint64_t got = 0, id = ++mm->reclaims;
 	bool any = false;
 	int ret;
 
@@ -963,7 +964,6 @@ static uint64_t mm_reclaim(struct gs_mm *mm, const struct chunk *only)
 		for (struct chunk *c = mm->tags[k].chunks; c; c = c->next) {
 			bool fits = true;
 
-			c->reclaimable = false;
 			if (!chunk_trimmable(c) || c->owners_unknown ||
 			    (only && c != only))
 				continue;
@@ -971,8 +971,14 @@ static uint64_t mm_reclaim(struct gs_mm *mm, const struct chunk *only)
 			for (unsigned int i = 0; i < c->nowners && fits; i++)
 				fits = stream_set_add(set, &n, max,
 						      c->owners[i]);
-			c->reclaimable = fits;
-			c->reclaim_at = c->carves;
+			/*
+			 * This reclaim's (a later one, while this one waits,
+			 * takes it: this one then leaves it, unfenced by it)
+			 */
+			if (fits) {
+				c->reclaim_id = id;
+				c->reclaim_at = c->carves;
+			}
 			any |= fits;
 		}
 	}
@@ -996,10 +1002,10 @@ static uint64_t mm_reclaim(struct gs_mm *mm, const struct chunk *only)
 	for (int k = 0; k < GPUSLEEP_MAX_TAGS && nbad; k++)
 		for (struct chunk *c = mm->tags[k].chunks; c; c = c->next)
 			for (unsigned int i = 0; i < c->nowners &&
-			     c->reclaimable; i++)
+			     c->reclaim_id == id; i++)
 				for (unsigned int j = 0; j < nbad; j++)
 					if (c->owners[i] == bad[j])
-						c->reclaimable = false;
+						c->reclaim_id = 0;
 	if (b->fence_streams) {
 		void **st = NULL;
 
@@ -1018,7 +1024,7 @@ static uint64_t mm_reclaim(struct gs_mm *mm, const struct chunk *only)
 		goto out;
 	for (int k = 0; k < GPUSLEEP_MAX_TAGS; k++)
 		if (!mm->tags[k].pausing)
-			got += tag_trim(mm, &mm->tags[k], true);
+			got += tag_trim(mm, &mm->tags[k], id);
 out:
 	free(set);
 	return got;
@@ -1222,11 +1228,11 @@ static void chunk_release_stale(struct gs_mm *mm, struct chunk *c)
 
 /*
  * Unmap and give back the empty mapped chunks of t; the caller fenced
- * (reclaim: only the streams of the chunks mm_reclaim() marked, which
- * have not been allocated from since). A chunk that will not unmap stays,
- * empty and mapped. Returns the bytes.
+ * (reclaim, an mm_reclaim() call's number: only the streams of the
+ * chunks it marked, which have not been allocated from since; 0: all).
+ * A chunk that will not unmap stays, empty and mapped. Returns the bytes.
  */
-static uint64_t tag_trim(struct gs_mm *mm, struct tag *t, bool reclaim)
+static uint64_t tag_trim(struct gs_mm *mm, struct tag *t, uint64_t reclaim)
 {
 	struct chunk **pp = &t->chunks;
 	uint64_t bytes = 0;
@@ -1236,7 +1242,8 @@ static uint64_t tag_trim(struct gs_mm *mm, struct tag *t, bool reclaim)
 		int ret;
 
 		if (!chunk_trimmable(c) ||
-		    (reclaim && (!c->reclaimable || c->carves != c->reclaim_at))) {
+		    (reclaim && (c->reclaim_id != reclaim ||
+				 c->carves != c->reclaim_at))) {
 			pp = &c->next;
 			continue;
 		}
@@ -1269,7 +1276,7 @@ int gs_mm_trim(struct gs_mm *mm, uint32_t tags, uint64_t *bytes)
 		for (int i = 0; i < GPUSLEEP_MAX_TAGS; i++)
 			if ((!tags || (tags & (1U << i))) &&
 			    !mm->tags[i].pausing)
-				sum += tag_trim(mm, &mm->tags[i], false);
+				sum += tag_trim(mm, &mm->tags[i], 0);
 	pthread_mutex_unlock(&mm->lock);
 	if (bytes)
 		*bytes = sum;
@@ -1421,7 +1428,7 @@ int gs_mm_pause_until(struct gs_mm *mm, uint32_t tag, uint64_t deadline_ns,
 	 */
 	measured = t->chunks && mm_free_now(mm, &res->free_before);
 	/* empty chunks are given back with the rest */
-	done = tag_trim(mm, t, false);
+	done = tag_trim(mm, t, 0);
 	for (c = t->chunks; c; c = c->next) {
 		chunk_note_peers(mm, c);
 		ret = b->unmap(b, c->va, c->size, c->handle);
