@@ -108,6 +108,8 @@ static inline void bn_json_put(struct bn_json *j, const char *fmt, ...)
 
 static inline const char *bn_env(void)
 {
+	if (getenv("BENCH_ENV"))	/* bench_model: "model" */
+		return getenv("BENCH_ENV");
 	return getenv("GPUSLEEP_VM") ? "vm-tcg" : "native";
 }
 

@@ -16,9 +16,9 @@
 # repetition counts inside each (default 1); BENCH_SMP=N
 # sets the guest's vCPUs (default 1, see bench/run.sh).
 #
-# bench/gpu/bench_cuda (benchmark 6, for a machine with a GPU) is built when
-# cuda.h is found, and `make bench` runs it with --dry-run against the
-# tests' stand-in libcuda.
+# bench/gpu/bench_cuda (benchmark 6, for a machine with a GPU) is built
+# unless CUDA=0 (user/gs_cuda.h: no toolkit needed), and `make bench` runs
+# it with --dry-run against the tests' stand-in libcuda.
 
 BENCH_DIR	:= $(BUILD)/bench
 BENCH_NAMES	:= bench_state bench_roundtrip bench_fanout bench_host bench_scale \
@@ -26,6 +26,9 @@ BENCH_NAMES	:= bench_state bench_roundtrip bench_fanout bench_host bench_scale \
 BENCH_BINS	:= $(BENCH_NAMES:%=$(BENCH_DIR)/%)
 BENCH_CFLAGS	:= $(CFLAGS) -Iuser/include -Ibench -MMD -MP
 BENCH_GPU	:= $(if $(GS_CUDA_H),$(BENCH_DIR)/gpu/bench_cuda)
+# benchmark 6m: an H100-sized cycle modelled on the stand-in libcuda
+BENCH_MODEL	:= $(if $(GS_CUDA_H),$(BENCH_DIR)/bench_model)
+ALL_TARGETS	+= $(BENCH_MODEL)
 # Built by `make all` too (so by make check), so that they cannot rot.
 ALL_TARGETS	+= $(BENCH_BINS)
 # The docs' tables and chart against the committed run (no benchmark runs).
@@ -37,11 +40,25 @@ $(BENCH_BINS): $(BENCH_DIR)/%: bench/%.c bench/bench.h $(GS_A)
 
 $(BENCH_DIR)/gpu/bench_cuda: bench/gpu/bench_cuda.c bench/bench.h $(GS_A)
 	@mkdir -p $(@D)
-	$(CC) $(BENCH_CFLAGS) -I$(dir $(GS_CUDA_H)) -o $@ $< $(GS_A) \
+	$(CC) $(BENCH_CFLAGS) -Iuser -o $@ $< $(GS_A) \
 		$(LDFLAGS) $(GS_LIBS)
 
-.PHONY: bench bench-build
-bench-build: $(BENCH_BINS) $(BENCH_GPU) $(if $(BENCH_GPU),$(GS_CUDA_FAKE))
+$(BENCH_DIR)/bench_model: bench/bench_model.c bench/bench.h $(GS_A) \
+		$(GS_CUDA_FAKE) user/gs_cuda.h tests/host/fake_libcuda.h
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -Iuser -Itests/host \
+		-DFAKECUDA_LIB='"$(abspath $(GS_CUDA_FAKE))"' -o $@ $< $(GS_A) \
+		$(LDFLAGS) $(GS_LIBS)
+
+.PHONY: bench bench-build bench-model
+bench-build: $(BENCH_BINS) $(BENCH_GPU) $(BENCH_MODEL) \
+	$(if $(BENCH_GPU),$(GS_CUDA_FAKE))
+
+# benchmark 6m alone: its rows, as make bench records them
+bench-model: $(BENCH_MODEL)
+	@mkdir -p $(BENCH_DIR)
+	$(BENCH_MODEL) | tee $(BENCH_DIR)/model.jsonl
+	python3 bench/report.py $(BENCH_DIR)/model.json $(BENCH_DIR)/model.jsonl
 
 BENCH_REPEAT	?= 3
 BENCH_SCALE	?= 1
@@ -51,7 +68,8 @@ BENCH_CMD	= make bench BENCH_REPEAT=$(BENCH_REPEAT) BENCH_SCALE=$(BENCH_SCALE) \
 
 bench: module bench-build
 	BENCH_SCALE=$(BENCH_SCALE) BENCH_SMP=$(BENCH_SMP) BENCH_REPEAT=$(BENCH_REPEAT) \
-		BENCH_GPU=$(BENCH_GPU) BENCH_ONLY="$(BENCH_ONLY)" \
+		BENCH_GPU=$(BENCH_GPU) BENCH_MODEL=$(BENCH_MODEL) \
+		BENCH_ONLY="$(BENCH_ONLY)" \
 		BENCH_STRICT=$(BENCH_STRICT) BENCH_CMD='$(BENCH_CMD)' \
 		KERNEL=/boot/vmlinuz-$(KVER) bench/run.sh
 
@@ -66,4 +84,4 @@ bench-docs:
 	python3 bench/report.py --svg docs/bench-results.json docs/bench-results.svg
 	python3 bench/report.py --update docs/bench-results.json README.md docs/benchmarks.md
 
--include $(BENCH_BINS:=.d) $(BENCH_GPU:=.d)
+-include $(BENCH_BINS:=.d) $(BENCH_GPU:=.d) $(BENCH_MODEL:=.d)

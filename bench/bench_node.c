@@ -241,8 +241,8 @@ int main(void)
 	bn_json_end(&j, "busy: the 63 other groups each hold a release in its drain");
 
 	if (n0 < 0 || n1 < 0) {
-		bn_json_begin(&j, "8b", "kernel memory per idle domain (slab) vs 4 KiB",
-			      0, 1.0, "max");
+		bn_json_begin(&j, "8b", "kernel memory per idle domain (slab) vs 4 KiB (information)",
+			      0, 0, "none");
 		bn_json_end(&j, "skipped: /proc/slabinfo unreadable");
 	} else {
 		double per = (t1 - t0) / DOMAINS;
@@ -255,8 +255,12 @@ int main(void)
 					break;
 				}
 		qsort(s1, n1, sizeof(s1[0]), cmp_growth);
-		bn_json_begin(&j, "8b", "kernel memory per idle domain (slab) vs 4 KiB",
-			      per / 4096.0, 1.0, "max");
+		/*
+		 * Information, no target (issue 34): no user feels 13 KiB
+		 * per domain, and its floor is the sysfs ABI's objects.
+		 */
+		bn_json_begin(&j, "8b", "kernel memory per idle domain (slab) vs 4 KiB (information)",
+			      per / 4096.0, 0, "none");
 		bn_json_size(&j, "bytes_per_domain", per);
 		bn_json_size(&j, "domains", DOMAINS);
 		for (i = 0; i < 6 && i < (unsigned int)n1; i++)

@@ -3,8 +3,9 @@
 #
 # bench/run.sh: run every benchmark (docs/benchmarks.md), called by
 # `make bench` after building. Natively: bench_host (benchmark 4, no module
-# needed) and, when built, bench/gpu/bench_cuda --dry-run against the
-# tests' stand-in libcuda. Then one VM boot with gpusleep.ko running
+# needed), bench_model (benchmark 6m, modelled on the stand-in libcuda)
+# and, when built, bench/gpu/bench_cuda --dry-run against the tests'
+# stand-in libcuda. Then one VM boot with gpusleep.ko running
 # bench/vm-suite.sh (benchmarks 1-5, 7, 8). Prints the table and writes
 # build/bench/results.json (bench/report.py).
 #
@@ -17,7 +18,7 @@
 # (repetitions factor inside each benchmark), BENCH_ONLY (names of the
 # benchmarks to run, e.g. "bench_state bench_roundtrip"; default all),
 # BENCH_STRICT (0: report a missed target without failing), BENCH_GPU
-# (path of bench_cuda, empty to skip), KERNEL (VM kernel), VM_TIMEOUT (s),
+# (path of bench_cuda, empty to skip), BENCH_MODEL (path of bench_model), KERNEL (VM kernel), VM_TIMEOUT (s),
 # BENCH_SMP (guest vCPUs, default 1: under TCG a wake-up that crosses to an
 # idle vCPU costs milliseconds of host scheduling, which would swamp every
 # process-to-process figure; docs/benchmarks.md), BENCH_CMD (the command
@@ -54,6 +55,13 @@ for rep in $(seq 1 "$BENCH_REPEAT"); do
 		$OUT/bench_roundtrip --native | sed "s/^{/{\"rep\":$rep,/" >> $OUT/native.jsonl
 	fi
 done
+
+# benchmark 6m: modelled, its figures the model's (no repetition: the
+# model's clock is deterministic)
+if [ -n "${BENCH_MODEL:-}" ] && [ -x "$BENCH_MODEL" ] && only bench_model; then
+	echo "== native: $BENCH_MODEL (benchmark 6m, an H100-sized cycle modelled on the stand-in libcuda)"
+	"$BENCH_MODEL" >> $OUT/native.jsonl
+fi
 
 if [ -n "${BENCH_GPU:-}" ] && [ -x "$BENCH_GPU" ] && only bench_cuda; then
 	echo "== native: $BENCH_GPU --dry-run (benchmark 6, stand-in libcuda)"

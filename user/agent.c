@@ -289,6 +289,16 @@ int gs_agent_dispatch(struct gs_agent *a)
 	}
 }
 
+/* Tell gs_agent_start() how the thread's start went. */
+static void agent_started(struct gs_agent *a, int ret)
+{
+	pthread_mutex_lock(&a->lock);
+	a->start_ret = ret;
+	a->started = true;
+	pthread_cond_signal(&a->started_cv);
+	pthread_mutex_unlock(&a->lock);
+}
+
 #if GS_HAVE_URING
 static int arm(struct io_uring *ring, int fd, uint64_t ud)
 {
@@ -301,16 +311,6 @@ static int arm(struct io_uring *ring, int fd, uint64_t ud)
 	io_uring_sqe_set_data64(sqe, ud);
 	ret = io_uring_submit(ring);
 	return ret < 0 ? ret : 0;
-}
-
-/* Tell gs_agent_start() how the thread's start went. */
-static void agent_started(struct gs_agent *a, int ret)
-{
-	pthread_mutex_lock(&a->lock);
-	a->start_ret = ret;
-	a->started = true;
-	pthread_cond_signal(&a->started_cv);
-	pthread_mutex_unlock(&a->lock);
 }
 
 static void *agent_thread(void *p)

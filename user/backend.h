@@ -75,9 +75,11 @@ struct gs_backend {
 	int (*mem_info)(struct gs_backend *b, uint64_t *free_b, uint64_t *total);
 	/*
 	 * Optional (NULL: never): 1 if work queued now on stream (CUstream;
-	 * NULL: the legacy default stream), or on any stream a
-	 * synchronisation would wait for, is being captured into a CUDA
-	 * graph, or if that cannot be told: then nothing may synchronise.
+	 * NULL: the legacy default stream, captured in effect while a
+	 * blocking stream is) is being captured into a CUDA graph, or if
+	 * that cannot be told: then nothing may wait for that stream. Says
+	 * nothing of the context's other streams (the driver cannot tell):
+	 * a context-wide fence is never safe during someone's capture.
 	 */
 	int (*capturing)(struct gs_backend *b, void *stream);
 	/*
@@ -87,6 +89,18 @@ struct gs_backend {
 	 * used memory), or 0 / -errno (not known).
 	 */
 	int (*resident)(struct gs_backend *b, uint64_t *bytes);
+	/*
+	 * Optional (NULL: only the owner ever has access). peers: the
+	 * other devices (bit n: device n, n < 64) with read-write
+	 * (*rw) or read-only (*ro) access to the mapped range at va, as
+	 * the driver says (cuMemGetAccess), whoever granted it. grant: give
+	 * those devices that access to the mapped [va, va+size) (the
+	 * owner's stays). 0 or -errno.
+	 */
+	int (*peers)(struct gs_backend *b, void *va, uint64_t *rw,
+		     uint64_t *ro);
+	int (*grant)(struct gs_backend *b, void *va, size_t size, uint64_t rw,
+		     uint64_t ro);
 	void (*destroy)(struct gs_backend *b);
 };
 

@@ -3,16 +3,19 @@
  * user/backend_cuda.c: the CUDA Driver API memory backend.
  *
  * The driver is loaded at run time with dlopen("libcuda.so.1"), so
- * libgpusleep builds and runs where there is no GPU; only cuda.h is needed
- * at build time (for types and constants, never for linking).
+ * libgpusleep builds and runs where there is no GPU. Not even the CUDA
+ * toolkit is needed to build it: the types, values and prototypes of the
+ * entry points it calls are gpusleep's own (user/gs_cuda.h), checked
+ * against the toolkit's cuda.h wherever one is installed
+ * (tests/host/test_cuda_decls.sh).
  *
  * Entry points: cuGetProcAddress_v2 (exported by drivers of CUDA 12.0 and
  * later, five arguments) is looked up with dlsym, falling back to the
  * four-argument cuGetProcAddress of CUDA 11.3 - 11.8. Every other entry
  * point is asked for by its base name with cudaVersion 12000, which yields
- * the ABI our prototypes below describe (64-bit sizes: cuMemcpyDtoHAsync_v2
- * and so on). When that lookup fails, the exported versioned name is
- * taken with dlsym instead (see syms[]).
+ * the ABI of the prototypes in gs_cuda.h (64-bit sizes:
+ * cuMemcpyDtoHAsync_v2 and so on). When that lookup fails, the exported
+ * versioned name is taken with dlsym instead (GS_CU_ENTRY_POINTS).
  *
  * One backend = one device: cuInit(0), cuDeviceGet, the primary context
  * retained (and made current on whichever thread calls an op), one
@@ -26,17 +29,8 @@
 #include <stdlib.h>
 
 #include "backend.h"
+#include "gs_cuda.h"
 
-/*
- * Built only where cuda.h is found (user/user.mk adds -DHAVE_CUDA=1 and its
- * include directory); elsewhere user/backend_host.c provides a
- * gs_backend_cuda_new() that fails with -ENOSYS.
- */
-#if !__has_include(<cuda.h>)
-#error "user/backend_cuda.c needs cuda.h: set CUDA_HOME"
-#endif
-
-#include <cuda.h>
 #include <dlfcn.h>
 #include <linux/mempolicy.h>
 #include <sys/syscall.h>
@@ -46,128 +40,57 @@
 #include <string.h>
 
 #define CUDA_LIB_DEFAULT "libcuda.so.1"
-/* the ABI the prototypes below follow */
+/* the ABI the prototypes of gs_cuda.h follow */
 #define CUDA_ABI_VERSION 12000
 /* NUMA nodes a memory policy mask here can name */
 #define NUMA_BITS 1024
 
-#if CUDA_VERSION >= 12000
-typedef CUdriverProcAddressQueryResult gs_query_result;
-#else
-typedef int gs_query_result;
-#endif
-
-typedef CUresult (*getproc_v2_fn)(const char *symbol, void **pfn,
-				  int cudaVersion, cuuint64_t flags,
-				  gs_query_result *status);
+typedef __typeof__(cuGetProcAddress_v2) *getproc_v2_fn;
+/* the CUDA 11.3 - 11.8 prototype, still exported by later drivers */
 typedef CUresult (*getproc_v1_fn)(const char *symbol, void **pfn,
 				  int cudaVersion, cuuint64_t flags);
 
-/* the driver entry points this backend calls, with the 12.0 ABI */
+/*
+ * The driver entry points, one member per base name, with the prototype
+ * of the exported name gs_cuda.h declares (the CUDA 12.0 ABI).
+ */
+#define API_MEMBER(base, exported) __typeof__(exported) *base;
 struct cuda_api {
-	CUresult (*GetErrorName)(CUresult error, const char **str);
-	CUresult (*Init)(unsigned int flags);
-	CUresult (*DeviceGet)(CUdevice *dev, int ordinal);
-	CUresult (*PrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
-	CUresult (*PrimaryCtxRelease)(CUdevice dev);
-	CUresult (*CtxSetCurrent)(CUcontext ctx);
-	CUresult (*CtxGetCurrent)(CUcontext *ctx);
-	CUresult (*MemGetAllocationGranularity)(size_t *gran,
-			const CUmemAllocationProp *prop,
-			CUmemAllocationGranularity_flags option);
-	CUresult (*MemAddressReserve)(CUdeviceptr *ptr, size_t size,
-			size_t alignment, CUdeviceptr addr,
-			unsigned long long flags);
-	CUresult (*MemAddressFree)(CUdeviceptr ptr, size_t size);
-	CUresult (*MemCreate)(CUmemGenericAllocationHandle *handle, size_t size,
-			const CUmemAllocationProp *prop,
-			unsigned long long flags);
-	CUresult (*MemRelease)(CUmemGenericAllocationHandle handle);
-	CUresult (*MemMap)(CUdeviceptr ptr, size_t size, size_t offset,
-			CUmemGenericAllocationHandle handle,
-			unsigned long long flags);
-	CUresult (*MemSetAccess)(CUdeviceptr ptr, size_t size,
-			const CUmemAccessDesc *desc, size_t count);
-	CUresult (*MemUnmap)(CUdeviceptr ptr, size_t size);
-	CUresult (*MemHostAlloc)(void **pp, size_t size, unsigned int flags);
-	CUresult (*MemFreeHost)(void *p);
-	CUresult (*MemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t size,
-			CUstream stream);
-	CUresult (*MemcpyHtoDAsync)(CUdeviceptr dst, const void *src,
-			size_t size, CUstream stream);
-	CUresult (*MemsetD32Async)(CUdeviceptr dst, unsigned int value,
-			size_t count, CUstream stream);
-	CUresult (*StreamCreate)(CUstream *stream, unsigned int flags);
-	CUresult (*StreamSynchronize)(CUstream stream);
-	CUresult (*StreamDestroy)(CUstream stream);
-	CUresult (*CtxSynchronize)(void);
-	CUresult (*MemGetInfo)(size_t *free_b, size_t *total);
-	CUresult (*DeviceGetAttribute)(int *pi, CUdevice_attribute attrib,
-			CUdevice dev);
-	CUresult (*EventCreate)(CUevent *ev, unsigned int flags);
-	CUresult (*EventRecord)(CUevent ev, CUstream stream);
-	CUresult (*EventSynchronize)(CUevent ev);
-	CUresult (*EventDestroy)(CUevent ev);
-	CUresult (*DeviceGetPCIBusId)(char *id, int len, CUdevice dev);
-	CUresult (*DeviceGetUuid)(CUuuid *uuid, CUdevice dev);
-	CUresult (*StreamIsCapturing)(CUstream stream,
-			CUstreamCaptureStatus *status);
+	GS_CU_ENTRY_POINTS(API_MEMBER)
 };
+#undef API_MEMBER
 
 /* base name for cuGetProcAddress, exported name for dlsym */
+#define SYM(base, exported) \
+	{ #base, #exported, offsetof(struct cuda_api, base) },
 static const struct {
 	const char *base;
 	const char *exported;
 	size_t off;
-	bool optional;
 } syms[] = {
-#define SYM(field, base, exported, opt) \
-	{ base, exported, offsetof(struct cuda_api, field), opt }
-	SYM(GetErrorName, "cuGetErrorName", "cuGetErrorName", true),
-	SYM(Init, "cuInit", "cuInit", false),
-	SYM(DeviceGet, "cuDeviceGet", "cuDeviceGet", false),
-	SYM(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain",
-	    "cuDevicePrimaryCtxRetain", false),
-	SYM(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease",
-	    "cuDevicePrimaryCtxRelease_v2", false),
-	SYM(CtxSetCurrent, "cuCtxSetCurrent", "cuCtxSetCurrent", false),
-	SYM(CtxGetCurrent, "cuCtxGetCurrent", "cuCtxGetCurrent", false),
-	SYM(MemGetAllocationGranularity, "cuMemGetAllocationGranularity",
-	    "cuMemGetAllocationGranularity", false),
-	SYM(MemAddressReserve, "cuMemAddressReserve", "cuMemAddressReserve",
-	    false),
-	SYM(MemAddressFree, "cuMemAddressFree", "cuMemAddressFree", false),
-	SYM(MemCreate, "cuMemCreate", "cuMemCreate", false),
-	SYM(MemRelease, "cuMemRelease", "cuMemRelease", false),
-	SYM(MemMap, "cuMemMap", "cuMemMap", false),
-	SYM(MemSetAccess, "cuMemSetAccess", "cuMemSetAccess", false),
-	SYM(MemUnmap, "cuMemUnmap", "cuMemUnmap", false),
-	SYM(MemHostAlloc, "cuMemHostAlloc", "cuMemHostAlloc", false),
-	SYM(MemFreeHost, "cuMemFreeHost", "cuMemFreeHost", false),
-	SYM(MemcpyDtoHAsync, "cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2",
-	    false),
-	SYM(MemcpyHtoDAsync, "cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2",
-	    false),
-	SYM(MemsetD32Async, "cuMemsetD32Async", "cuMemsetD32Async", false),
-	SYM(StreamCreate, "cuStreamCreate", "cuStreamCreate", false),
-	SYM(StreamSynchronize, "cuStreamSynchronize", "cuStreamSynchronize",
-	    false),
-	SYM(StreamDestroy, "cuStreamDestroy", "cuStreamDestroy_v2", false),
-	SYM(CtxSynchronize, "cuCtxSynchronize", "cuCtxSynchronize", false),
-	SYM(MemGetInfo, "cuMemGetInfo", "cuMemGetInfo_v2", false),
-	SYM(DeviceGetAttribute, "cuDeviceGetAttribute", "cuDeviceGetAttribute",
-	    false),
-	SYM(EventCreate, "cuEventCreate", "cuEventCreate", false),
-	SYM(EventRecord, "cuEventRecord", "cuEventRecord", false),
-	SYM(EventSynchronize, "cuEventSynchronize", "cuEventSynchronize", false),
-	SYM(EventDestroy, "cuEventDestroy", "cuEventDestroy_v2", false),
-	SYM(DeviceGetPCIBusId, "cuDeviceGetPCIBusId", "cuDeviceGetPCIBusId",
-	    true),
-	SYM(DeviceGetUuid, "cuDeviceGetUuid", "cuDeviceGetUuid_v2", true),
-	SYM(StreamIsCapturing, "cuStreamIsCapturing", "cuStreamIsCapturing",
-	    true),
-#undef SYM
+	GS_CU_ENTRY_POINTS(SYM)
 };
+#undef SYM
+
+/*
+ * Entry points the backend does without: it says less (no error names),
+ * finds NVML by PCI bus id or not at all, cannot tell a capture (then
+ * never synchronises in an allocation), or restores no peer's access.
+ * Those it never calls are not needed either.
+ */
+static bool sym_optional(const char *base)
+{
+	static const char *const opt[] = {
+		"cuGetErrorName", "cuDeviceGetPCIBusId", "cuDeviceGetUuid",
+		"cuStreamIsCapturing", "cuDeviceGetCount", "cuMemGetAccess",
+		"cuStreamWaitEvent", "cuEventQuery", "cuGetProcAddress",
+	};
+
+	for (size_t i = 0; i < sizeof(opt) / sizeof(opt[0]); i++)
+		if (!strcmp(base, opt[i]))
+			return true;
+	return false;
+}
 
 struct cuda_backend {
 	struct gs_backend b;
@@ -184,6 +107,7 @@ struct cuda_backend {
 	CUmemAllocationProp prop;
 	CUmemAccessDesc access;
 	char name[32];
+	int ndev;		/* devices of the system (cuDeviceGetCount) */
 	struct gs_nvml *nvml;	/* NVML's view of the device, once looked for */
 	bool nvml_tried;
 };
@@ -221,9 +145,7 @@ static int cu_errno(CUresult rc)
 	case CUDA_ERROR_NO_DEVICE:
 	case CUDA_ERROR_INVALID_DEVICE:
 	case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
-#if CUDA_VERSION >= 11010
 	case CUDA_ERROR_STUB_LIBRARY:	/* the toolkit's stub, not a driver */
-#endif
 		return -ENODEV;
 	case CUDA_ERROR_NOT_PERMITTED:
 		return -EPERM;
@@ -256,7 +178,7 @@ static int cu_fail(struct cuda_api *api, CUresult rc, const char *what)
 {
 	const char *name = NULL;
 
-	if (!api->GetErrorName || api->GetErrorName(rc, &name) != CUDA_SUCCESS ||
+	if (!api->cuGetErrorName || api->cuGetErrorName(rc, &name) != CUDA_SUCCESS ||
 	    !name)
 		name = "unknown CUresult";
 	fprintf(stderr, "gpusleep: cuda: %s failed: %s (%d)\n", what, name,
@@ -268,13 +190,13 @@ static int cu_fail(struct cuda_api *api, CUresult rc, const char *what)
 static int use_ctx(struct cuda_backend *cb)
 {
 	CUcontext cur = NULL;
-	CUresult rc = cb->api.CtxGetCurrent(&cur);
+	CUresult rc = cb->api.cuCtxGetCurrent(&cur);
 
 	if (rc != CUDA_SUCCESS)
 		return cu_fail(&cb->api, rc, "cuCtxGetCurrent");
 	if (cur == cb->ctx)
 		return 0;
-	rc = cb->api.CtxSetCurrent(cb->ctx);
+	rc = cb->api.cuCtxSetCurrent(cb->ctx);
 	if (rc != CUDA_SUCCESS)
 		return cu_fail(&cb->api, rc, "cuCtxSetCurrent");
 	return 0;
@@ -315,7 +237,7 @@ static int cuda_reserve(struct gs_backend *b, size_t size, void **va)
 	if (ret)
 		return ret;
 	/* aligned as the device recommends, when the size is made of it */
-	rc = cb->api.MemAddressReserve(&ptr, round_up(cb, size),
+	rc = cb->api.cuMemAddressReserve(&ptr, round_up(cb, size),
 				       size % cb->gran_rec ? cb->gran :
 				       cb->gran_rec, 0, 0);
 	if (rc != CUDA_SUCCESS)
@@ -331,7 +253,7 @@ static void cuda_unreserve(struct gs_backend *b, void *va, size_t size)
 
 	if (!va || use_ctx(cb))
 		return;
-	rc = cb->api.MemAddressFree((uintptr_t)va, round_up(cb, size));
+	rc = cb->api.cuMemAddressFree((uintptr_t)va, round_up(cb, size));
 	if (rc != CUDA_SUCCESS)
 		cu_fail(&cb->api, rc, "cuMemAddressFree");
 }
@@ -362,17 +284,17 @@ static int cuda_map_common(struct gs_backend *b, void *va, size_t size,
 	hs->va = ptr;
 	hs->size = size;
 	/* one physical allocation for the whole range: fewer handles map faster */
-	rc = cb->api.MemCreate(&hs->h, size, &cb->prop, 0);
+	rc = cb->api.cuMemCreate(&hs->h, size, &cb->prop, 0);
 	if (rc != CUDA_SUCCESS) {
 		ret = cu_fail(&cb->api, rc, "cuMemCreate");
 		goto err_free;
 	}
-	rc = cb->api.MemMap(ptr, size, 0, hs->h, 0);
+	rc = cb->api.cuMemMap(ptr, size, 0, hs->h, 0);
 	if (rc != CUDA_SUCCESS) {
 		ret = cu_fail(&cb->api, rc, "cuMemMap");
 		goto err_release;
 	}
-	rc = cb->api.MemSetAccess(ptr, size, &cb->access, 1);
+	rc = cb->api.cuMemSetAccess(ptr, size, &cb->access, 1);
 	if (rc != CUDA_SUCCESS) {
 		ret = cu_fail(&cb->api, rc, "cuMemSetAccess");
 		goto err_unmap;
@@ -385,12 +307,12 @@ static int cuda_map_common(struct gs_backend *b, void *va, size_t size,
 	 */
 	if (!zero)
 		goto done;
-	rc = cb->api.MemsetD32Async(ptr, 0, size / 4, cb->stream);
+	rc = cb->api.cuMemsetD32Async(ptr, 0, size / 4, cb->stream);
 	if (rc != CUDA_SUCCESS) {
 		ret = cu_fail(&cb->api, rc, "cuMemsetD32Async");
 		goto err_unmap;
 	}
-	rc = cb->api.StreamSynchronize(cb->stream);
+	rc = cb->api.cuStreamSynchronize(cb->stream);
 	if (rc != CUDA_SUCCESS) {
 		ret = cu_fail(&cb->api, rc, "cuStreamSynchronize (zeroing)");
 		goto err_unmap;
@@ -401,11 +323,11 @@ done:
 	return 0;
 
 err_unmap:
-	rc = cb->api.MemUnmap(ptr, size);
+	rc = cb->api.cuMemUnmap(ptr, size);
 	if (rc != CUDA_SUCCESS)
 		cu_fail(&cb->api, rc, "cuMemUnmap (undoing a failed map)");
 err_release:
-	rc = cb->api.MemRelease(hs->h);
+	rc = cb->api.cuMemRelease(hs->h);
 	if (rc != CUDA_SUCCESS)
 		cu_fail(&cb->api, rc, "cuMemRelease (undoing a failed map)");
 err_free:
@@ -451,31 +373,31 @@ static int cuda_unmap(struct gs_backend *b, void *va, size_t size,
 	if (ret)
 		return ret;
 	if (hs->mapped) {
-		rc = cb->api.MemUnmap(hs->va, size);
+		rc = cb->api.cuMemUnmap(hs->va, size);
 		if (rc != CUDA_SUCCESS)
 			return cu_fail(&cb->api, rc, "cuMemUnmap");
 		hs->mapped = false;
 	} else {
 		/* unmapped before: only the release is left (the range may
 		 * be mapped with another handle meanwhile) */
-		rc = cb->api.MemRelease(hs->h);
+		rc = cb->api.cuMemRelease(hs->h);
 		if (rc != CUDA_SUCCESS)
 			return -(-cu_fail(&cb->api, rc, "cuMemRelease") |
 				 GS_UNMAP_GONE);
 		free(hs);
 		return 0;
 	}
-	rc = cb->api.MemRelease(hs->h);
+	rc = cb->api.cuMemRelease(hs->h);
 	if (rc != CUDA_SUCCESS) {
 		ret = cu_fail(&cb->api, rc, "cuMemRelease");
-		rc = cb->api.MemMap(hs->va, size, 0, hs->h, 0);
+		rc = cb->api.cuMemMap(hs->va, size, 0, hs->h, 0);
 		if (rc == CUDA_SUCCESS) {
-			rc = cb->api.MemSetAccess(hs->va, size, &cb->access, 1);
+			rc = cb->api.cuMemSetAccess(hs->va, size, &cb->access, 1);
 			if (rc == CUDA_SUCCESS) {
 				hs->mapped = true;
 				return ret;
 			}
-			cb->api.MemUnmap(hs->va, size);
+			cb->api.cuMemUnmap(hs->va, size);
 		}
 		cu_fail(&cb->api, rc, "mapping back after the failed release");
 		fprintf(stderr, "gpusleep: cuda: [%p, +%zu) stays unmapped; its handle is kept until unmap succeeds\n",
@@ -515,7 +437,7 @@ static int cuda_host_alloc(struct gs_backend *b, size_t size, void **host)
 		policy_set = !syscall(SYS_set_mempolicy, MPOL_PREFERRED, mask,
 				      NUMA_BITS + 1);
 	}
-	rc = cb->api.MemHostAlloc(&p, size, CU_MEMHOSTALLOC_PORTABLE);
+	rc = cb->api.cuMemHostAlloc(&p, size, CU_MEMHOSTALLOC_PORTABLE);
 	if (policy_set)
 		syscall(SYS_set_mempolicy, oldmode, oldmask, NUMA_BITS + 1);
 	if (rc != CUDA_SUCCESS)
@@ -532,7 +454,7 @@ static void cuda_host_free(struct gs_backend *b, void *host, size_t size)
 	(void)size;
 	if (!host || use_ctx(cb))
 		return;
-	rc = cb->api.MemFreeHost(host);
+	rc = cb->api.cuMemFreeHost(host);
 	if (rc != CUDA_SUCCESS)
 		cu_fail(&cb->api, rc, "cuMemFreeHost");
 }
@@ -549,7 +471,7 @@ static int cuda_backup(struct gs_backend *b, void *host, const void *va,
 	ret = use_ctx(cb);
 	if (ret)
 		return ret;
-	rc = cb->api.MemcpyDtoHAsync(host, (uintptr_t)va, size, cb->stream);
+	rc = cb->api.cuMemcpyDtoHAsync(host, (uintptr_t)va, size, cb->stream);
 	if (rc != CUDA_SUCCESS)
 		return cu_fail(&cb->api, rc, "cuMemcpyDtoHAsync");
 	return 0;
@@ -567,7 +489,7 @@ static int cuda_restore(struct gs_backend *b, void *va, const void *host,
 	ret = use_ctx(cb);
 	if (ret)
 		return ret;
-	rc = cb->api.MemcpyHtoDAsync((uintptr_t)va, host, size, cb->stream);
+	rc = cb->api.cuMemcpyHtoDAsync((uintptr_t)va, host, size, cb->stream);
 	if (rc != CUDA_SUCCESS)
 		return cu_fail(&cb->api, rc, "cuMemcpyHtoDAsync");
 	return 0;
@@ -582,7 +504,7 @@ static int cuda_sync(struct gs_backend *b)
 	ret = use_ctx(cb);
 	if (ret)
 		return ret;
-	rc = cb->api.StreamSynchronize(cb->stream);
+	rc = cb->api.cuStreamSynchronize(cb->stream);
 	if (rc != CUDA_SUCCESS)
 		return cu_fail(&cb->api, rc, "cuStreamSynchronize");
 	return 0;
@@ -603,7 +525,7 @@ static int cuda_fence(struct gs_backend *b)
 	ret = use_ctx(cb);
 	if (ret)
 		return ret;
-	rc = cb->api.CtxSynchronize();
+	rc = cb->api.cuCtxSynchronize();
 	if (rc != CUDA_SUCCESS)
 		return cu_fail(&cb->api, rc, "cuCtxSynchronize");
 	return 0;
@@ -625,45 +547,110 @@ static int cuda_fence_streams(struct gs_backend *b, void *const *streams,
 	ret = use_ctx(cb);
 	if (ret)
 		return ret;
-	rc = cb->api.EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+	rc = cb->api.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
 	if (rc != CUDA_SUCCESS)
 		return cu_fail(&cb->api, rc, "cuEventCreate");
 	for (unsigned int i = 0; i < n && !ret; i++) {
-		rc = cb->api.EventRecord(ev, (CUstream)streams[i]);
+		rc = cb->api.cuEventRecord(ev, (CUstream)streams[i]);
 		if (rc != CUDA_SUCCESS) {
 			ret = cu_fail(&cb->api, rc, "cuEventRecord (fence)");
 			break;
 		}
-		rc = cb->api.EventSynchronize(ev);
+		rc = cb->api.cuEventSynchronize(ev);
 		if (rc != CUDA_SUCCESS)
 			ret = cu_fail(&cb->api, rc, "cuEventSynchronize (fence)");
 	}
-	rc = cb->api.EventDestroy(ev);
+	rc = cb->api.cuEventDestroy(ev);
 	if (rc != CUDA_SUCCESS)
 		cu_fail(&cb->api, rc, "cuEventDestroy");
 	return ret;
 }
 
 /*
- * Is stream, or the legacy default stream (which a cuCtxSynchronize
- * orders with every blocking stream), being captured into a graph? Asking
- * the legacy stream while another stream is captured answers
- * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: that counts as captured, as does
- * anything that cannot be asked.
+ * Is work queued on stream being captured into a graph, so that nothing
+ * may wait for it? stream NULL is the legacy default stream: the driver
+ * answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while a blocking stream is
+ * captured (the legacy stream would wait for it), and nothing about a
+ * non-blocking stream's capture, which the legacy stream does not wait
+ * for. An error, or a query that cannot be made, counts as captured.
  */
 static int cuda_capturing(struct gs_backend *b, void *stream)
 {
 	struct cuda_backend *cb = cb_of(b);
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 
-	if (!cb->api.StreamIsCapturing || use_ctx(cb))
+	if (!cb->api.cuStreamIsCapturing || use_ctx(cb))
 		return 1;
-	if (stream && (cb->api.StreamIsCapturing((CUstream)stream, &st) !=
-		       CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE))
-		return 1;
-	if (cb->api.StreamIsCapturing(NULL, &st) != CUDA_SUCCESS ||
+	if (cb->api.cuStreamIsCapturing((CUstream)stream, &st) != CUDA_SUCCESS ||
 	    st != CU_STREAM_CAPTURE_STATUS_NONE)
 		return 1;
+	return 0;
+}
+
+/*
+ * The other devices with access to the range at va, as the driver says:
+ * whoever granted it (our grant, a collective library's registration, a
+ * custom all-reduce's cuMemSetAccess), it is lost with the mapping.
+ */
+static int cuda_peers(struct gs_backend *b, void *va, uint64_t *rw,
+		      uint64_t *ro)
+{
+	struct cuda_backend *cb = cb_of(b);
+	int ret;
+
+	*rw = *ro = 0;
+	if (cb->ndev < 2 || !cb->api.cuMemGetAccess)
+		return 0;
+	ret = use_ctx(cb);
+	if (ret)
+		return ret;
+	for (int d = 0; d < cb->ndev && d < 64; d++) {
+		CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_DEVICE,
+				      .id = d };
+		unsigned long long flags = 0;
+		CUresult rc;
+
+		if (d == cb->dev)
+			continue;
+		rc = cb->api.cuMemGetAccess(&flags, &loc, (uintptr_t)va);
+		if (rc != CUDA_SUCCESS)
+			return cu_fail(&cb->api, rc, "cuMemGetAccess");
+		if (flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+			*rw |= 1ULL << d;
+		else if (flags == CU_MEM_ACCESS_FLAGS_PROT_READ)
+			*ro |= 1ULL << d;
+	}
+	return 0;
+}
+
+/* Give the devices of rw and ro that access to [va, +size). */
+static int cuda_grant(struct gs_backend *b, void *va, size_t size,
+		      uint64_t rw, uint64_t ro)
+{
+	struct cuda_backend *cb = cb_of(b);
+	CUmemAccessDesc desc[64];
+	size_t n = 0;
+	CUresult rc;
+	int ret;
+
+	for (int d = 0; d < 64 && d < cb->ndev; d++) {
+		if (d == cb->dev || !((rw | ro) & (1ULL << d)))
+			continue;
+		desc[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		desc[n].location.id = d;
+		desc[n].flags = rw & (1ULL << d) ?
+				CU_MEM_ACCESS_FLAGS_PROT_READWRITE :
+				CU_MEM_ACCESS_FLAGS_PROT_READ;
+		n++;
+	}
+	if (!n)
+		return 0;
+	ret = use_ctx(cb);
+	if (ret)
+		return ret;
+	rc = cb->api.cuMemSetAccess((uintptr_t)va, round_up(cb, size), desc, n);
+	if (rc != CUDA_SUCCESS)
+		return cu_fail(&cb->api, rc, "cuMemSetAccess (peers)");
 	return 0;
 }
 
@@ -678,7 +665,7 @@ static int cuda_mem_info(struct gs_backend *b, uint64_t *free_b,
 	ret = use_ctx(cb);
 	if (ret)
 		return ret;
-	rc = cb->api.MemGetInfo(&f, &t);
+	rc = cb->api.cuMemGetInfo(&f, &t);
 	if (rc != CUDA_SUCCESS)
 		return cu_fail(&cb->api, rc, "cuMemGetInfo");
 	*free_b = f;
@@ -702,10 +689,10 @@ static void cuda_nvml_open(struct cuda_backend *cb)
 		return;
 	cb->nvml_tried = true;
 	/* by UUID first: a MIG instance shares its parent's bus id */
-	have_uuid = cb->api.DeviceGetUuid &&
-		    cb->api.DeviceGetUuid(&uuid, cb->dev) == CUDA_SUCCESS;
-	if (!cb->api.DeviceGetPCIBusId ||
-	    cb->api.DeviceGetPCIBusId(bus, sizeof(bus), cb->dev) !=
+	have_uuid = cb->api.cuDeviceGetUuid &&
+		    cb->api.cuDeviceGetUuid(&uuid, cb->dev) == CUDA_SUCCESS;
+	if (!cb->api.cuDeviceGetPCIBusId ||
+	    cb->api.cuDeviceGetPCIBusId(bus, sizeof(bus), cb->dev) !=
 	    CUDA_SUCCESS)
 		bus[0] = 0;
 	if (bus[0] || have_uuid)
@@ -754,16 +741,16 @@ static void cuda_teardown(struct cuda_backend *cb, bool initialized)
 	gs_nvml_close(cb->nvml);
 	if (cb->stream) {
 		if (!use_ctx(cb)) {
-			rc = cb->api.StreamSynchronize(cb->stream);
+			rc = cb->api.cuStreamSynchronize(cb->stream);
 			if (rc != CUDA_SUCCESS)
 				cu_fail(&cb->api, rc, "cuStreamSynchronize");
 		}
-		rc = cb->api.StreamDestroy(cb->stream);
+		rc = cb->api.cuStreamDestroy(cb->stream);
 		if (rc != CUDA_SUCCESS)
 			cu_fail(&cb->api, rc, "cuStreamDestroy");
 	}
 	if (cb->ctx_retained) {
-		rc = cb->api.PrimaryCtxRelease(cb->dev);
+		rc = cb->api.cuDevicePrimaryCtxRelease(cb->dev);
 		if (rc != CUDA_SUCCESS)
 			cu_fail(&cb->api, rc, "cuDevicePrimaryCtxRelease");
 	}
@@ -791,7 +778,7 @@ static int cuda_load(struct cuda_backend *cb, const char *path)
 
 	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
 		void **slot = (void **)((char *)&cb->api + syms[i].off);
-		gs_query_result status = 0;
+		CUdriverProcAddressQueryResult status = 0;
 		void *fn = NULL;
 		CUresult rc = CUDA_ERROR_NOT_FOUND;
 
@@ -803,7 +790,7 @@ static int cuda_load(struct cuda_backend *cb, const char *path)
 					CU_GET_PROC_ADDRESS_DEFAULT);
 		if (rc != CUDA_SUCCESS || !fn)
 			fn = dlsym(cb->lib, syms[i].exported);
-		if (!fn && !syms[i].optional) {
+		if (!fn && !sym_optional(syms[i].base)) {
 			fprintf(stderr, "gpusleep: cuda: %s has no %s (driver older than CUDA 11?)\n",
 				path, syms[i].exported);
 			return -ENODEV;
@@ -817,7 +804,7 @@ static int dev_attr(struct cuda_backend *cb, CUdevice_attribute a, int dflt)
 {
 	int v = dflt;
 
-	if (cb->api.DeviceGetAttribute(&v, a, cb->dev) != CUDA_SUCCESS)
+	if (cb->api.cuDeviceGetAttribute(&v, a, cb->dev) != CUDA_SUCCESS)
 		return dflt;
 	return v;
 }
@@ -844,11 +831,8 @@ static void cuda_set_features(struct cuda_backend *cb)
 		else
 			fprintf(stderr, "gpusleep: cuda: GPUSLEEP_CUDA_HANDLE=fd: the device cannot export POSIX file descriptors; allocations are not exportable\n");
 	}
-#if CUDA_VERSION >= 12020
+	/* CUDA 12.2 and later; an older driver refuses it: -1 */
 	cb->numa_node = dev_attr(cb, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1);
-#else
-	cb->numa_node = -1;
-#endif
 }
 
 struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
@@ -880,19 +864,19 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 	if (ret)
 		goto fail;
 
-	rc = cb->api.Init(0);
+	rc = cb->api.cuInit(0);
 	if (rc != CUDA_SUCCESS) {
 		ret = cu_fail(&cb->api, rc, "cuInit");
 		goto fail;
 	}
 	initialized = true;
-	rc = cb->api.DeviceGet(&cb->dev, device);
+	rc = cb->api.cuDeviceGet(&cb->dev, device);
 	if (rc != CUDA_SUCCESS) {
 		fprintf(stderr, "gpusleep: cuda: no device %d\n", device);
 		ret = cu_fail(&cb->api, rc, "cuDeviceGet");
 		goto fail;
 	}
-	rc = cb->api.PrimaryCtxRetain(&cb->ctx, cb->dev);
+	rc = cb->api.cuDevicePrimaryCtxRetain(&cb->ctx, cb->dev);
 	if (rc != CUDA_SUCCESS) {
 		ret = cu_fail(&cb->api, rc, "cuDevicePrimaryCtxRetain");
 		goto fail;
@@ -909,7 +893,7 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 	cuda_set_features(cb);
 	cb->access.location = cb->prop.location;
 	cb->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	rc = cb->api.MemGetAllocationGranularity(&cb->gran, &cb->prop,
+	rc = cb->api.cuMemGetAllocationGranularity(&cb->gran, &cb->prop,
 			CU_MEM_ALLOC_GRANULARITY_MINIMUM);
 	if (rc != CUDA_SUCCESS) {
 		ret = cu_fail(&cb->api, rc, "cuMemGetAllocationGranularity");
@@ -926,17 +910,21 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 	 * (chunks); one that is not a power-of-two multiple of the minimum
 	 * (or cannot be asked) is not used.
 	 */
-	rc = cb->api.MemGetAllocationGranularity(&cb->gran_rec, &cb->prop,
+	rc = cb->api.cuMemGetAllocationGranularity(&cb->gran_rec, &cb->prop,
 			CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
 	if (rc != CUDA_SUCCESS || cb->gran_rec < cb->gran ||
 	    (cb->gran_rec & (cb->gran_rec - 1)))
 		cb->gran_rec = cb->gran;
-	rc = cb->api.StreamCreate(&cb->stream, CU_STREAM_NON_BLOCKING);
+	rc = cb->api.cuStreamCreate(&cb->stream, CU_STREAM_NON_BLOCKING);
 	if (rc != CUDA_SUCCESS) {
 		cb->stream = NULL;
 		ret = cu_fail(&cb->api, rc, "cuStreamCreate");
 		goto fail;
 	}
+	cb->ndev = 1;
+	if (cb->api.cuDeviceGetCount &&
+	    cb->api.cuDeviceGetCount(&cb->ndev) != CUDA_SUCCESS)
+		cb->ndev = 1;
 	cuda_nvml_open(cb);
 
 	snprintf(cb->name, sizeof(cb->name), "cuda:%d", device);
@@ -960,6 +948,8 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 		.mem_info = cuda_mem_info,
 		.capturing = cuda_capturing,
 		.resident = cuda_resident,
+		.peers = cuda_peers,
+		.grant = cuda_grant,
 		.destroy = cuda_destroy,
 	};
 	*err = 0;

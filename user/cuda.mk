@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The CUDA backend's tests; included by user/user.mk (after its own rules),
-# whose variables it uses: GS_CUDA_H (cuda.h, empty when not found), GS_A,
+# whose variables it uses: GS_CUDA_H (user/gs_cuda.h, empty with CUDA=0), GS_A,
 # GS_ASAN_A, GS_ASAN, GS_LIBS, GS_TEST_CFLAGS, and from the top Makefile
 # BUILD, CC, CFLAGS, LDFLAGS, KSFT_STAMP. Builds:
 #   $(BUILD)/tests/host/fakecuda/libcuda.so.1  the stand-in driver
 #                                              (tests/host/fake_libcuda.c),
-#                                              only when cuda.h is found
+#                                              unless CUDA=0
 #   $(BUILD)/tests/host/fakenvml/libnvidia-ml.so.1  the stand-in NVML
 #                                              (tests/host/fake_libnvml.c),
 #                                              with it
@@ -15,7 +15,7 @@
 #                                              (libcudart_client.so)
 #   $(BUILD)/tests/host/NAME       tests/host/test_*cuda*.c (HOST_TESTS)
 #   $(BUILD)/tests/host-asan/NAME  the same with ASan+UBSan (HOST_TESTS)
-# Built with CUDA=0 (no cuda.h) the tests are still built; they skip every
+# Built with CUDA=0 the tests are still built; they skip every
 # test, since libgpusleep's gs_backend_cuda_new() then fails with -ENOSYS.
 # The tests find the stand-in by its absolute path, compiled in
 # (FAKECUDA_LIB), or at run time in the environment variable FAKECUDA_LIB;
@@ -34,9 +34,10 @@ ifneq ($(GS_CUDA_H),)
 GS_CUDA_TDEPS	:= $(GS_CUDA_FAKE) $(GS_NVML_FAKE)
 
 # -fvisibility is left at default: the stand-in exports what it defines.
-$(GS_CUDA_FAKE): tests/host/fake_libcuda.c tests/host/fake_libcuda.h
+$(GS_CUDA_FAKE): tests/host/fake_libcuda.c tests/host/fake_libcuda.h \
+		$(GS_CUDA_H)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -I$(dir $(GS_CUDA_H)) -Itests/host -fPIC -shared \
+	$(CC) $(CFLAGS) -Iuser -Itests/host -fPIC -shared \
 		-Wl,-soname,libcuda.so.1 -o $@ $< $(LDFLAGS) -lpthread
 
 $(GS_NVML_FAKE): tests/host/fake_libnvml.c

@@ -46,6 +46,8 @@
 #define GS_MM_CHUNK_DEFAULT	(16UL << 20)
 #define GS_MM_CHUNK_MAX		(1UL << 30)
 #define GS_MM_PIN_PIECE		(256UL << 20)
+/* streams remembered per chunk for the out-of-memory reclaim */
+#define GS_MM_OWNERS		4
 /* a pause's fence, bounded below the module's default step timeout */
 #define GS_MM_FENCE_MS		25000
 /* what a fence leaves of the time to a deadline, for the answer */
@@ -77,6 +79,19 @@ struct chunk {
 	size_t used;
 	unsigned int nr_allocs;
 	struct block *blocks;
+	/*
+	 * The streams its allocations were made for (gs_mm_alloc_on; NULL:
+	 * the legacy stream): what may still use it once they are freed.
+	 * owners_unknown: more than GS_MM_OWNERS of them.
+	 */
+	void *owners[GS_MM_OWNERS];
+	unsigned int nowners;
+	bool owners_unknown;
+	uint64_t peers_rw;	/* other devices with access when it was */
+	uint64_t peers_ro;	/* last unmapped: granted again at the map */
+	uint64_t carves;	/* allocations made in it, ever */
+	uint64_t reclaim_at;	/* carves when a reclaim fenced its owners */
+	uint64_t reclaim_id;	/* ... that reclaim, if they could be */
 };
 
 struct tag {
@@ -98,6 +113,8 @@ struct gs_mm {
 	void **fence_streams;	/* declared engine streams; none: context */
 	unsigned int nfence;
 	unsigned int fence_ms;	/* bound of a fence; 0: none */
+	uint64_t peers;		/* devices granted access to every chunk */
+	uint64_t reclaims;	/* mm_reclaim() calls, numbering them */
 	uint64_t pinned;	/* staging pinned now, all tags */
 	uint64_t pin_limit;	/* cap on it; 0: none */
 	uint64_t margin;	/* device memory a new chunk must leave free */
@@ -197,8 +214,12 @@ static int piece_pin(struct gs_mm *mm, struct piece *pc)
 
 	if (pc->host)
 		return 0;
-	if (mm->pin_limit && mm->pinned + pc->size > mm->pin_limit)
+	if (mm->pin_limit && mm->pinned + pc->size > mm->pin_limit) {
+		fprintf(stderr, "gpusleep: mm: %zu bytes more of pinned backup staging would pass the host staging budget of %llu bytes (%llu pinned; GPUSLEEP_PIN_LIMIT, gs_mm_set_pin_limit): refused\n",
+			pc->size, (unsigned long long)mm->pin_limit,
+			(unsigned long long)mm->pinned);
 		return -ENOMEM;
+	}
 	ret = mm->b->host_alloc(mm->b, pc->size, &pc->host);
 	if (ret) {
 		pc->host = NULL;
@@ -278,9 +299,10 @@ static void chunk_pin_range(struct gs_mm *mm, struct chunk *c, size_t off,
  * Copy the live allocations of c to (to_host) or from its staging, each
  * run of adjacent ones at once, split at the pieces' edges: the slack and
  * the free blocks (an allocator's cache) are not copied. Queued; the
- * caller syncs.
+ * caller syncs. Adds the bytes queued to *copied.
  */
-static int chunk_copy(struct gs_mm *mm, struct chunk *c, bool to_host)
+static int chunk_copy(struct gs_mm *mm, struct chunk *c, bool to_host,
+		      uint64_t *copied)
 {
 	struct gs_backend *b = mm->b;
 
@@ -307,6 +329,7 @@ static int chunk_copy(struct gs_mm *mm, struct chunk *c, bool to_host)
 					b->restore(b, c->va + pos, host, len);
 			if (ret)
 				return ret;
+			*copied += len;
 			pos += len;
 		}
 	}
@@ -447,20 +470,19 @@ static unsigned int fence_bound_ms(const struct gs_mm *mm, uint64_t deadline)
  * while waiting: allocations go on meanwhile. Bounded by fence_ms and by
  * deadline (fence_bound_ms()).
  */
-static int mm_fence_until(struct gs_mm *mm, uint64_t deadline)
+/*
+ * The same for the n streams st (taken; NULL, 0: the context), whatever
+ * the declared ones.
+ */
+static int mm_fence_streams_until(struct gs_mm *mm, void **st,
+				  unsigned int n, uint64_t deadline)
 {
-	unsigned int n = mm->b->fence_streams ? mm->nfence : 0;
 	unsigned int ms = fence_bound_ms(mm, deadline);
-	void **st = NULL;
 	int ret;
 
-	if (!mm->b->fence && !n)
+	if (!mm->b->fence && !n) {
+		free(st);
 		return 0;
-	if (n) {
-		st = malloc(n * sizeof(*st));
-		if (!st)
-			return -ENOMEM;
-		memcpy(st, mm->fence_streams, n * sizeof(*st));
 	}
 	pthread_mutex_unlock(&mm->lock);
 	if (ms) {
@@ -473,9 +495,41 @@ static int mm_fence_until(struct gs_mm *mm, uint64_t deadline)
 	return ret;
 }
 
+static int mm_fence_until(struct gs_mm *mm, uint64_t deadline)
+{
+	unsigned int n = mm->b->fence_streams ? mm->nfence : 0;
+	void **st = NULL;
+
+	if (n) {
+		st = malloc(n * sizeof(*st));
+		if (!st)
+			return -ENOMEM;
+		memcpy(st, mm->fence_streams, n * sizeof(*st));
+	}
+	return mm_fence_streams_until(mm, st, n, deadline);
+}
+
 static int mm_fence_unlocked(struct gs_mm *mm)
 {
 	return mm_fence_until(mm, 0);
+}
+
+int gs_mm_set_peer_access(struct gs_mm *mm, uint64_t devices)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&mm->lock);
+	mm->peers = devices;
+	for (int i = 0; i < GPUSLEEP_MAX_TAGS && !ret; i++)
+		for (struct chunk *c = mm->tags[i].chunks; c && !ret;
+		     c = c->next)
+			if (c->mapped && devices && mm->b->grant)
+				ret = mm->b->grant(mm->b, c->va, c->size, devices,
+						   0);
+	if (devices && !mm->b->grant)
+		ret = -EOPNOTSUPP;
+	pthread_mutex_unlock(&mm->lock);
+	return ret;
 }
 
 int gs_mm_set_pin_limit(struct gs_mm *mm, uint64_t max_bytes)
@@ -605,9 +659,12 @@ int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 		 */
 		if (!mm->tags[i].chunks || cs > mm->tags[i].next_chunk)
 			mm->tags[i].next_chunk = cs;
-		if (p == GS_MM_DISCARD)	/* awake: no chunk needs its staging */
-			for (struct chunk *c = mm->tags[i].chunks; c; c = c->next)
-				chunk_unpin(mm, c);
+		/*
+		 * DISCARD: the staging is not given back here (cuMemFreeHost
+		 * synchronises the device, and a policy change may come in a
+		 * graph capture: the adapter sets it at every region entry and
+		 * exit), but at the tag's next pause, after its fence.
+		 */
 		tag_pin_ahead(mm, &mm->tags[i]);
 	}
 	pthread_mutex_unlock(&mm->lock);
@@ -662,14 +719,48 @@ int gs_mm_pin_staging(struct gs_mm *mm, uint32_t tag, uint64_t max_bytes,
 	return ret;
 }
 
-/* map c; zero = it must read as zeros (else its contents are undefined) */
+/*
+ * map c; zero = it must read as zeros (else its contents are undefined).
+ * The other devices that had access to it when it was last unmapped, and
+ * those every chunk is granted to (gs_mm_set_peer_access), get it again:
+ * a mapping's access goes with it. A grant that fails undoes the map.
+ */
 static int chunk_map(struct gs_mm *mm, struct chunk *c, bool zero)
 {
 	struct gs_backend *b = mm->b;
+	uint64_t rw = c->peers_rw | mm->peers, ro = c->peers_ro & ~rw;
+	int ret;
 
 	if (!zero && b->map_nozero)
-		return b->map_nozero(b, c->va, c->size, &c->handle);
-	return b->map(b, c->va, c->size, &c->handle);
+		ret = b->map_nozero(b, c->va, c->size, &c->handle);
+	else
+		ret = b->map(b, c->va, c->size, &c->handle);
+	if (ret || !(rw | ro) || !b->grant)
+		return ret;
+	ret = b->grant(b, c->va, c->size, rw, ro);
+	if (ret) {
+		int r = b->unmap(b, c->va, c->size, c->handle);
+
+		if (r)
+			fprintf(stderr, "gpusleep: mm: undoing a map whose peers' access failed: %s\n",
+				strerror(-gs_unmap_errno(r)));
+		else
+			c->handle = NULL;
+	}
+	return ret;
+}
+
+/* the other devices' access to c, before its mapping goes */
+static void chunk_note_peers(struct gs_mm *mm, struct chunk *c)
+{
+	uint64_t rw = 0, ro = 0;
+
+	if (!mm->b->peers || !c->mapped)
+		return;
+	if (!mm->b->peers(mm->b, c->va, &rw, &ro)) {
+		c->peers_rw = rw;
+		c->peers_ro = ro;
+	}
 }
 
 static int chunk_new(struct gs_mm *mm, struct tag *t, size_t need,
@@ -769,8 +860,25 @@ static void *chunk_carve(struct chunk *c, size_t size, int *err)
 	return NULL;
 }
 
-/* Allocate from t's chunks, or a new one; mm->lock held. */
-static void *tag_alloc(struct gs_mm *mm, struct tag *t, size_t size, int *err)
+/* Remember that c was allocated from for work on stream. */
+static void chunk_note_owner(struct chunk *c, void *stream)
+{
+	c->carves++;
+	if (c->owners_unknown)
+		return;
+	for (unsigned int i = 0; i < c->nowners; i++)
+		if (c->owners[i] == stream)
+			return;
+	if (c->nowners == GS_MM_OWNERS) {
+		c->owners_unknown = true;
+		return;
+	}
+	c->owners[c->nowners++] = stream;
+}
+
+/* Allocate from t's chunks, or a new one, for stream; mm->lock held. */
+static void *tag_alloc(struct gs_mm *mm, struct tag *t, size_t size,
+		       void *stream, int *err)
 {
 	struct chunk *c;
 	void *p = NULL;
@@ -793,6 +901,8 @@ static void *tag_alloc(struct gs_mm *mm, struct tag *t, size_t size, int *err)
 	p = chunk_carve(c, size, err);
 	fresh = true;
 pin:
+	if (p)
+		chunk_note_owner(c, stream);
 	/* a backed-up tag's staging is pinned now, not in the pause */
 	if (p && t->policy == GS_MM_BACKUP &&
 	    !(t->staging_flags & GS_MM_STAGING_LAZY))
@@ -809,7 +919,136 @@ pin:
 	return p;
 }
 
-static uint64_t tag_trim(struct gs_mm *mm, struct tag *t);
+static uint64_t tag_trim(struct gs_mm *mm, struct tag *t, uint64_t reclaim);
+static int mm_fence_streams_until(struct gs_mm *mm, void **st,
+				  unsigned int n, uint64_t deadline);
+
+/* an empty chunk kept mapped as a cache, which a trim may give back */
+static bool chunk_trimmable(const struct chunk *c)
+{
+	return !c->nr_allocs && c->mapped && !c->saved;
+}
+
+/* add s to the n streams of set (at most max); false if it is full */
+static bool stream_set_add(void **set, unsigned int *n, unsigned int max,
+			   void *s)
+{
+	for (unsigned int i = 0; i < *n; i++)
+		if (set[i] == s)
+			return true;
+	if (*n == max)
+		return false;
+	set[(*n)++] = s;
+	return true;
+}
+
+/*
+ * Out of device memory: give back the empty chunks kept as a cache (of
+ * any tag), once the GPU work that may still use them is done; mm->lock
+ * held (dropped while waiting). Returns the bytes given back.
+ *
+ * That work was queued on the streams the chunks' allocations were made
+ * for: a free is ordered on its allocation's stream (as cudaFreeAsync;
+ * PyTorch's caching allocator frees a block stream-ordered on its
+ * allocation stream, and waits for the other streams it was used on, its
+ * record_stream() events, before it frees a segment to us). So only those
+ * streams are waited for, with the streams the engine declared
+ * (gs_mm_set_fence_streams), never the whole context: the driver cannot
+ * tell whether any stream of the context is being captured into a CUDA
+ * graph (cuStreamIsCapturing answers for one stream; asked about the
+ * legacy stream it sees only blocking streams' captures, and PyTorch
+ * captures on non-blocking ones), and a context-wide synchronisation
+ * would break such a capture. A stream that is being captured cannot be
+ * waited for either (nor the legacy stream while a blocking stream is):
+ * the chunks it used stay, as do chunks used on more streams than were
+ * remembered; they go at the next pause of their tag or gs_mm_trim().
+ * A chunk allocated from again while the lock was dropped stays too.
+ * only: that chunk alone (a free that gives its memory back).
+ */
+static uint64_t mm_reclaim(struct gs_mm *mm, const struct chunk *only)
+{
+	struct gs_backend *b = mm->b;
+	unsigned int max = GS_MM_OWNERS * 8 + mm->nfence, n = 0, nbad = 0;
+	void **set, **bad;
+	uint64_t got = 0, id = ++mm->reclaims;
+	bool any = false;
+	int ret;
+
+	set = calloc(2 * (size_t)max, sizeof(*set));
+	if (!set)
+		return 0;
+	bad = set + max;
+	for (int k = 0; k < GPUSLEEP_MAX_TAGS; k++) {
+		if (mm->tags[k].pausing)
+			continue;
+		for (struct chunk *c = mm->tags[k].chunks; c; c = c->next) {
+			bool fits = true;
+
+			if (!chunk_trimmable(c) || c->owners_unknown ||
+			    (only && c != only))
+				continue;
+			/* its streams, unless the set is full */
+			for (unsigned int i = 0; i < c->nowners && fits; i++)
+				fits = stream_set_add(set, &n, max,
+						      c->owners[i]);
+			/*
+			 * This reclaim's (a later one, while this one waits,
+			 * takes it: this one then leaves it, unfenced by it)
+			 */
+			if (fits) {
+				c->reclaim_id = id;
+				c->reclaim_at = c->carves;
+			}
+			any |= fits;
+		}
+	}
+	if (!any)
+		goto out;
+	if (b->fence_streams && mm->nfence)
+		for (unsigned int i = 0; i < mm->nfence; i++)
+			stream_set_add(set, &n, max, mm->fence_streams[i]);
+	/* the streams that cannot be waited for, and what they used */
+	if (b->capturing) {
+		unsigned int w = 0;
+
+		for (unsigned int i = 0; i < n; i++) {
+			if (b->capturing(b, set[i]))
+				bad[nbad++] = set[i];
+			else
+				set[w++] = set[i];
+		}
+		n = w;
+	}
+	for (int k = 0; k < GPUSLEEP_MAX_TAGS && nbad; k++)
+		for (struct chunk *c = mm->tags[k].chunks; c; c = c->next)
+			for (unsigned int i = 0; i < c->nowners &&
+			     c->reclaim_id == id; i++)
+				for (unsigned int j = 0; j < nbad; j++)
+					if (c->owners[i] == bad[j])
+						c->reclaim_id = 0;
+	if (b->fence_streams) {
+		void **st = NULL;
+
+		if (n) {
+			st = malloc(n * sizeof(*st));
+			if (!st)
+				goto out;
+			memcpy(st, set, n * sizeof(*st));
+		}
+		ret = n ? mm_fence_streams_until(mm, st, n, 0) : 0;
+	} else {
+		/* no streams to wait for one by one (host): the backend's */
+		ret = b->capturing ? -EOPNOTSUPP : mm_fence_unlocked(mm);
+	}
+	if (ret)
+		goto out;
+	for (int k = 0; k < GPUSLEEP_MAX_TAGS; k++)
+		if (!mm->tags[k].pausing)
+			got += tag_trim(mm, &mm->tags[k], id);
+out:
+	free(set);
+	return got;
+}
 
 void *gs_mm_alloc_on(struct gs_mm *mm, uint32_t tag, size_t size,
 		     void *stream)
@@ -826,23 +1065,18 @@ void *gs_mm_alloc_on(struct gs_mm *mm, uint32_t tag, size_t size,
 	size = round_up(size ? size : 1, GS_MM_ALIGN);
 	t = &mm->tags[i];
 	pthread_mutex_lock(&mm->lock);
-	p = tag_alloc(mm, t, size, &err);
+	p = tag_alloc(mm, t, size, stream, &err);
 	/*
 	 * Out of device memory: the empty chunks kept as a cache (of any
-	 * tag) go back once the GPU is done with them, then once more.
-	 * Not while a graph is captured: nothing may synchronise then.
+	 * tag) go back once the work on their streams is done
+	 * (mm_reclaim()), then once more. Not while the allocating stream
+	 * is captured into a graph (the caching allocator allocates in a
+	 * capture): nothing may wait for it then.
 	 */
 	if (!p && err == -ENOMEM &&
 	    !(mm->b->capturing && mm->b->capturing(mm->b, stream)) &&
-	    !mm_fence_unlocked(mm)) {
-		uint64_t got = 0;
-
-		for (int k = 0; k < GPUSLEEP_MAX_TAGS; k++)
-			if (!mm->tags[k].pausing)
-				got += tag_trim(mm, &mm->tags[k]);
-		if (got)
-			p = tag_alloc(mm, t, size, &err);
-	}
+	    mm_reclaim(mm, NULL))
+		p = tag_alloc(mm, t, size, stream, &err);
 	pthread_mutex_unlock(&mm->lock);
 	if (!p)
 		errno = err ? -err : ENOMEM;
@@ -889,10 +1123,17 @@ static void tag_update_paused(struct tag *t)
 
 int gs_mm_free(struct gs_mm *mm, void *ptr)
 {
+	return gs_mm_free_ex(mm, ptr, 0);
+}
+
+int gs_mm_free_ex(struct gs_mm *mm, void *ptr, unsigned int flags)
+{
 	struct chunk *c, **link;
 	struct block *bl;
 	int ti, ret = -EINVAL;
 
+	if (flags & ~GS_MM_FREE_GIVE_BACK)
+		return -EINVAL;
 	if (!ptr)
 		return 0;
 	pthread_mutex_lock(&mm->lock);
@@ -937,6 +1178,14 @@ int gs_mm_free(struct gs_mm *mm, void *ptr)
 		*link = c->next;
 		chunk_destroy(mm, c);
 		tag_update_paused(&mm->tags[ti]);
+	} else if ((flags & GS_MM_FREE_GIVE_BACK) && chunk_trimmable(c) &&
+		   !mm->tags[ti].pausing) {
+		/*
+		 * Asked to give the memory back (PyTorch's raw_delete: its
+		 * cudaFree): the emptied chunk goes, once the work on its
+		 * streams is done, unless one is captured (it stays then).
+		 */
+		mm_reclaim(mm, c);
 	}
 out:
 	pthread_mutex_unlock(&mm->lock);
@@ -1095,10 +1344,12 @@ static void chunk_release_stale(struct gs_mm *mm, struct chunk *c)
 }
 
 /*
- * Unmap and give back the empty mapped chunks of t; the caller fenced.
+ * Unmap and give back the empty mapped chunks of t; the caller fenced
+ * (reclaim, an mm_reclaim() call's number: only the streams of the
+ * chunks it marked, which have not been allocated from since; 0: all).
  * A chunk that will not unmap stays, empty and mapped. Returns the bytes.
  */
-static uint64_t tag_trim(struct gs_mm *mm, struct tag *t)
+static uint64_t tag_trim(struct gs_mm *mm, struct tag *t, uint64_t reclaim)
 {
 	struct chunk **pp = &t->chunks;
 	uint64_t bytes = 0;
@@ -1107,7 +1358,9 @@ static uint64_t tag_trim(struct gs_mm *mm, struct tag *t)
 		struct chunk *c = *pp;
 		int ret;
 
-		if (c->nr_allocs || !c->mapped || c->saved) {
+		if (!chunk_trimmable(c) ||
+		    (reclaim && (c->reclaim_id != reclaim ||
+				 c->carves != c->reclaim_at))) {
 			pp = &c->next;
 			continue;
 		}
@@ -1140,7 +1393,7 @@ int gs_mm_trim(struct gs_mm *mm, uint32_t tags, uint64_t *bytes)
 		for (int i = 0; i < GPUSLEEP_MAX_TAGS; i++)
 			if ((!tags || (tags & (1U << i))) &&
 			    !mm->tags[i].pausing)
-				sum += tag_trim(mm, &mm->tags[i]);
+				sum += tag_trim(mm, &mm->tags[i], 0);
 	pthread_mutex_unlock(&mm->lock);
 	if (bytes)
 		*bytes = sum;
@@ -1148,9 +1401,9 @@ int gs_mm_trim(struct gs_mm *mm, uint32_t tags, uint64_t *bytes)
 }
 
 /* Queue the restore of c's live allocations; the caller syncs. */
-static int chunk_restore(struct gs_mm *mm, struct chunk *c)
+static int chunk_restore(struct gs_mm *mm, struct chunk *c, uint64_t *copied)
 {
-	return chunk_copy(mm, c, false);
+	return chunk_copy(mm, c, false, copied);
 }
 
 /* Map c again and bring its contents back if they are in staging. */
@@ -1167,7 +1420,9 @@ static int chunk_bring_back(struct gs_mm *mm, struct chunk *c)
 		c->mapped = true;
 	}
 	if (c->saved) {
-		ret = chunk_restore(mm, c);
+		uint64_t copied = 0;
+
+		ret = chunk_restore(mm, c, &copied);
 		if (!ret)
 			ret = b->sync(b);
 		else
@@ -1195,8 +1450,11 @@ static bool mm_free_now(struct gs_mm *mm, uint64_t *free_b)
 	return mm->b->mem_info && !mm->b->mem_info(mm->b, free_b, &total);
 }
 
-/* Back up every chunk of t into its staging; nothing queued on return. */
-static int tag_backup(struct gs_mm *mm, struct tag *t)
+/*
+ * Back up every chunk of t into its staging; nothing queued on return.
+ * *copied: the bytes queued.
+ */
+static int tag_backup(struct gs_mm *mm, struct tag *t, uint64_t *copied)
 {
 	struct gs_backend *b = mm->b;
 	int ret = 0;
@@ -1207,7 +1465,7 @@ static int tag_backup(struct gs_mm *mm, struct tag *t)
 		/* pinned ahead; what is missing now, piece by piece */
 		ret = chunk_pin(mm, c, true);
 		if (!ret)
-			ret = chunk_copy(mm, c, true);
+			ret = chunk_copy(mm, c, true, copied);
 	}
 	if (ret) {
 		b->sync(b);	/* never return with copies in flight */
@@ -1259,13 +1517,22 @@ int gs_mm_pause_until(struct gs_mm *mm, uint32_t tag, uint64_t deadline_ns,
 	ret = mm_fence_until(mm, deadline_ns);
 	if (ret)
 		goto out_pausing;
+	if (t->policy == GS_MM_DISCARD)
+		/* fenced: staging kept from a BACKUP past goes back now */
+		for (c = t->chunks; c; c = c->next)
+			chunk_unpin(mm, c);
 	if (t->policy == GS_MM_BACKUP && t->chunks) {
 		uint64_t c0 = now_ns();
 
-		ret = tag_backup(mm, t);
-		res->copy_ns = now_ns() - c0;
-		if (ret)
+		ret = tag_backup(mm, t, &res->copied_bytes);
+		res->copy_ns = res->copied_bytes ? now_ns() - c0 : 0;
+		if (ret) {
+			fprintf(stderr, "gpusleep: mm: the release of tag %#x is refused, nothing released: its backup failed (%s)%s\n",
+				tag, strerror(-ret),
+				mm->pin_limit && ret == -ENOMEM ?
+				"; its staging does not fit the host staging budget (GPUSLEEP_PIN_LIMIT, gs_mm_set_pin_limit): raise it, or discard the tag" : "");
 			goto out_pausing;	/* nothing unmapped */
+		}
 	}
 	/* and before the first unmap: nothing is unmapped under a kernel */
 	ret = mm_fence_until(mm, deadline_ns);
@@ -1278,8 +1545,9 @@ int gs_mm_pause_until(struct gs_mm *mm, uint32_t tag, uint64_t deadline_ns,
 	 */
 	measured = t->chunks && mm_free_now(mm, &res->free_before);
 	/* empty chunks are given back with the rest */
-	done = tag_trim(mm, t);
+	done = tag_trim(mm, t, 0);
 	for (c = t->chunks; c; c = c->next) {
+		chunk_note_peers(mm, c);
 		ret = b->unmap(b, c->va, c->size, c->handle);
 		if (ret) {
 			failed = c;
@@ -1424,12 +1692,13 @@ int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 	for (c = t->chunks; c; c = c->next) {
 		if (!c->saved)
 			continue;
-		ret = chunk_restore(mm, c);
+		ret = chunk_restore(mm, c, &res->copied_bytes);
 		if (ret)
 			goto undo;
 	}
-	ret = b->sync(b);
-	res->copy_ns = now_ns() - copy0;
+	/* nothing queued (a discarded tag): no copy, no rate */
+	ret = res->copied_bytes ? b->sync(b) : 0;
+	res->copy_ns = res->copied_bytes ? now_ns() - copy0 : 0;
 	if (ret)
 		goto undo;
 	for (c = t->chunks; c; c = c->next) {

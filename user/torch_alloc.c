@@ -31,6 +31,17 @@
  *                         (default the first tag, "weights"; "" =
  *                         discard everything)
  *   GPUSLEEP_CUDA_LIB     the libcuda to dlopen (default "libcuda.so.1")
+ *   GPUSLEEP_STAGING      when the backed-up tags' pinned host staging is
+ *                         prepared and how long it is kept: "eager" (at
+ *                         allocation, kept across cycles: the default;
+ *                         the first release is as fast as the later ones),
+ *                         "lazy" (at the first release, kept), "per-cycle"
+ *                         (at each release, given back after the resume,
+ *                         as torch_memory_saver does)
+ *   GPUSLEEP_PIN_LIMIT    the host memory that staging may pin, all tags
+ *                         (bytes, K/M/G/T suffixes; default: no limit):
+ *                         past it a release is refused, nothing released
+ *                         (gs_mm_set_pin_limit)
  * Allocations made before any gpusleep_set_tag() go to the first tag
  * ("weights"), so they are kept (backed up) across sleep, never silently
  * discarded.
@@ -113,17 +124,69 @@ int gpusleep_declare_tags(const char *names)
 	return ret;
 }
 
+/* "24M", "1G", "4096": bytes; -EINVAL for anything else */
+static int parse_bytes(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+	int shift = 0;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case 'T': case 't': shift += 10; /* fall through */
+	case 'G': case 'g': shift += 10; /* fall through */
+	case 'M': case 'm': shift += 10; /* fall through */
+	case 'K': case 'k': shift += 10; end++; break;
+	default: break;
+	}
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end || (shift && v > (~0ULL >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+/* GPUSLEEP_STAGING: GS_MM_STAGING_* flags, or -EINVAL */
+static int staging_flags(const char *s)
+{
+	if (!s || !strcmp(s, "eager"))
+		return 0;
+	if (!strcmp(s, "lazy"))
+		return GS_MM_STAGING_LAZY;
+	if (!strcmp(s, "per-cycle"))
+		return GS_MM_STAGING_LAZY | GS_MM_STAGING_FREE_AFTER_RESUME;
+	return -EINVAL;
+}
+
 static int mm_init(int device)
 {
 	const char *kind = getenv("GPUSLEEP_BACKEND");
 	const char *backup = getenv("GPUSLEEP_BACKUP_TAGS");
+	const char *staging = getenv("GPUSLEEP_STAGING");
+	const char *limit = getenv("GPUSLEEP_PIN_LIMIT");
+	int sflags = staging_flags(staging);
 	struct gs_backend *b;
 	uint32_t keep = 1U;	/* the first tag */
+	uint64_t pin_limit = 0;
 	int ret = 0;
 
 	if (backup && gs_tags_parse_in(&torch_decl, backup, &keep)) {
 		fprintf(stderr, "gpusleep: GPUSLEEP_BACKUP_TAGS=\"%s\": unknown tag\n",
 			backup);
+		return -EINVAL;
+	}
+	if (sflags < 0) {
+		fprintf(stderr, "gpusleep: GPUSLEEP_STAGING=\"%s\": want eager (at allocation, kept), lazy (at the first release, kept) or per-cycle (at each release, given back after the resume)\n",
+			staging);
+		return -EINVAL;
+	}
+	if (limit && *limit && parse_bytes(limit, &pin_limit)) {
+		fprintf(stderr, "gpusleep: GPUSLEEP_PIN_LIMIT=\"%s\": want bytes, with an optional K, M, G or T suffix (24G)\n",
+			limit);
 		return -EINVAL;
 	}
 	if (kind && !strcmp(kind, "host")) {
@@ -147,6 +210,7 @@ static int mm_init(int device)
 		fprintf(stderr, "gpusleep: memory manager: %s\n", strerror(-ret));
 		return ret;
 	}
+	gs_mm_set_pin_limit(torch_mm, pin_limit);
 	for (unsigned int i = 0; i < GPUSLEEP_MAX_TAGS; i++) {
 		uint32_t t = 1U << i;
 
@@ -154,9 +218,10 @@ static int mm_init(int device)
 			keep = (keep & ~t) | (backup_want & t);
 		else if (i >= torch_decl.nr_tags)
 			keep &= ~t;
+		/* GPUSLEEP_STAGING, unless gpusleep_set_staging_all said */
+		gs_mm_set_staging(torch_mm, t, staging_all_set ? staging_all :
+				  (unsigned int)sflags);
 		gs_mm_set_policy(torch_mm, t, keep & t ? GS_MM_BACKUP : GS_MM_DISCARD, 0);
-		if (staging_all_set)
-			gs_mm_set_staging(torch_mm, t, staging_all);
 	}
 	if (torch_margin)
 		gs_mm_set_margin(torch_mm, torch_margin);
@@ -228,11 +293,17 @@ void gpusleep_free(void *ptr, ssize_t size, int device, void *stream)
 {
 	int ret;
 
-	(void)stream;
+	(void)stream;	/* the allocation's, remembered by the mm */
 	(void)device;
 	if (!ptr || !torch_mm)
 		return;
-	ret = gs_mm_free(torch_mm, ptr);
+	/*
+	 * PyTorch frees a segment to a pool's allocator only to give the
+	 * memory back (empty_cache or its out-of-memory path, for a pool
+	 * whose use count fell to 0), as it would cudaFree it: the memory
+	 * must come free on the device, not stay in our cache.
+	 */
+	ret = gs_mm_free_ex(torch_mm, ptr, GS_MM_FREE_GIVE_BACK);
 	if (ret)
 		fprintf(stderr, "gpusleep: freeing %p (%zd bytes): %s\n", ptr, size,
 			strerror(-ret));

@@ -13,11 +13,13 @@
 #   tests/host/test_libdist.sh: the links, SONAME and .pc (HOST_TESTS)
 # tests/host/*cuda* and the stand-ins (fake_*) belong to user/cuda.mk.
 #
-# user/backend_cuda.c is compiled in, with HAVE_CUDA=1, when cuda.h is found
-# by tools/find-cuda-h.sh: $(CUDA_HOME)/include, /usr/local/cuda/include
-# ($(GS_CUDA_DEFAULT)), or the nvidia/*/include of PyTorch's pip wheels
-# ($(PYTHON)'s sys.path). Not found, the build stops: CUDA=0 builds without
-# the CUDA backend on purpose (gs_backend_cuda_new then fails with ENOSYS).
+# user/backend_cuda.c is compiled in, with HAVE_CUDA=1, unless CUDA=0: it
+# needs no CUDA toolkit (user/gs_cuda.h declares the Driver API subset it
+# calls; the driver is loaded at run time), so it builds on any Linux.
+# CUDA=0 builds without the CUDA backend on purpose (gs_backend_cuda_new
+# then fails with ENOSYS). Where a toolkit's cuda.h is found
+# (tools/find-cuda-h.sh), tests/host/test_cuda_decls.sh checks gs_cuda.h
+# against it.
 
 GS_LIBDIR	:= $(BUILD)/lib
 GS_OBJDIR	:= $(BUILD)/user
@@ -31,25 +33,18 @@ GS_ASAN		:= -fsanitize=address,undefined -fno-omit-frame-pointer
 GS_KSFT_CFLAGS	:= $(if $(KSFT_CFLAGS),$(KSFT_CFLAGS),-isystem $(KSFT_INC))
 
 CUDA		?= 1
-ifneq ($(CUDA),0)
-GS_CUDA_INC	:= $(shell CUDA_HOME='$(CUDA_HOME)' GS_CUDA_DEFAULT='$(GS_CUDA_DEFAULT)' \
-			PYTHON='$(PYTHON)' tools/find-cuda-h.sh)
-GS_CUDA_H	:= $(if $(GS_CUDA_INC),$(GS_CUDA_INC)/cuda.h)
-ifeq ($(GS_CUDA_H),)
-# only what needs the library stops (make module, make clean still work)
-GS_NEED_CUDA	:= gs-need-cuda
-endif
-endif
-# where cuda.h is looked for, and the stop without it (issue 21)
+# gpusleep's own declarations of the Driver API (empty: CUDA=0)
+GS_CUDA_H	:= $(if $(filter-out 0,$(CUDA)),user/gs_cuda.h)
+# where a toolkit's cuda.h is looked for (issue 21), for the check below
 HOST_TESTS	+= tests/host/test_find_cuda_h.sh
-.PHONY: gs-need-cuda
-gs-need-cuda:
-	$(error libgpusleep: no cuda.h: not in CUDA_HOME=$(CUDA_HOME), $(or $(GS_CUDA_DEFAULT),/usr/local/cuda) or a pip wheel's nvidia/*/include; set CUDA_HOME, or CUDA=0 to build libgpusleep without its CUDA backend)
+# the variants other machines build: no liburing (issue 34), no cuda.h
+# (issue 36); gpusleep's CUDA declarations against cuda.h where it is
+HOST_TESTS	+= tests/host/test_build_variants.sh tests/host/test_cuda_decls.sh
 GS_SRCS		:= $(filter-out user/backend_cuda.c,$(sort $(wildcard user/*.c)))
 GS_LIB_CFLAGS	:= $(CFLAGS) -fPIC -Iuser -Iuser/include -DGS_HAVE_URING=$(GS_HAVE_URING)
 ifneq ($(GS_CUDA_H),)
 GS_SRCS		+= user/backend_cuda.c
-GS_LIB_CFLAGS	+= -DHAVE_CUDA=1 -I$(GS_CUDA_INC)
+GS_LIB_CFLAGS	+= -DHAVE_CUDA=1
 endif
 
 GS_OBJS		:= $(GS_SRCS:user/%.c=$(GS_OBJDIR)/pic/%.o)
@@ -60,11 +55,11 @@ GS_PC		:= $(GS_LIBDIR)/libgpusleep.pc
 GS_A		:= $(GS_LIBDIR)/libgpusleep.a
 GS_ASAN_A	:= $(GS_LIBDIR)/asan/libgpusleep.a
 
-$(GS_OBJDIR)/pic/%.o: user/%.c | $(GS_NEED_CUDA)
+$(GS_OBJDIR)/pic/%.o: user/%.c
 	@mkdir -p $(@D)
 	$(CC) $(GS_LIB_CFLAGS) -MMD -MP -c -o $@ $<
 
-$(GS_OBJDIR)/asan/%.o: user/%.c | $(GS_NEED_CUDA)
+$(GS_OBJDIR)/asan/%.o: user/%.c
 	@mkdir -p $(@D)
 	$(CC) $(GS_LIB_CFLAGS) $(GS_ASAN) -MMD -MP -c -o $@ $<
 

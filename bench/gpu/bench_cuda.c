@@ -26,7 +26,7 @@
  * 16,64) and allocations of 4 MiB: every code path runs, no figure means
  * anything. One JSON record per line on stdout (bench/bench.h format).
  */
-#include <cuda.h>
+#include "gs_cuda.h"	/* user/: no CUDA toolkit needed */
 #include <dlfcn.h>
 #include <unistd.h>
 

@@ -3,21 +3,33 @@
 """The GPU check of gpusleep's data plane (issues 15, 21), in one PyTorch process.
 
 Run by bench/gpu/check.sh on a machine with an NVIDIA GPU and PyTorch
-(written for an H200, PyTorch 2.11, CUDA 13 from pip wheels: one command
-of at most 10 minutes, no kernel modules). No module is needed: the
-adapter runs in local mode (gpusleep.torch_memory_saver with
-GPUSLEEP_TMS_LOCAL=1), so pause/resume go straight to the memory manager.
-PYTORCH_CUDA_ALLOC_CONF is expandable_segments:True unless set otherwise,
-as SGLang and vLLM deployments set it.
+(written for an H100 80GB, also an H200; PyTorch 2.x with CUDA 12 or 13
+from pip wheels: one command of at most 10 minutes, no kernel modules, no
+network). No module is needed: the adapter runs in local mode
+(gpusleep.torch_memory_saver with GPUSLEEP_TMS_LOCAL=1), so pause/resume
+go straight to the memory manager. PYTORCH_CUDA_ALLOC_CONF is
+expandable_segments:True unless set otherwise, as SGLang and vLLM
+deployments set it.
+
+Sizes (plan_sizes): what fits the device found, from its free memory
+less what the check needs besides the tags (pattern temporaries, the
+graphs, chunk slack, a 3% margin), split 40:60 between the weights
+(backed up) and the KV cache (discarded); the weights also held to 40% of
+the host's available memory (their pinned staging). On an H100 (79.1 GiB
+as the driver reports it) that is about 28 GiB of weights and 42 of KV;
+on an H200 (139.8 GiB) about 52 and 78. --weights-gib, --kv-gib,
+--hot-gib, --baseline-gib override; sizes that cannot fit are refused
+before anything is allocated.
 
   1. a plain pinned copy each way (torch, pinned host memory): the
      baseline, measured in this run;
-  2. vLLM's way (CuMemAllocator's tags): weights (default 40 GiB, backed
-     up: sleep level 1) and KV (60 GiB, discarded) allocated through the
+  2. vLLM's way (CuMemAllocator's tags): weights (backed up: sleep
+     level 1) and KV (discarded) allocated through the
      adapter's regions (MemPools), a deterministic pattern in the weights,
      and a "hot" weights tensor the in-flight work writes;
-  3. SGLang's way (after room is mapped in the cuda_graph tag, so that the
-     captures make no driver call): two CUDA graphs captured with
+  3. SGLang's way (after room is mapped in the cuda_graph tag through the
+     memory manager, so that the captures make no driver call): two CUDA
+     graphs captured with
      torch_memory_saver's
      cuda_graph(g, pool=torch.cuda.graph_pool_handle(), tag="cuda_graph")
      (one foreign pool handle shared by both), their memory in the
@@ -29,29 +41,40 @@ as SGLang and vLLM deployments set it.
        release starts (nothing synchronises before it);
      - release (pause every tag): every tag's status, mem_get_info shows
        at least 99% of the released bytes free, the memory manager's
-       verified free, release ms per GiB of the KV at most 5, what NVML
+       verified free, release ms per GiB of the KV, what NVML
        says this process still holds (at least 95% of the released bytes
        gone; skipped where NVML gives no per-process figure);
      - a second tensor takes 95% of what came free, and is freed;
      - resume: level 1: weights bit-identical, the hot tensor holds the
        in-flight write (the fence waited for it), KV zero; level 2:
        weights and KV zero, reloaded; the graphs replay to the same bits;
-  5. figures asserted: backup and restore at least 90% of the pinned copy
-     of the same run, 100 GiB brought back in at most 3 s at this run's
-     resume rate (the slower of the backed-up and the discarded tags);
+  5. rates, each recorded with its threshold (bench/gpu/thresholds.json)
+     as a figure: KV release at most 5 ms per GiB, backup and restore at
+     least 90% of the pinned copy of the same run (their bytes the bytes
+     copied: copied_bytes / copy_ns; none where nothing was copied), 100
+     GiB brought back in at most 3 s at this run's slowest resume rate.
+     A threshold binds only once a GPU run has measured it (its
+     "measured"): until then a rate below it is reported as TAP's
+     "not ok ... # TODO", not a failure;
   6. a negative control, in a subprocess: the same in-flight work with the
      fence pointed at the wrong stream (gs_mm_set_fence_streams with an
      idle one) must report the fault (a device fault, a failed release or
      a lost write); a check that cannot see that fault proves nothing.
 
 Output: TAP lines (one per check, "not ok" on failure) and "# " figure
-lines; --json FILE writes the figures. Exit status 1 if a check failed.
+lines; --json FILE writes the figures (the plan, each cycle, the rates),
+also when the run is cut short: SIGINT or SIGTERM (timeout(1)) stops it
+and writes what was measured with "interrupted", and no step is begun
+that would end past --time-limit-s ("stopped"). Exit status 1 if a check
+failed (a TODO is not a failure).
 
 --dry-run runs the same sequence over the tests' stand-in libcuda and the
 tests' stand-in torch (tests/host/fake_torch: MemPools, use_mem_pool,
-graph pools, expandable segments refused in pools), small sizes, device
-memory being host memory; what needs a real GPU (graph replay, timings,
-NVML) is skipped and says so. It is part of make check
+graph pools, expandable segments refused in pools, empty_cache() by use
+count), device memory being host memory and a GiB a MiB: --stand-in
+h100|h200 gives the stand-in that GPU's memory (so the default sizes are
+those an H100 or an H200 gets, scaled); what needs a real GPU (graph
+replay, timings, NVML) is skipped and says so. It is part of make check
 (tests/host/test_gpu_check.sh); its figures mean nothing.
 """
 
@@ -59,6 +82,7 @@ import argparse
 import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -88,6 +112,12 @@ class Tap:
         self.n += 1
         print(f"ok {self.n} - {what} # SKIP {why}", flush=True)
 
+    def todo(self, what, why):
+        """Not met, and not (yet) a failure: TAP's TODO."""
+        self.n += 1
+        self.todos = getattr(self, "todos", 0) + 1
+        print(f"not ok {self.n} - {what} # TODO {why}", flush=True)
+
     def note(self, msg):
         print(f"# {msg}", flush=True)
 
@@ -104,10 +134,14 @@ class TorchOps:
         torch.cuda.set_device(self.dev)
         torch.cuda.init()		# CUDA initialised before any region
         self.side = torch.cuda.Stream()
-        self.chunk = GiB
+        # pattern steps: the temporaries of one (int64 index, product,
+        # mask, int32) stay under 2 GiB
+        self.chunk = 256 * MiB
         # about args.inflight_ms of _sleep (its unit is clock cycles;
         # H200: 1.98 GHz); whether it still runs is asserted, not assumed
         self.sleep_cycles = int(args.inflight_ms * 2.0e6)
+
+    unit = GiB
 
     def ptr(self, t):
         return t.data_ptr()
@@ -116,10 +150,33 @@ class TorchOps:
         # cudaMemGetInfo: no synchronisation (the work stays in flight)
         return self.torch.cuda.mem_get_info()[0]
 
+    def mem_info(self):
+        """(free, total) device memory, as the driver reports them."""
+        return self.torch.cuda.mem_get_info()
+
+    def host_avail(self):
+        return host_available()
+
+    def reserve(self):
+        """Device memory the check needs besides the tags' sizes: the
+        pattern temporaries, the graphs' room and outputs, each tag's
+        last chunk's slack (the memory manager's chunks grow to 1 GiB),
+        PyTorch's own allocations (the context is outside the free
+        memory already)."""
+        return {"temporaries": 2 * GiB + 256 * MiB, "graphs": 256 * MiB + 64 * MiB,
+                "chunk_slack": 2 * GiB, "torch": 512 * MiB}
+
+    def before_region(self, tms, L, bit, policy, total):
+        pass
+
     def pinned_copy(self, nbytes):
         t = self.torch
         d = t.empty(nbytes, dtype=t.uint8, device=self.dev)
+        t0 = time.perf_counter()
         h = t.empty(nbytes, dtype=t.uint8, pin_memory=True)
+        h[::4096].fill_(0)		# every page touched: pinned for sure
+        # what pinning host memory costs here (bench_model assumes 0.25)
+        self.pin_s_per_gib = (time.perf_counter() - t0) / (nbytes / GiB)
         d.fill_(7)
         out = []
         for direction in ("d2h", "h2d"):
@@ -232,14 +289,14 @@ class TorchOps:
         return self.g_out
 
     def warm_tag(self, tms, tag, nbytes):
-        """Room mapped in tag before a capture: allocated in a region and
-        given back (empty_cache), the memory manager keeps the chunk
-        mapped and pinned, so that the capture's allocations make no
-        driver call (creating or pinning memory while capturing)."""
-        with tms.region(tag=tag, enable_cpu_backup=True):
-            x = self.alloc(nbytes)
-        del x
-        self.torch.cuda.empty_cache()
+        """Room mapped in tag before a capture, so that the capture's
+        allocations make no driver call (creating or pinning memory while
+        capturing): allocated from the memory manager and freed there (a
+        free keeps the chunk mapped, and pinned for a backed-up tag).
+        Not through a region and empty_cache(): PyTorch keeps a live
+        MemPool's cached blocks (only pools whose use count fell to 0 are
+        released), so nothing would come back."""
+        warm_tag(tms, tag, nbytes)
 
     def graph_replay(self):
         for g in self.graphs:
@@ -299,7 +356,14 @@ class FakeOps:
         import torch			# the stand-in (tests/host/fake_torch)
         self.torch = torch
         self.L = _lib.lib()
-        self.capacity = args.fake_mem_mib * MiB
+        if args.stand_in:
+            # the device's memory as the driver reports it, GiB as MiB;
+            # the CUDA context's share held by "others"
+            self.capacity = int(STAND_INS[args.stand_in]["total_gib"] * MiB)
+            self.context = int(STAND_INS[args.stand_in]["context_gib"] * MiB)
+        else:
+            self.capacity = args.fake_mem_mib * MiB
+            self.context = 0
         self.fake = ctypes.CDLL(args.lib)	# the handle the backend uses
         self.fake.fakecuda_engine_stream.restype = ctypes.c_void_p
         self.fake.fakecuda_launch.argtypes = [
@@ -308,8 +372,11 @@ class FakeOps:
         self.fake.fakecuda_set.argtypes = [ctypes.c_char_p,
                                            ctypes.c_longlong]
         self.fake.fakecuda_set(b"capacity", self.capacity)
+        self.fake.fakecuda_set(b"other_used", self.context)
         self.fake.fakecuda_set(b"lazy_free", 1)
         self.stream = self.fake.fakecuda_engine_stream()
+
+    unit = MiB		# a dry run's GiB
 
     def ptr(self, b):
         return b.addr
@@ -321,7 +388,38 @@ class FakeOps:
 
     def mem_free(self):
         st = self.stats()
-        return self.capacity - st.used_bytes - st.freeing_bytes
+        return max(self.capacity - self.context - st.used_bytes -
+                   st.freeing_bytes, 0)
+
+    def mem_info(self):
+        return self.mem_free(), self.capacity
+
+    def host_avail(self):
+        return host_available()
+
+    def reserve(self):
+        """The graphs' room (one 2 MiB chunk: the stand-in's granularity);
+        no temporaries (patterns are host memory), no chunk slack (each
+        tag's chunk is sized to the tag: before_region)."""
+        return {"temporaries": 0, "graphs": 2 * MiB, "chunk_slack": 0,
+                "torch": 0}
+
+    def before_region(self, tms, L, bit, policy, total):
+        """The memory manager's chunks (16 MiB growing to 1 GiB) are sized
+        for GiB-sized tags; with the dry run's GiB being MiB they would
+        waste more than the stand-in has. The tag's chunk is sized to
+        the tag instead (inside the region: its entry resets it), once
+        the memory manager exists (made by an allocation given back)."""
+        if not L.gpusleep_mm():
+            tms.configure(local=True)	# the tags declared first
+            p = L.gpusleep_malloc(512, 0, None)
+            if not p:
+                raise MemoryError("the memory manager was not made")
+            L.gpusleep_free(p, 512, 0, None)
+        ret = L.gs_mm_set_policy(L.gpusleep_mm(), bit, policy,
+                                 -(-total // (2 * MiB)) * 2 * MiB)
+        if ret < 0:
+            raise OSError(-ret, "gs_mm_set_policy (dry run chunk size)")
 
     def pinned_copy(self, nbytes):
         a = (ctypes.c_ubyte * nbytes)()
@@ -388,10 +486,7 @@ class FakeOps:
         return self.g_out
 
     def warm_tag(self, tms, tag, nbytes):
-        with tms.region(tag=tag, enable_cpu_backup=True):
-            x = self.alloc(nbytes)
-        self.torch.free(x.tensor)
-        self.torch.cuda.empty_cache()
+        warm_tag(tms, tag, nbytes, chunk=2 * MiB)
 
     def graph_replay(self):
         # no kernels to replay: the graph memory's contents
@@ -406,11 +501,30 @@ class FakeOps:
     def take(self, nbytes):
         if nbytes > self.mem_free():
             raise MemoryError(f"{nbytes} bytes are not free")
-        self.fake.fakecuda_set(b"other_used", nbytes)
-        self.fake.fakecuda_set(b"other_used", 0)
+        self.fake.fakecuda_set(b"other_used", self.context + nbytes)
+        self.fake.fakecuda_set(b"other_used", self.context)
 
     def sync(self):
         pass
+
+
+def warm_tag(tms, tag, nbytes, chunk=0):
+    """Room mapped in tag (TorchOps.warm_tag): allocated and freed in the
+    memory manager, whose free keeps the chunk mapped as a cache."""
+    from gpusleep import _lib
+    L = _lib.lib()
+    # the memory manager exists once anything was allocated in a region
+    bit = 1 << tms.tags.index(tag)
+    policy = _lib.GS_MM_BACKUP
+    ret = L.gs_mm_set_policy(L.gpusleep_mm(), bit, policy, chunk)
+    if ret < 0:
+        raise OSError(-ret, f"gs_mm_set_policy({tag})")
+    p = L.gs_mm_alloc(L.gpusleep_mm(), bit, nbytes)
+    if not p:
+        raise MemoryError(f"warming {tag}: {nbytes} bytes not allocated")
+    ret = L.gs_mm_free(L.gpusleep_mm(), p)
+    if ret < 0:
+        raise OSError(-ret, f"gs_mm_free({tag})")
 
 
 # ------------------------------------------------------------ the check
@@ -420,6 +534,125 @@ def sized(total, piece):
         out.append(min(piece, left))
         left -= out[-1]
     return out
+
+
+# The devices the check is written for, their memory as cuMemGetInfo
+# reports it (what "80 GB" and "141 GB" leave), and what a CUDA context
+# with PyTorch's libraries takes of it before anything is allocated.
+STAND_INS = {"h100": {"total_gib": 79.1, "context_gib": 0.6},
+             "h200": {"total_gib": 139.8, "context_gib": 0.6}}
+
+
+def host_available():
+    """MemAvailable of /proc/meminfo, bytes (0 if it cannot be read)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def plan_sizes(args, ops):
+    """The sizes of this run, in bytes: what fits the device found (its
+    free memory less what the check needs besides the tags: ops.reserve()
+    and a margin of 3%), split 40:60 between the weights (backed up) and
+    the KV cache (discarded) as vLLM's sleep levels use them, the weights
+    also held to 40% of the host's available memory (their pinned
+    staging, with the baseline's pinned buffer). --weights-gib, --kv-gib,
+    --hot-gib, --baseline-gib override; sizes that cannot fit are
+    refused before anything is allocated (ValueError)."""
+    unit = ops.unit
+    free, total = ops.mem_info()
+    host = ops.host_avail()
+    res = ops.reserve()
+    margin = int(total * 0.03)
+    budget = max(free - sum(res.values()) - margin, 0)
+    baseline = (int(args.baseline_gib * unit) if args.baseline_gib
+                is not None else min(8 * unit, budget // 8))
+    hot = (int(args.hot_gib * unit) if args.hot_gib is not None
+           else min(unit, budget // 64))
+    left = max(budget - hot, 0)
+    weights = (int(args.weights_gib * unit) if args.weights_gib is not None
+               else int(left * 0.4))
+    if args.weights_gib is None and host and not args.dry_run:
+        weights = min(weights, max(int(host * 0.4) - baseline, unit))
+    kv = (int(args.kv_gib * unit) if args.kv_gib is not None
+          else min(int(left * 0.6), left - weights))
+    # whole pages of the device (a dry run's: 64 KiB)
+    align = 64 * 1024 if args.dry_run else 2 * MiB
+    weights, kv, hot, baseline = (max(v // align * align, align) for v in
+                                  (weights, kv, hot, baseline))
+    p = {"unit": "MiB (a dry run's GiB)" if args.dry_run else "GiB",
+         "total": total, "free": free, "host_available": host,
+         "reserve": res, "margin": margin, "weights": weights, "kv": kv,
+         "hot": hot, "baseline": baseline,
+         "stand_in": args.stand_in if args.dry_run else None}
+    need = weights + kv + hot
+    if need > budget:
+        raise ValueError(
+            f"weights {weights / unit:g} + KV {kv / unit:g} + hot "
+            f"{hot / unit:g} need {need / unit:.1f}, but the device has "
+            f"{free / unit:.1f} free of {total / unit:.1f}, of which "
+            f"{budget / unit:.1f} for the tags (less the check's own "
+            f"{sum(res.values()) / unit:.1f} and a 3% margin); ask for "
+            "less (--weights-gib, --kv-gib), or leave them to the default")
+    if weights <= 0 or kv <= 0:
+        raise ValueError(f"nothing fits: {free / unit:.1f} free of "
+                         f"{total / unit:.1f}")
+    return p
+
+
+def load_thresholds(path):
+    """The rate thresholds (bench/gpu/thresholds.json): each binds (a
+    rate below it fails the check) only once a GPU run has measured it
+    (its "measured" says which run); until then a miss is reported, not
+    fatal."""
+    with open(path) as f:
+        return json.load(f)
+
+
+def rate(tap, fig, thr, name, value, what, dry):
+    """Record a rate with its threshold as a figure, and judge it."""
+    t = thr[name]
+    limit, cmp = t["limit"], t["cmp"]
+    met = None if value is None else (value <= limit if cmp == "<="
+                                      else value >= limit)
+    binding = bool(t.get("measured"))
+    fig.setdefault("rates", {})[name] = {
+        "value": value, "limit": limit, "cmp": cmp, "unit": t["unit"],
+        "met": met, "binding": binding, "measured": t.get("measured"),
+        "source": t.get("source")}
+    shown = "-" if value is None else f"{value:.3g}"
+    line = f"{what}: {shown} {t['unit']} ({cmp} {limit:g})"
+    if dry:
+        tap.skip(line, "dry run: the stand-in's figures mean nothing")
+    elif met or binding:
+        tap.ok(bool(met), line)
+    else:
+        tap.todo(line, "not met; the threshold was never measured on a "
+                 "GPU: reported, not fatal (bench/gpu/thresholds.json)")
+
+
+def allocator_backend(torch):
+    """"native" or "cudaMallocAsync" (PYTORCH_CUDA_ALLOC_CONF backend:,
+    chosen when CUDA is first used; torch.cuda.get_allocator_backend)."""
+    get = getattr(torch.cuda, "get_allocator_backend", None)
+    if get is not None:
+        return get()
+    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+    return "cudaMallocAsync" if "backend:cudaMallocAsync" in conf \
+        else "native"
+
+
+class Interrupted(Exception):
+    """A signal (timeout(1) sends SIGINT, then SIGTERM kills)."""
+
+
+def on_signal(signum, frame):
+    raise Interrupted(signal.Signals(signum).name)
 
 
 def make_ops(args):
@@ -441,7 +674,16 @@ def set_fence_streams(L, streams):
 
 
 def gbps(r):
-    return r["bytes"] / (r["copy_ns"] / 1e9) / 1e9 if r["copy_ns"] else 0.0
+    """The copies' rate: the bytes they moved (the live allocations, not
+    the chunks' size) over the time they took; None when nothing was
+    copied (a discarded tag)."""
+    if not r.get("copied_bytes") or not r.get("copy_ns"):
+        return None
+    return r["copied_bytes"] / (r["copy_ns"] / 1e9) / 1e9
+
+
+def fmt_gbps(v):
+    return "-" if v is None else f"{v:.1f} GB/s"
 
 
 def per_gib(r):
@@ -461,6 +703,7 @@ def cycle(args, tap, ops, tms, L, level, st, fig):
             tap.ok(ret == 0, f"level 2: {tag} discarded on release",
                    os.strerror(-ret) if ret else "")
     value = MAGIC + level
+    st["clock"].need(f"level {level}", 45)
     ops.launch_inflight(st["hot"], value)
     kind0, res0 = resident(L)
     free0 = ops.mem_free()
@@ -473,6 +716,10 @@ def cycle(args, tap, ops, tms, L, level, st, fig):
                f"{e} {getattr(e, 'results', '')}")
         return False
     t_rel = time.perf_counter() - t0
+    if args.selftest_signal and level == 1:
+        # as timeout(1) would, mid-run (tests/host/test_gpu_check.sh)
+        c["release"] = {"seconds": t_rel, "per_tag": res}
+        os.kill(os.getpid(), getattr(signal, "SIG" + args.selftest_signal))
     tap.ok(running, f"level {level}: work in flight on a side stream when "
            "the release started", "it had finished: the check proves "
            "nothing about the fence (raise --inflight-ms)")
@@ -496,16 +743,11 @@ def cycle(args, tap, ops, tms, L, level, st, fig):
                               if r["bytes"]}
     c["backup_gbps"] = gbps(res["weights"])
     tap.note(f"level {level}: release {t_rel:.3f} s for "
-             f"{released / GiB:.2f} GiB; backup {c['backup_gbps']:.1f} GB/s;"
+             f"{released / GiB:.2f} GiB; backup {fmt_gbps(c['backup_gbps'])};"
              " per GiB: " + ", ".join(f"{t} {v:.4f} s" for t, v in
                                       c["release_s_per_gib"].items()))
-    kv_ms = c["release_s_per_gib"].get("kv_cache", 0) * 1e3
-    if ops.dry:
-        tap.skip(f"level {level}: KV release at most 5 ms per GiB",
-                 "dry run: the stand-in's figures mean nothing")
-    else:
-        tap.ok(kv_ms <= 5, f"level {level}: KV release {kv_ms:.2f} ms per "
-               "GiB (at most 5)")
+    kv_s = c["release_s_per_gib"].get("kv_cache")
+    c["kv_release_ms_per_gib"] = None if kv_s is None else kv_s * 1e3
     kind1, res1 = resident(L)
     c["resident"] = {"kind": kind1, "before": res0, "after": res1}
     if kind0 == kind1 == _lib.RESIDENT_PROCESS:
@@ -542,7 +784,7 @@ def cycle(args, tap, ops, tms, L, level, st, fig):
     c["resume_s_per_gib"] = {t: per_gib(r) for t, r in res.items()
                              if r["bytes"]}
     tap.note(f"level {level}: resume {t_res:.3f} s for {mapped / GiB:.2f} "
-             f"GiB; restore {c['restore_gbps']:.1f} GB/s; per GiB: " +
+             f"GiB; restore {fmt_gbps(c['restore_gbps'])}; per GiB: " +
              ", ".join(f"{t} {v:.4f} s" for t, v in
                        c["resume_s_per_gib"].items()))
 
@@ -569,30 +811,82 @@ def cycle(args, tap, ops, tms, L, level, st, fig):
     return True
 
 
-def run(args, tap):
+class Clock:
+    """The run's time limit (--time-limit-s from the start): a step that
+    needs more than is left is not begun (TimeUp), so the run ends, with
+    its JSON, before timeout(1) comes."""
+
+    def __init__(self, limit_s):
+        self.end = time.monotonic() + limit_s
+
+    def left(self):
+        return self.end - time.monotonic()
+
+    def need(self, step, seconds):
+        if self.left() < seconds:
+            raise TimeUp(f"{self.left():.0f} s left, {step} needs about "
+                         f"{seconds} s")
+
+
+class TimeUp(Exception):
+    pass
+
+
+def run(args, tap, fig):
     from gpusleep.torch_memory_saver import torch_memory_saver as tms
     from gpusleep import _lib
     L = _lib.lib()
+    clock = Clock(args.time_limit_s)
     ops = make_ops(args)
-    fig = {"dry_run": args.dry_run, "date": time.strftime(
+    thr = load_thresholds(args.thresholds)
+    fig.update({"dry_run": args.dry_run, "date": time.strftime(
         "%Y-%m-%d %H:%M:%S %Z"), "argv": sys.argv[1:],
-        "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF")}
-    unit = MiB if args.dry_run else GiB
-    wb, kb, hb = (int(args.weights_gib * unit), int(args.kv_gib * unit),
-                  int(args.hot_gib * unit))
+        "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+        "time_limit_s": args.time_limit_s})
+    unit = ops.unit
+    uname = "MiB" if args.dry_run else "GiB"
+    backend = allocator_backend(ops.torch)
+    fig["allocator_backend"] = backend
+    if backend != "native":
+        tap.ok(False, f"PyTorch's allocator backend is {backend}, which has "
+               "no MemPools (PyTorch: 'cudaMallocAsync does not yet support "
+               "createOrIncrefPool'): gpusleep's regions need them; run "
+               "with PYTORCH_CUDA_ALLOC_CONF=backend:native (the default), "
+               "expandable_segments may stay")
+        return fig
+    try:
+        plan = plan_sizes(args, ops)
+    except ValueError as e:
+        tap.ok(False, "the sizes fit the device", str(e))
+        return fig
+    fig["plan"] = plan
+    wb, kb, hb = plan["weights"], plan["kv"], plan["hot"]
     piece = 2 * unit if not args.dry_run else 8 * MiB
+    tap.note(f"device: {plan['free'] / unit:.1f} {uname} free of "
+             f"{plan['total'] / unit:.1f}; host: "
+             f"{plan['host_available'] / GiB:.0f} GiB available; sizes: "
+             f"weights {wb / unit:.1f} (backed up), KV {kb / unit:.1f} "
+             f"(discarded), hot {hb / unit:.2f}, baseline "
+             f"{plan['baseline'] / unit:.1f} {uname}")
 
     tap.ok(tms.enabled and tms.local, "adapter enabled in local mode")
     tap.note(f"PYTORCH_CUDA_ALLOC_CONF={fig['alloc_conf']}")
-    d2h, h2d = ops.pinned_copy(int(args.baseline_gib * unit))
+    d2h, h2d = ops.pinned_copy(plan["baseline"])
     fig["baseline_gbps"] = {"d2h": d2h, "h2d": h2d}
-    tap.note(f"plain pinned copy: D2H {d2h:.1f} GB/s, H2D {h2d:.1f} GB/s")
+    fig["pin_s_per_gib"] = getattr(ops, "pin_s_per_gib", None)
+    tap.note(f"plain pinned copy: D2H {d2h:.1f} GB/s, H2D {h2d:.1f} GB/s"
+             + (f"; pinning {fig['pin_s_per_gib']:.3f} s/GiB"
+                if fig["pin_s_per_gib"] is not None else ""))
 
     try:
         with tms.region(tag="weights", enable_cpu_backup=True):
+            ops.before_region(tms, L, TAG_BITS["weights"], _lib.GS_MM_BACKUP,
+                              wb + hb)
             weights = [ops.alloc(n) for n in sized(wb, piece)]
             hot = ops.alloc(hb)
         with tms.region(tag="kv_cache", enable_cpu_backup=False):
+            ops.before_region(tms, L, TAG_BITS["kv_cache"], _lib.GS_MM_DISCARD,
+                              kb)
             kv = [ops.alloc(n) for n in sized(kb, piece)]
     except Exception as e:
         tap.ok(False, "allocating in the regions (MemPools)", repr(e))
@@ -600,9 +894,8 @@ def run(args, tap):
     mm = L.gpusleep_mm()
     tags = [L.gs_mm_tag_of(mm, ops.ptr(x)) for x in (weights[0], hot, kv[0])]
     tap.ok(tags == [1, 1, 2], f"allocated weights {wb / unit:g} + hot "
-           f"{hb / unit:g} and KV {kb / unit:g} "
-           f"{'MiB' if args.dry_run else 'GiB'} in the regions' MemPools, "
-           "served by gpusleep", f"tags {tags}")
+           f"{hb / unit:g} and KV {kb / unit:g} {uname} in the regions' "
+           "MemPools, served by gpusleep", f"tags {tags}")
     for i, w in enumerate(weights):
         ops.fill_pattern(w, i + 1)
     ops.sync()
@@ -613,7 +906,7 @@ def run(args, tap):
            "graphs captured with a foreign graph_pool_handle(): their "
            "memory is the cuda_graph tag's", f"tags {gtags}")
     st = {"weights": weights, "hot": hot, "kv": kv,
-          "ref": ops.graph_replay()}
+          "ref": ops.graph_replay(), "thresholds": thr, "clock": clock}
     if ops.dry:
         tap.note("dry run: no graph replay (the graph memory's contents "
                  "are compared instead)")
@@ -632,25 +925,32 @@ def run(args, tap):
         tap.ok(st_.misuse == 0 and st_.sticky == 0 and st_.races == 0,
                "stand-in: no misuse, no device fault, no racing copy",
                f"misuse {st_.misuse} sticky {st_.sticky} races {st_.races}")
-        tap.skip("backup/restore at least 90% of a plain pinned copy; "
-                 "100 GiB woken in at most 3 s",
-                 "dry run: the stand-in's figures mean nothing")
-    else:
-        tap.ok(back >= 0.9 * d2h, f"backup {back:.1f} GB/s >= 90% of the "
-               f"pinned D2H copy {d2h:.1f} GB/s", f"{back / d2h:.0%}")
-        tap.ok(rest >= 0.9 * h2d, f"restore {rest:.1f} GB/s >= 90% of the "
-               f"pinned H2D copy {h2d:.1f} GB/s", f"{rest / h2d:.0%}")
-        tap.ok(slow * 100 <= 3.0, f"100 GiB woken in {slow * 100:.2f} s at "
-               "this run's slowest resume rate (at most 3 s)")
+    kv = [fig[lv]["kv_release_ms_per_gib"] for lv in ("level1", "level2")
+          if fig[lv]["kv_release_ms_per_gib"] is not None]
+    rate(tap, fig, thr, "kv_release_ms_per_gib", max(kv) if kv else None,
+         "KV release, the slower of the two cycles", ops.dry)
+    rate(tap, fig, thr, "backup_of_pinned_d2h",
+         None if back is None else back / d2h,
+         f"backup {fmt_gbps(back)} of the pinned D2H copy {d2h:.1f} GB/s",
+         ops.dry)
+    rate(tap, fig, thr, "restore_of_pinned_h2d",
+         None if rest is None else rest / h2d,
+         f"restore {fmt_gbps(rest)} of the pinned H2D copy {h2d:.1f} GB/s",
+         ops.dry)
+    rate(tap, fig, thr, "wake_100gib_s", slow * 100,
+         "100 GiB woken at this run's slowest resume rate", ops.dry)
 
     # the negative control: a check that cannot see the fault is vacuous
+    clock.need("the negative control", 40)
     cmd = [sys.executable, os.path.abspath(__file__), "--negative-control",
            "--device", str(args.device)]
     if args.dry_run:
         cmd += ["--dry-run", "--lib", args.lib]
+        if args.stand_in:
+            cmd += ["--stand-in", args.stand_in]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True,
-                             timeout=180)
+                             timeout=max(min(180, clock.left() - 10), 10))
         said = [ln for ln in out.stdout.splitlines()
                 if ln.startswith(("fault:", "no fault"))]
         said = said[-1] if said else (out.stdout + out.stderr)[-400:]
@@ -702,23 +1002,30 @@ def main():
     ap.add_argument("--lib", default=os.path.join(
         REPO, "build", "tests", "host", "fakecuda", "libcuda.so.1"),
         help="dry run: the stand-in libcuda")
+    ap.add_argument("--stand-in", choices=sorted(STAND_INS),
+                    help="dry run: the stand-in's device memory is this "
+                    "GPU's, as the driver reports it (GiB as MiB)")
     ap.add_argument("--device", type=int, default=0)
-    ap.add_argument("--weights-gib", type=float, default=40)
-    ap.add_argument("--kv-gib", type=float, default=60)
-    ap.add_argument("--hot-gib", type=float, default=1)
-    ap.add_argument("--baseline-gib", type=float, default=8)
+    ap.add_argument("--weights-gib", type=float,
+                    help="default: what fits the device (plan_sizes)")
+    ap.add_argument("--kv-gib", type=float, help="default: what fits")
+    ap.add_argument("--hot-gib", type=float, help="default: 1")
+    ap.add_argument("--baseline-gib", type=float, help="default: 8")
     ap.add_argument("--inflight-ms", type=float, default=1500,
                     help="the in-flight kernel spins about this long")
-    ap.add_argument("--fake-mem-mib", type=int, default=1024)
+    ap.add_argument("--fake-mem-mib", type=int, default=1024,
+                    help="dry run without --stand-in: the stand-in's memory")
+    ap.add_argument("--time-limit-s", type=float, default=500,
+                    help="a step that would end past it is not begun")
+    ap.add_argument("--thresholds", default=os.path.join(
+        REPO, "bench", "gpu", "thresholds.json"))
+    ap.add_argument("--selftest-signal", choices=("INT", "TERM"),
+                    help=argparse.SUPPRESS)
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     if args.dry_run:
-        # sizes are MiB in a dry run
-        args.weights_gib = min(args.weights_gib, 40)
-        args.kv_gib = min(args.kv_gib, 60)
-        args.hot_gib = min(args.hot_gib, 4)
-        args.baseline_gib = min(args.baseline_gib, 8)
         os.environ["GPUSLEEP_CUDA_LIB"] = args.lib
+        os.environ.setdefault("GPUSLEEP_NVML_LIB", "off")
         sys.path.insert(0, os.path.join(REPO, "tests", "host", "fake_torch"))
     # as SGLang and vLLM deployments run: MemPools refuse these, the
     # adapter switches them off inside its pools
@@ -729,21 +1036,39 @@ def main():
     sys.path.insert(0, os.path.join(REPO, "user", "python"))
     if args.negative_control:
         negative_control(args)
+    # timeout(1) sends SIGINT (check.sh), then SIGTERM: the JSON is
+    # written with what was measured, and says so
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    t0 = time.monotonic()
     tap = Tap()
+    fig = {}
     try:
-        fig = run(args, tap)
+        run(args, tap, fig)
+    except Interrupted as e:
+        fig["interrupted"] = str(e)
+        tap.ok(False, "the check ran to its end", f"interrupted by {e} "
+               f"after {time.monotonic() - t0:.0f} s")
+    except TimeUp as e:
+        fig["stopped"] = str(e)
+        tap.ok(False, "the check ran to its end within --time-limit-s",
+               str(e))
     except Exception as e:		# a crash is a failed check, with figures
         import traceback
         traceback.print_exc()
         tap.ok(False, "the check ran to its end", repr(e))
-        fig = {}
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    fig["seconds"] = time.monotonic() - t0
     fig["checks"] = tap.n
     fig["failed"] = tap.failed
+    fig["todo"] = getattr(tap, "todos", 0)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(fig, f, indent=1, default=str)
     print(f"1..{tap.n}")
-    print(f"# {tap.n - tap.failed} passed, {tap.failed} failed")
+    print(f"# {tap.n - tap.failed} passed, {tap.failed} failed"
+          f"{', %d below an unmeasured threshold (TODO)' % fig['todo'] if fig['todo'] else ''}")
     sys.exit(1 if tap.failed else 0)
 
 

@@ -33,7 +33,6 @@
  *                                              (the driver leaves it undefined)
  */
 #define _GNU_SOURCE
-#include <cuda.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -46,18 +45,7 @@
 #include <unistd.h>
 
 #include "fake_libcuda.h"
-
-/* the names cuda.h maps to versioned symbols are defined by hand below */
-#undef cuGetProcAddress
-#undef cuMemcpyDtoHAsync
-#undef cuMemcpyHtoDAsync
-#undef cuStreamDestroy
-#undef cuDevicePrimaryCtxRelease
-#undef cuEventDestroy
-#undef cuMemGetInfo
-#undef cuStreamWaitEvent
-#undef cuEventRecord
-#undef cuStreamIsCapturing
+#include "gs_cuda.h"	/* gpusleep's declarations of the Driver API */
 
 #define EXPORT __attribute__((visibility("default")))
 #define GRAN FAKECUDA_GRANULARITY
@@ -81,7 +69,8 @@
 	X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)	\
 	X(cuEventQuery) X(cuEventDestroy) X(cuMemGetInfo)	\
 	X(cuDeviceGetAttribute) X(cuDeviceGetPCIBusId)	\
-	X(cuStreamIsCapturing)
+	X(cuStreamIsCapturing) X(cuDeviceGetCount)		\
+	X(cuMemGetAccess)
 
 #define AS_ENUM(n) E_##n,
 enum entry { ENTRY_POINTS(AS_ENUM) E_COUNT };
@@ -120,6 +109,8 @@ struct CUstream_st {
 	bool engine;		/* made by fakecuda_engine_stream() */
 	bool failed;		/* a queued copy hit unmapped memory */
 	bool capturing;		/* fakecuda_capture(): a CUDA graph capture */
+	bool nonblocking;	/* CU_STREAM_NON_BLOCKING: the legacy stream
+				 * does not synchronise with it */
 	struct copy_op *ops;
 	size_t nops, cap;
 	uint64_t seq;		/* of the last op queued */
@@ -128,8 +119,10 @@ struct CUstream_st {
 };
 
 struct CUevent_st {
-	struct CUstream_st *s;	/* NULL until recorded */
+	struct CUstream_st *s;	/* NULL until recorded, or on the legacy one */
 	uint64_t seq;
+	bool legacy;		/* recorded on the legacy NULL stream */
+	bool captured;		/* recorded into a capture: not a real event */
 };
 
 struct phys {
@@ -140,7 +133,18 @@ struct phys {
 };
 
 struct reservation { uintptr_t base; size_t size; };
-struct mapping { uintptr_t va; size_t size; struct phys *p; bool access; };
+/*
+ * access: some device may use it (the owner's copies need it); rw, ro:
+ * the devices granted read-write, read-only (cuMemSetAccess), bit n for
+ * device n.
+ */
+struct mapping {
+	uintptr_t va;
+	size_t size;
+	struct phys *p;
+	bool access;
+	unsigned int rw, ro;
+};
 struct host_buf { void *p; size_t size; };
 
 struct fault {
@@ -213,6 +217,21 @@ static unsigned long long create_bytes, map_bytes, access_bytes,
 			  unmap_bytes, release_bytes;
 static long long vmm_call_us, vmm_us_per_gib, vmm_us_total;
 static bool vmm_sleep;
+/*
+ * The model (knob "model"; bench/bench_model.c): no memory behind
+ * anything (device memory, its mappings, pinned staging are bookkeeping
+ * only, so 140 GiB can be "allocated" here), nothing copied, and time
+ * modelled, never spent: each call of an entry point costs cost_ns[e]
+ * (knobs "cost_ns:cuMemCreate" ...), a copy its bytes at the link's rate
+ * ("d2h_mbps", "h2d_mbps", MB/s), a memset at "memset_mbps", pinning
+ * "pin_ns_per_gib". The sums: fakecuda_counter("model_ns") and its parts
+ * "model_vmm_ns" (cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap,
+ * cuMemRelease), "model_copy_ns" (copies, memsets), "model_pin_ns".
+ */
+static bool model;
+static long long cost_ns[E_COUNT];
+static long long d2h_mbps, h2d_mbps, memset_mbps, pin_ns_per_gib;
+static long long model_ns, model_vmm_ns, model_copy_ns, model_pin_ns;
 
 static CUresult bad(const char *fn, const char *why)
 {
@@ -228,9 +247,27 @@ static CUresult bad(const char *fn, const char *why)
 static void retire_due(void);
 static void fault_surface(void);
 
+static bool vmm_entry(enum entry e)
+{
+	return e == E_cuMemCreate || e == E_cuMemMap || e == E_cuMemSetAccess ||
+	       e == E_cuMemUnmap || e == E_cuMemRelease;
+}
+
+/* the modelled time of moving bytes at mbps (MB/s); 0 without a rate */
+static long long model_bytes_ns(size_t bytes, long long mbps)
+{
+	return mbps > 0 ? (long long)((double)bytes * 1e3 / (double)mbps) : 0;
+}
+
 static CUresult enter(enum entry e)
 {
 	long n = ++calls[e];
+
+	if (cost_ns[e]) {
+		model_ns += cost_ns[e];
+		if (vmm_entry(e))
+			model_vmm_ns += cost_ns[e];
+	}
 
 	retire_due();
 	if (fault_pending && (e == E_cuCtxSynchronize ||
@@ -338,6 +375,7 @@ static CUresult queue_op(struct CUstream_st *s, struct copy_op *op);
 static int find_stream(CUstream s);
 static uint64_t now_ns(void);
 static bool run_all(void);
+static bool run_stream(struct CUstream_st *s);
 static void synchronized(void);
 
 /* ---- control interface for the tests ---- */
@@ -363,7 +401,7 @@ EXPORT int fakecuda_fail(const char *fn, unsigned int nth, unsigned int times,
 }
 
 /* an engine stream: not the backend's, not counted in stats.streams */
-EXPORT void *fakecuda_engine_stream(void)
+EXPORT void *fakecuda_engine_stream_flags(unsigned int flags)
 {
 	struct CUstream_st *s = NULL;
 
@@ -371,10 +409,17 @@ EXPORT void *fakecuda_engine_stream(void)
 	if (nstreams < MAX_OBJS && (s = calloc(1, sizeof(*s)))) {
 		s->live = true;
 		s->engine = true;
+		s->nonblocking = flags & CU_STREAM_NON_BLOCKING;
 		streams[nstreams++] = s;
 	}
 	pthread_mutex_unlock(&lock);
 	return s;
+}
+
+/* a blocking one, as cuStreamCreate(&s, 0) makes */
+EXPORT void *fakecuda_engine_stream(void)
+{
+	return fakecuda_engine_stream_flags(0);
 }
 
 EXPORT int fakecuda_launch(void *stream, void *va, size_t size,
@@ -506,6 +551,18 @@ EXPORT int fakecuda_set(const char *knob, long long value)
 		vmm_us_per_gib = value;
 	else if (!strcmp(knob, "vmm_sleep"))
 		vmm_sleep = value != 0;
+	else if (!strcmp(knob, "model"))
+		model = value != 0;
+	else if (!strncmp(knob, "cost_ns:", 8) && find_entry(knob + 8) >= 0)
+		cost_ns[find_entry(knob + 8)] = value;
+	else if (!strcmp(knob, "d2h_mbps"))
+		d2h_mbps = value;
+	else if (!strcmp(knob, "h2d_mbps"))
+		h2d_mbps = value;
+	else if (!strcmp(knob, "memset_mbps"))
+		memset_mbps = value;
+	else if (!strcmp(knob, "pin_ns_per_gib"))
+		pin_ns_per_gib = value;
 	else if (!set_gran(knob, value))
 		ret = -1;
 	pthread_mutex_unlock(&lock);
@@ -555,6 +612,14 @@ EXPORT long long fakecuda_counter(const char *name)
 		v = (long long)release_bytes;
 	else if (!strcmp(name, "vmm_us"))
 		v = vmm_us_total;
+	else if (!strcmp(name, "model_ns"))
+		v = model_ns;
+	else if (!strcmp(name, "model_vmm_ns"))
+		v = model_vmm_ns;
+	else if (!strcmp(name, "model_copy_ns"))
+		v = model_copy_ns;
+	else if (!strcmp(name, "model_pin_ns"))
+		v = model_pin_ns;
 	pthread_mutex_unlock(&lock);
 	return v;
 }
@@ -837,6 +902,46 @@ static bool any_capture(void)
 }
 
 /*
+ * A blocking stream (not CU_STREAM_NON_BLOCKING) is being captured: the
+ * legacy NULL stream, which synchronises with every blocking stream, is
+ * then unusable, and asking about it answers
+ * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (the driver's documentation of
+ * cuStreamIsCapturing). A non-blocking stream's capture (PyTorch's
+ * streams are all non-blocking) leaves it alone, and the driver says
+ * nothing about it there.
+ */
+static bool blocking_capture(void)
+{
+	for (int i = 0; i < nstreams; i++)
+		if (streams[i]->capturing && !streams[i]->nonblocking)
+			return true;
+	return false;
+}
+
+/* a use of the legacy stream while a blocking stream is captured */
+static CUresult legacy_check(const char *fn)
+{
+	if (!blocking_capture())
+		return CUDA_SUCCESS;
+	capture_errors++;
+	misuse++;
+	fprintf(stderr, "fakecuda: %s: the legacy stream while a blocking stream is captured (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)\n",
+		fn);
+	return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+}
+
+/* the legacy stream's work: every blocking stream's, to its end */
+static bool run_legacy(void)
+{
+	bool ok = true;
+
+	for (int i = 0; i < nstreams; i++)
+		if (!streams[i]->nonblocking)
+			ok &= run_stream(streams[i]);
+	return ok;
+}
+
+/*
  * A call that synchronises or may not run while a graph is captured:
  * refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (the driver also
  * invalidates the capture), counted.
@@ -866,6 +971,16 @@ static bool exec_op(struct CUstream_st *s, struct copy_op *op)
 		}
 		s->failed = true;
 		return false;
+	}
+	if (model) {
+		long long ns = op->kernel ? 0 : op->memset ?
+			       model_bytes_ns(op->size, memset_mbps) :
+			       model_bytes_ns(op->size, op->to_host ? d2h_mbps :
+					      h2d_mbps);
+
+		model_ns += ns;
+		model_copy_ns += ns;
+		return true;
 	}
 	if (op->kernel) {
 		if (op->writes)
@@ -1227,15 +1342,15 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	p->fd = memfd_create("fakecuda-phys", MFD_CLOEXEC);
-	if (p->fd < 0 || ftruncate(p->fd, size)) {
+	p->fd = model ? -1 : memfd_create("fakecuda-phys", MFD_CLOEXEC);
+	if (!model && (p->fd < 0 || ftruncate(p->fd, size))) {
 		if (p->fd >= 0)
 			close(p->fd);
 		free(p);
 		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	if (poison) {
+	if (poison && !model) {
 		void *m = mmap(NULL, size, PROT_WRITE, MAP_SHARED, p->fd, 0);
 
 		if (m != MAP_FAILED) {
@@ -1266,7 +1381,8 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 	} else if (phys[i]->maps) {
 		rc_ = bad("cuMemRelease", "handle still mapped (gpusleep unmaps first)");
 	} else {
-		close(phys[i]->fd);
+		if (phys[i]->fd >= 0)
+			close(phys[i]->fd);
 		used_bytes -= phys[i]->size;
 		release_bytes += phys[i]->size;
 		cost = vmm_cost(phys[i]->size);
@@ -1312,60 +1428,145 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 			goto out;
 		}
 	if (nmaps == MAX_OBJS ||
-	    mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, p->fd,
-		 0) == MAP_FAILED) {
+	    (!model && mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+			    p->fd, 0) == MAP_FAILED)) {
 		rc_ = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
 	p->maps++;
-	maps[nmaps++] = (struct mapping){ ptr, size, p, false };
+	maps[nmaps++] = (struct mapping){ ptr, size, p, false, 0, 0 };
 	map_bytes += size;
 	cost = vmm_cost(size);
 	END_COST(cost);
 }
 
+/*
+ * One descriptor per device, each setting that device's access to the
+ * range (the others' stays): the memory is host memory, readable and
+ * writable while any device may use it.
+ */
 EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
 			       const CUmemAccessDesc *desc, size_t count)
 {
 	long long cost = 0;
+	unsigned int rw = 0, ro = 0, none = 0;
 	int prot;
 
 	BEGIN_CTX(E_cuMemSetAccess, "cuMemSetAccess");
-	if (!desc || count != 1 ||
-	    desc->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-	    desc->location.id < 0 || desc->location.id >= ndevices) {
-		rc_ = bad("cuMemSetAccess", "expects one descriptor for a device");
+	if (!desc || !count || count > (size_t)ndevices) {
+		rc_ = bad("cuMemSetAccess", "expects one descriptor per device, at most the device count");
 		goto out;
+	}
+	for (size_t k = 0; k < count; k++) {
+		unsigned int bit;
+
+		if (desc[k].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+		    desc[k].location.id < 0 ||
+		    desc[k].location.id >= ndevices) {
+			rc_ = bad("cuMemSetAccess", "a descriptor is not for a device of this system");
+			goto out;
+		}
+		bit = 1U << desc[k].location.id;
+		if ((rw | ro | none) & bit) {
+			rc_ = bad("cuMemSetAccess", "two descriptors for one device");
+			goto out;
+		}
+		switch (desc[k].flags) {
+		case CU_MEM_ACCESS_FLAGS_PROT_NONE:
+			none |= bit;
+			break;
+		case CU_MEM_ACCESS_FLAGS_PROT_READ:
+			ro |= bit;
+			break;
+		case CU_MEM_ACCESS_FLAGS_PROT_READWRITE:
+			rw |= bit;
+			break;
+		default:
+			rc_ = bad("cuMemSetAccess", "bad access flags");
+			goto out;
+		}
 	}
 	if (!size || !aligned(ptr) || !aligned(size) ||
 	    !covered(ptr, size, true, false)) {
 		rc_ = bad("cuMemSetAccess", "range not exactly covered by mappings");
 		goto out;
 	}
-	switch (desc->flags) {
-	case CU_MEM_ACCESS_FLAGS_PROT_NONE:
-		prot = PROT_NONE;
-		break;
-	case CU_MEM_ACCESS_FLAGS_PROT_READ:
-		prot = PROT_READ;
-		break;
-	case CU_MEM_ACCESS_FLAGS_PROT_READWRITE:
-		prot = PROT_READ | PROT_WRITE;
-		break;
-	default:
-		rc_ = bad("cuMemSetAccess", "bad access flags");
-		goto out;
+	for (int j = 0; j < nmaps; j++) {
+		struct mapping *m = &maps[j];
+		unsigned int set = rw | ro | none;
+
+		if (!overlaps(m->va, m->size, ptr, size))
+			continue;
+		m->rw = (m->rw & ~set) | rw;
+		m->ro = (m->ro & ~set) | ro;
+		m->access = m->rw || m->ro;
+		prot = m->rw ? PROT_READ | PROT_WRITE :
+		       m->ro ? PROT_READ : PROT_NONE;
+		if (!model && mprotect((void *)m->va, m->size, prot)) {
+			rc_ = CUDA_ERROR_UNKNOWN;
+			goto out;
+		}
 	}
-	if (mprotect((void *)ptr, size, prot)) {
-		rc_ = CUDA_ERROR_UNKNOWN;
-		goto out;
-	}
-	for (int j = 0; j < nmaps; j++)
-		if (overlaps(maps[j].va, maps[j].size, ptr, size))
-			maps[j].access = prot != PROT_NONE;
 	access_bytes += size;
 	cost = vmm_cost(size);
 	END_COST(cost);
+}
+
+/* the access device location->id has to the mapping at ptr */
+EXPORT CUresult cuMemGetAccess(unsigned long long *flags,
+			       const CUmemLocation *location, CUdeviceptr ptr)
+{
+	int j;
+
+	BEGIN_CTX(E_cuMemGetAccess, "cuMemGetAccess");
+	if (!flags || !location ||
+	    location->type != CU_MEM_LOCATION_TYPE_DEVICE ||
+	    location->id < 0 || location->id >= ndevices) {
+		rc_ = bad("cuMemGetAccess", "NULL argument or not a device of this system");
+		goto out;
+	}
+	for (j = 0; j < nmaps; j++)
+		if (ptr >= maps[j].va && ptr < maps[j].va + maps[j].size)
+			break;
+	if (j == nmaps) {
+		rc_ = bad("cuMemGetAccess", "address not mapped");
+		goto out;
+	}
+	*flags = maps[j].rw & (1U << location->id) ?
+		 CU_MEM_ACCESS_FLAGS_PROT_READWRITE :
+		 maps[j].ro & (1U << location->id) ?
+		 CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+	END;
+}
+
+EXPORT CUresult cuDeviceGetCount(int *count)
+{
+	BEGIN(E_cuDeviceGetCount);
+	if (!initialized)
+		rc_ = CUDA_ERROR_NOT_INITIALIZED;
+	else if (!count)
+		rc_ = bad("cuDeviceGetCount", "NULL count");
+	else
+		*count = ndevices;
+	END;
+}
+
+/* for the tests: device dev's access to the mapping at va (CU_MEM_ACCESS_FLAGS_*), -1 if unmapped */
+EXPORT int fakecuda_access(void *va, int dev)
+{
+	int ret = -1;
+
+	pthread_mutex_lock(&lock);
+	for (int j = 0; j < nmaps; j++)
+		if ((uintptr_t)va >= maps[j].va &&
+		    (uintptr_t)va < maps[j].va + maps[j].size && dev >= 0 &&
+		    dev < MAX_DEVICES) {
+			ret = maps[j].rw & (1U << dev) ? 3 :
+			      maps[j].ro & (1U << dev) ? 1 : 0;
+			break;
+		}
+	pthread_mutex_unlock(&lock);
+	return ret;
 }
 
 EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
@@ -1393,9 +1594,9 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 		rc_ = bad("cuMemUnmap", "a queued copy still uses the range (synchronize first)");
 		goto out;
 	}
-	if (mmap((void *)ptr, size, PROT_NONE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
-		 -1, 0) == MAP_FAILED) {
+	if (!model && mmap((void *)ptr, size, PROT_NONE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
+			   MAP_FIXED, -1, 0) == MAP_FAILED) {
 		rc_ = CUDA_ERROR_UNKNOWN;
 		goto out;
 	}
@@ -1420,8 +1621,10 @@ EXPORT CUresult cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
 		rc_ = bad("cuMemHostAlloc", "NULL pointer, size 0 or bad flags");
 		goto out;
 	}
-	m = mmap(NULL, size, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/* the model: an address range only, no memory behind it */
+	m = mmap(NULL, size, model ? PROT_NONE : PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | (model ? MAP_NORESERVE : 0),
+		 -1, 0);
 	if (nhosts == MAX_OBJS || m == MAP_FAILED) {
 		if (m != MAP_FAILED)
 			munmap(m, size);
@@ -1432,7 +1635,13 @@ EXPORT CUresult cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
 	*pp = m;
 	if (size > max_pin)
 		max_pin = size;
-	if (pin_us_per_gib > 0) {
+	if (model) {
+		long long ns = (long long)((double)size / (1ULL << 30) *
+					   (double)pin_ns_per_gib);
+
+		model_ns += ns;
+		model_pin_ns += ns;
+	} else if (pin_us_per_gib > 0) {
 		/* pinning costs time per GiB (the driver locks every page) */
 		long long us = (long long)((double)size / (1ULL << 30) *
 					   pin_us_per_gib);
@@ -1511,7 +1720,13 @@ static CUresult queue_copy(const char *fn, bool to_host, void *host,
 	if (!op.pinned || !s) {
 		/* pageable memory or the NULL stream: done before returning */
 		pageable_copies += !op.pinned;
-		if (to_host)
+		if (model) {
+			long long ns = model_bytes_ns(size, to_host ? d2h_mbps :
+						      h2d_mbps);
+
+			model_ns += ns;
+			model_copy_ns += ns;
+		} else if (to_host)
 			memcpy(host, (void *)dev, size);
 		else
 			memcpy((void *)dev, host, size);
@@ -1537,11 +1752,15 @@ EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value,
 		rc_ = bad("cuMemsetD32Async", "unknown stream");
 		goto out;
 	}
-	if (!s)
+	if (!s && model) {
+		model_ns += model_bytes_ns(op.size, memset_mbps);
+		model_copy_ns += model_bytes_ns(op.size, memset_mbps);
+	} else if (!s) {
 		for (size_t j = 0; j < count; j++)
 			((unsigned int *)dst)[j] = value;
-	else
+	} else {
 		rc_ = queue_op(s, &op);
+	}
 	END;
 }
 
@@ -1597,6 +1816,7 @@ EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned int flags)
 		goto out;
 	}
 	s->live = true;
+	s->nonblocking = flags & CU_STREAM_NON_BLOCKING;
 	streams[nstreams++] = s;
 	*ps = s;
 	END;
@@ -1614,8 +1834,20 @@ EXPORT CUresult cuStreamSynchronize(CUstream hs)
 	pthread_mutex_lock(&lock);
 	fault = enter(E_cuStreamSynchronize);
 	rc = need_ctx("cuStreamSynchronize");
-	if (rc != CUDA_SUCCESS || !hs)
-		goto out;	/* the NULL stream never has queued copies */
+	if (rc != CUDA_SUCCESS)
+		goto out;
+	if (!hs) {
+		/* the legacy stream: waits for every blocking stream */
+		if (fault == CUDA_SUCCESS &&
+		    (rc = legacy_check("cuStreamSynchronize")) == CUDA_SUCCESS) {
+			wait_hung(NULL);
+			if (!run_legacy())
+				rc = CUDA_ERROR_ILLEGAL_ADDRESS;
+			else
+				synchronized();
+		}
+		goto out;
+	}
 	i = find_stream(hs);
 	if (i < 0)
 		rc = bad("cuStreamSynchronize", "unknown stream");
@@ -1726,8 +1958,16 @@ EXPORT CUresult cuEventRecord(CUevent hev, CUstream hs)
 		rc_ = bad("cuEventRecord", "unknown event or stream");
 		goto out;
 	}
+	if (!hs) {
+		rc_ = legacy_check("cuEventRecord");
+		if (rc_ != CUDA_SUCCESS)
+			goto out;
+	}
 	events[i]->s = hs;
 	events[i]->seq = hs ? hs->seq : 0;
+	events[i]->legacy = !hs;
+	/* in a capture the record is a node of the graph, not an event */
+	events[i]->captured = hs && hs->capturing;
 	END;
 }
 
@@ -1741,10 +1981,22 @@ EXPORT CUresult cuEventSynchronize(CUevent hev)
 		rc_ = bad("cuEventSynchronize", "unknown event");
 		goto out;
 	}
+	if (events[i]->captured) {
+		/* waiting for a node of a graph being captured */
+		rc_ = capture_check("cuEventSynchronize");
+		if (rc_ == CUDA_SUCCESS)
+			rc_ = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		goto out;
+	}
 	if (events[i]->s) {
 		wait_hung(events[i]->s);
 		run_upto(events[i]->s, events[i]->seq, 0);
 		if (events[i]->s->failed)
+			rc_ = CUDA_ERROR_ILLEGAL_ADDRESS;
+	} else if (events[i]->legacy) {
+		/* over-approximated: the blocking streams to their end */
+		wait_hung(NULL);
+		if (!run_legacy())
 			rc_ = CUDA_ERROR_ILLEGAL_ADDRESS;
 	}
 	synchronized();
@@ -1853,8 +2105,9 @@ EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib,
 
 /*
  * The legacy NULL stream is never captured itself, but asking about it
- * while another stream is captured is CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
- * (it would synchronise with the captured stream).
+ * while a blocking stream is captured is CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+ * (it would synchronise with the captured stream); a non-blocking
+ * stream's capture is not seen there (blocking_capture()).
  */
 EXPORT CUresult cuStreamIsCapturing(CUstream hs,
 				    CUstreamCaptureStatus *status)
@@ -1867,8 +2120,9 @@ EXPORT CUresult cuStreamIsCapturing(CUstream hs,
 		goto out;
 	}
 	if (!hs) {
+		/* nothing is said about a non-blocking stream's capture */
 		*status = CU_STREAM_CAPTURE_STATUS_NONE;
-		if (any_capture())
+		if (blocking_capture())
 			rc_ = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
 		goto out;
 	}
@@ -1935,6 +2189,8 @@ static const struct { const char *name; void *fn; } procs[] = {
 	{ "cuDeviceGetAttribute", (void *)cuDeviceGetAttribute },
 	{ "cuDeviceGetPCIBusId", (void *)cuDeviceGetPCIBusId },
 	{ "cuStreamIsCapturing", (void *)cuStreamIsCapturing },
+	{ "cuDeviceGetCount", (void *)cuDeviceGetCount },
+	{ "cuMemGetAccess", (void *)cuMemGetAccess },
 };
 
 /*

@@ -91,6 +91,15 @@ typedef void (*fakecuda_clear_faults_fn)(void);
  */
 #define FAKECUDA_HANG (-2LL)	/* delay_us: ends only after fakecuda_unhang() */
 typedef void *(*fakecuda_engine_stream_fn)(void);
+/*
+ * fakecuda_engine_stream_flags(flags): the same with cuStreamCreate's
+ * flags; fakecuda_engine_stream() is flags 0, a blocking stream, which
+ * the legacy NULL stream synchronises with (an event recorded on it, or
+ * its synchronisation, waits for every blocking stream's work). With
+ * CU_STREAM_NON_BLOCKING (1), as PyTorch makes all of its streams, it
+ * does not, and its capture is not seen from the legacy stream.
+ */
+typedef void *(*fakecuda_engine_stream_flags_fn)(unsigned int flags);
 typedef int (*fakecuda_launch_fn)(void *stream, void *va, unsigned long size,
 				  long long value, long long delay_us);
 /*
@@ -102,18 +111,40 @@ typedef int (*fakecuda_launch_fn)(void *stream, void *va, unsigned long size,
  * (GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED), "numa_id" (HOST_NUMA_ID),
  * "async_faults" (cuMemUnmap under a pending kernel succeeds, as on a GPU,
  * and the fault surfaces, sticky, at the next synchronising call).
+ * The model (bench/bench_model.c), set before anything is allocated:
+ * "model" (no memory behind device memory, mappings or pinned staging,
+ * nothing copied: sizes far beyond this machine's memory are bookkeeping
+ * only; the time each call would take is summed, never spent),
+ * "cost_ns:ENTRY" (ns per call of entry point ENTRY, e.g.
+ * "cost_ns:cuMemCreate"), "d2h_mbps", "h2d_mbps", "memset_mbps" (MB/s of
+ * copies and memsets), "pin_ns_per_gib" (cuMemHostAlloc); the sums are
+ * fakecuda_counter("model_ns"), "model_vmm_ns", "model_copy_ns",
+ * "model_pin_ns".
  * Returns 0, -1 for an unknown knob.
  */
 typedef int (*fakecuda_set_fn)(const char *knob, long long value);
 /*
  * fakecuda_capture(stream, on): stream is (on = 1) or is no longer being
  * captured into a CUDA graph. While any stream is captured,
- * cuCtxSynchronize, cuMemFreeHost and cuStreamSynchronize of the captured
- * stream answer CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (counted as
- * capture_errors and misuse), and cuStreamIsCapturing of the legacy NULL
- * stream CUDA_ERROR_STREAM_CAPTURE_IMPLICIT. Returns 0 or -1.
+ * cuCtxSynchronize, cuMemFreeHost, cuStreamSynchronize of the captured
+ * stream and cuEventSynchronize of an event recorded in the capture
+ * answer CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (counted as capture_errors
+ * and misuse). As the driver documents for cuStreamIsCapturing, only a
+ * blocking stream's capture is seen from the legacy NULL stream: then
+ * cuStreamIsCapturing(NULL) answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+ * and cuEventRecord or cuStreamSynchronize on it are refused with that
+ * code (counted too); a non-blocking stream's capture leaves the legacy
+ * stream usable and reported as not capturing. Returns 0 or -1.
  */
 typedef int (*fakecuda_capture_fn)(void *stream, int on);
+/*
+ * fakecuda_access(va, dev): device dev's access to the mapping at va,
+ * as cuMemSetAccess set it: 3 read-write, 1 read, 0 none, -1 unmapped.
+ * cuMemSetAccess takes one descriptor per device (of FAKECUDA_DEVICES),
+ * each setting that device's access and leaving the others';
+ * cuMemGetAccess reads it.
+ */
+typedef int (*fakecuda_access_fn)(void *va, int dev);
 /* fakecuda_unhang(): the FAKECUDA_HANG kernels may end now */
 typedef void (*fakecuda_unhang_fn)(void);
 

@@ -110,7 +110,7 @@ static int all_zero(const void *p, size_t size)
 	return 1;
 }
 
-#define SKIP_NO_CUDA "built without cuda.h (set CUDA_HOME)"
+#define SKIP_NO_CUDA "built with CUDA=0 (no CUDA backend)"
 
 /* ---------------------------------------------------------------- loading */
 

@@ -30,6 +30,7 @@
 #include "internal.h"
 #include "libgpusleep.h"
 #include "fake_libcuda.h"
+#include "gs_cuda.h"
 
 /* CUresult, without cuda.h (built with or without it) */
 typedef int CUresult_t;
@@ -180,7 +181,7 @@ FIXTURE_TEARDOWN(dp)
 
 #define NEED_MM() do { \
 	if (!self->mm) \
-		SKIP(return, "built without cuda.h (set CUDA_HOME)"); \
+		SKIP(return, "built with CUDA=0 (no CUDA backend)"); \
 } while (0)
 
 static long long counter(const char *name)
@@ -545,6 +546,39 @@ TEST_F(dp, agent_reports_verified_free)
 }
 
 /* Defect 5: torch_memory_saver's choice: staging freed after resume. */
+/*
+ * Issue 34 defect 7: a policy change never gives staging back (the torch
+ * adapter sets the policy at every region entry and exit, a capture's
+ * among them, and cuMemFreeHost synchronises the device): a tag set to
+ * DISCARD keeps its pinned staging until its next pause, a fenced point.
+ */
+TEST_F(dp, policy_change_keeps_staging_until_the_pause)
+{
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	fakecuda_capture_fn capture = (fakecuda_capture_fn)dlsym(lib,
+							"fakecuda_capture");
+	struct gs_mm_tag_info info;
+	uint64_t bytes;
+	void *w;
+
+	NEED_MM();
+	w = gs_mm_alloc(self->mm, W, 6 * MiB);
+	ASSERT_NE(NULL, w);
+	EXPECT_EQ(1, stats(self).host_allocs);		/* pinned ahead */
+	ASSERT_EQ(0, capture(self->engine, 1));
+	EXPECT_EQ(0, gs_mm_set_policy(self->mm, W, GS_MM_DISCARD, 0));
+	EXPECT_EQ(0, counter("capture_errors"));
+	EXPECT_EQ(1, stats(self).host_allocs);		/* kept */
+	ASSERT_EQ(0, capture(self->engine, 0));
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, W, &info));
+	EXPECT_EQ(16 * MiB, info.staging_bytes);	/* its chunk's piece */
+	/* the pause of a DISCARD tag gives it back (it fences anyway) */
+	ASSERT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
+	EXPECT_EQ(0, stats(self).host_allocs);
+	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
+	EXPECT_EQ(0, gs_mm_free(self->mm, w));
+}
+
 TEST_F(dp, staging_freed_after_resume_when_asked)
 {
 	struct gs_mm_tag_info info;
@@ -572,9 +606,15 @@ TEST_F(dp, staging_freed_after_resume_when_asked)
 	EXPECT_EQ(1, stats(self).host_allocs);
 	ASSERT_EQ(0, gs_mm_set_staging(self->mm, W, GS_MM_STAGING_LAZY));
 	EXPECT_EQ(-EINVAL, gs_mm_set_staging(self->mm, W, 1U << 7));
-	/* a tag that is no longer backed up keeps no pinned memory */
+	/*
+	 * a tag that is no longer backed up keeps no pinned memory past its
+	 * next pause (a policy change itself gives nothing back: issue 34)
+	 */
 	ASSERT_EQ(0, gs_mm_set_policy(self->mm, W, GS_MM_DISCARD, 0));
+	EXPECT_EQ(1, stats(self).host_allocs);
+	ASSERT_EQ(0, gs_mm_pause(self->mm, W, &bytes));
 	EXPECT_EQ(0, stats(self).host_allocs);
+	ASSERT_EQ(0, gs_mm_resume(self->mm, W, &bytes));
 	ASSERT_EQ(0, gs_mm_set_staging(self->mm, W, 0));
 	ASSERT_EQ(0, gs_mm_set_policy(self->mm, W, GS_MM_BACKUP, 0));
 	EXPECT_EQ(1, stats(self).host_allocs);	/* pinned ahead again */
@@ -1194,6 +1234,79 @@ TEST_F(dp, out_of_memory_in_a_capture_does_not_synchronise)
 }
 
 /*
+ * Issue 34 defect 6: a capture on a non-blocking stream (PyTorch captures
+ * on one: all of its streams are non-blocking) is not seen from the
+ * legacy stream. An allocation on another stream that runs out of memory
+ * must still not synchronise the context (cuCtxSynchronize would break
+ * that capture): it waits only for the streams that used the memory it
+ * gives back, here the legacy stream (whose kernel, on a blocking stream,
+ * it orders after).
+ */
+TEST_F(dp, out_of_memory_while_another_stream_captures)
+{
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	fakecuda_capture_fn capture = (fakecuda_capture_fn)dlsym(lib,
+							"fakecuda_capture");
+	fakecuda_engine_stream_flags_fn esf = (fakecuda_engine_stream_flags_fn)
+		dlsym(lib, "fakecuda_engine_stream_flags");
+	void *torch_capture, *kv, *w;
+
+	NEED_MM();
+	ASSERT_NE(NULL, capture);
+	ASSERT_NE(NULL, esf);
+	torch_capture = esf(1 /* CU_STREAM_NON_BLOCKING */);
+	ASSERT_NE(NULL, torch_capture);
+	ASSERT_EQ(0, self->set("capacity", 64 * MiB));
+	kv = gs_mm_alloc(self->mm, KV, 40 * MiB);	/* legacy stream */
+	ASSERT_NE(NULL, kv);
+	ASSERT_EQ(0, launch(self, kv, 40 * MiB, 3, UNTIL_SYNC));
+	ASSERT_EQ(0, gs_mm_free(self->mm, kv));
+	ASSERT_EQ(0, capture(torch_capture, 1));
+	w = gs_mm_alloc(self->mm, W, 40 * MiB);
+	EXPECT_NE(NULL, w);
+	EXPECT_EQ(0, counter("capture_errors"));
+	EXPECT_EQ(0, stats(self).illegal);	/* the kernel was waited for */
+	ASSERT_EQ(0, capture(torch_capture, 0));
+	if (w)
+		EXPECT_EQ(0, gs_mm_free(self->mm, w));
+}
+
+/*
+ * ... and memory last used on the captured stream itself is not given
+ * back (that would wait for it): the allocation fails instead.
+ */
+TEST_F(dp, out_of_memory_never_waits_for_a_captured_stream)
+{
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	fakecuda_capture_fn capture = (fakecuda_capture_fn)dlsym(lib,
+							"fakecuda_capture");
+	fakecuda_engine_stream_flags_fn esf = (fakecuda_engine_stream_flags_fn)
+		dlsym(lib, "fakecuda_engine_stream_flags");
+	void *torch_capture, *other, *kv, *w;
+
+	NEED_MM();
+	ASSERT_NE(NULL, esf);
+	torch_capture = esf(1);
+	other = esf(1);
+	ASSERT_NE(NULL, other);
+	ASSERT_EQ(0, self->set("capacity", 64 * MiB));
+	kv = gs_mm_alloc_on(self->mm, KV, 40 * MiB, torch_capture);
+	ASSERT_NE(NULL, kv);
+	ASSERT_EQ(0, gs_mm_free(self->mm, kv));
+	ASSERT_EQ(0, capture(torch_capture, 1));
+	errno = 0;
+	EXPECT_EQ(NULL, gs_mm_alloc_on(self->mm, W, 40 * MiB, other));
+	EXPECT_EQ(ENOMEM, errno);
+	EXPECT_EQ(0, counter("capture_errors"));
+	ASSERT_EQ(0, capture(torch_capture, 0));
+	/* the capture over, the same allocation reclaims the chunk */
+	w = gs_mm_alloc_on(self->mm, W, 40 * MiB, other);
+	EXPECT_NE(NULL, w);
+	if (w)
+		EXPECT_EQ(0, gs_mm_free(self->mm, w));
+}
+
+/*
  * Item 7: the torch adapter sets the policy at each region entry and
  * exit; chunk growth must not restart at 16 MiB each time.
  */
@@ -1404,7 +1517,7 @@ TEST(granularity_is_each_devices_own)
 	ASSERT_EQ(0, setenv("FAKECUDA_GRAN", "2M:32M,4M:64M", 1));
 	b1 = gs_backend_cuda_new(1, fake_path(), &err);
 	if (!b1 && err == -ENOSYS)
-		SKIP(return, "built without cuda.h (set CUDA_HOME)");
+		SKIP(return, "built with CUDA=0 (no CUDA backend)");
 	ASSERT_NE(NULL, b1) TH_LOG("cannot load %s: %d", fake_path(), err);
 	b0 = gs_backend_cuda_new(0, fake_path(), &err);
 	ASSERT_NE(NULL, b0);
@@ -1451,6 +1564,292 @@ TEST(granularity_is_each_devices_own)
 	EXPECT_EQ(0, st.misuse);
 	EXPECT_EQ(0, st.reservations);
 	EXPECT_EQ(0, st.handles);
+}
+
+/*
+ * Issue 34 defect 5: PyTorch frees a MemPool's segment to its allocator
+ * only to give memory back (empty_cache, or its out-of-memory path, of
+ * the pools whose use count fell to 0; a live pool keeps its blocks), as
+ * it would cudaFree it. Through the torch allocator (gpusleep_free) that
+ * memory must then be free on the device, once the work queued on the
+ * segment's stream is done; a segment whose stream is being captured
+ * stays mapped (nothing may wait for it) until the next release or trim.
+ */
+TEST(torch_free_gives_the_memory_back)
+{
+	void *lib;
+	fakecuda_stats_fn stats_fn;
+	fakecuda_launch_fn launch_fn;
+	fakecuda_capture_fn capture;
+	fakecuda_engine_stream_flags_fn esf;
+	struct fakecuda_stats st;
+	unsigned long long used;
+	void *s, *p, *q;
+
+	ASSERT_EQ(0, setenv("GPUSLEEP_BACKEND", "cuda", 1));
+	ASSERT_EQ(0, setenv("GPUSLEEP_CUDA_LIB", fake_path(), 1));
+	ASSERT_EQ(0, setenv("GPUSLEEP_BACKUP_TAGS", "", 1));
+	ASSERT_EQ(0, setenv("GPUSLEEP_NVML_LIB", "off", 1));
+	p = gpusleep_malloc_tag1(4096, 0, NULL);	/* loads the stand-in */
+	if (!p && !gpusleep_mm())
+		SKIP(return, "built with CUDA=0 (no CUDA backend)");
+	ASSERT_NE(NULL, p);
+	lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	ASSERT_NE(NULL, lib);
+	stats_fn = (fakecuda_stats_fn)dlsym(lib, "fakecuda_stats");
+	launch_fn = (fakecuda_launch_fn)dlsym(lib, "fakecuda_launch");
+	capture = (fakecuda_capture_fn)dlsym(lib, "fakecuda_capture");
+	esf = (fakecuda_engine_stream_flags_fn)dlsym(lib,
+					"fakecuda_engine_stream_flags");
+	ASSERT_NE(NULL, esf);
+	s = esf(1);			/* a PyTorch stream: non-blocking */
+	ASSERT_NE(NULL, s);
+	stats_fn(&st);
+	used = st.used_bytes;
+	q = gpusleep_malloc_tag1(40 * MiB, 0, s);
+	ASSERT_NE(NULL, q);
+	ASSERT_EQ(0, launch_fn(s, q, 40 * MiB, 5, UNTIL_SYNC));
+	stats_fn(&st);
+	ASSERT_EQ(used + 40 * MiB, st.used_bytes);
+	gpusleep_free(q, 40 * MiB, 0, s);	/* PyTorch's raw_delete */
+	stats_fn(&st);
+	EXPECT_EQ(used, st.used_bytes);		/* free on the device */
+	EXPECT_EQ(0, st.illegal);		/* after the kernel on s */
+	EXPECT_EQ(0, st.kernels);
+	/* the same while s is captured: it stays, nothing waits for s */
+	q = gpusleep_malloc_tag1(40 * MiB, 0, s);
+	ASSERT_NE(NULL, q);
+	stats_fn(&st);
+	used = st.used_bytes;
+	ASSERT_EQ(0, capture(s, 1));
+	gpusleep_free(q, 40 * MiB, 0, s);
+	stats_fn(&st);
+	EXPECT_EQ(used, st.used_bytes);
+	EXPECT_EQ(0, st.misuse);
+	ASSERT_EQ(0, capture(s, 0));
+	gpusleep_free(p, 4096, 0, NULL);
+}
+
+/* run fn with stderr captured into buf (for what a refusal says) */
+static void capture_stderr(char *buf, size_t len, void (*fn)(void *),
+			   void *arg)
+{
+	FILE *tmp = tmpfile();
+	int saved = dup(2);
+	size_t n = 0;
+
+	fflush(stderr);
+	if (tmp)
+		dup2(fileno(tmp), 2);
+	fn(arg);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	buf[0] = 0;
+	if (tmp) {
+		rewind(tmp);
+		n = fread(buf, 1, len - 1, tmp);
+		buf[n] = 0;
+		fclose(tmp);
+	}
+}
+
+struct torch_pause {
+	uint32_t tag;
+	int ret;
+	struct gs_mm_result r;
+};
+
+static void pause_fn(void *p)
+{
+	struct torch_pause *a = p;
+
+	a->ret = gs_mm_pause_ex(gpusleep_mm(), a->tag, &a->r);
+}
+
+/*
+ * Issue 34 defect 7: the host staging of the backed-up tags is prepared
+ * or kept by policy (GPUSLEEP_STAGING: eager, at allocation, kept across
+ * cycles, the default; lazy, at the first release, kept; per-cycle, at
+ * each release, given back after the resume, as torch_memory_saver) and
+ * counted against a budget the user sets (GPUSLEEP_PIN_LIMIT, as
+ * gs_mm_set_pin_limit): past it the release is refused, nothing unmapped,
+ * saying so.
+ */
+static fakecuda_stats_fn torch_fake_stats(void)
+{
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+
+	return lib ? (fakecuda_stats_fn)dlsym(lib, "fakecuda_stats") : NULL;
+}
+
+static void torch_env(const char *staging, const char *limit)
+{
+	setenv("GPUSLEEP_BACKEND", "cuda", 1);
+	setenv("GPUSLEEP_CUDA_LIB", fake_path(), 1);
+	setenv("GPUSLEEP_NVML_LIB", "off", 1);
+	setenv("GPUSLEEP_BACKUP_TAGS", "weights", 1);
+	if (staging)
+		setenv("GPUSLEEP_STAGING", staging, 1);
+	if (limit)
+		setenv("GPUSLEEP_PIN_LIMIT", limit, 1);
+}
+
+TEST(torch_staging_policy_and_budget)
+{
+	struct torch_pause a = { .tag = W };
+	struct gs_mm_tag_info info;
+	uint64_t pinned = 0, limit = 0, bytes;
+	fakecuda_stats_fn stats_fn;
+	struct fakecuda_stats st;
+	char err[4096];
+	void *w, *w2;
+
+	torch_env("lazy", "24M");
+	w = gpusleep_malloc_tag0(20 * MiB, 0, NULL);
+	if (!w && !gpusleep_mm())
+		SKIP(return, "built with CUDA=0 (no CUDA backend)");
+	ASSERT_NE(NULL, w);
+	stats_fn = torch_fake_stats();
+	ASSERT_NE(NULL, stats_fn);
+	gs_mm_pinned(gpusleep_mm(), &pinned, &limit);
+	EXPECT_EQ(24 * MiB, limit);
+	EXPECT_EQ(0, pinned);		/* lazy: nothing at allocation */
+	stats_fn(&st);
+	EXPECT_EQ(0, st.host_allocs);
+	/* the first release prepares it (its 20 MiB chunk), kept after */
+	ASSERT_EQ(0, gs_mm_pause(gpusleep_mm(), W, &bytes));
+	gs_mm_pinned(gpusleep_mm(), &pinned, NULL);
+	EXPECT_EQ(20 * MiB, pinned);
+	ASSERT_EQ(0, gs_mm_resume(gpusleep_mm(), W, &bytes));
+	gs_mm_pinned(gpusleep_mm(), &pinned, NULL);
+	EXPECT_EQ(20 * MiB, pinned);
+	/* 10 MiB more (a 32 MiB chunk): past the budget, refused */
+	w2 = gpusleep_malloc_tag0(10 * MiB, 0, NULL);
+	ASSERT_NE(NULL, w2);
+	capture_stderr(err, sizeof(err), pause_fn, &a);
+	EXPECT_EQ(-ENOMEM, a.ret);
+	EXPECT_EQ(0, a.r.unmapped_bytes);	/* nothing released */
+	EXPECT_NE(NULL, strstr(err, "budget")) TH_LOG("said: %s", err);
+	EXPECT_NE(NULL, strstr(err, "GPUSLEEP_PIN_LIMIT")) TH_LOG("said: %s", err);
+	ASSERT_EQ(0, gs_mm_tag_info(gpusleep_mm(), W, &info));
+	EXPECT_EQ(0, info.paused);
+	/* a budget raised, the release goes through */
+	ASSERT_EQ(0, gs_mm_set_pin_limit(gpusleep_mm(), 64 * MiB));
+	EXPECT_EQ(0, gs_mm_pause(gpusleep_mm(), W, &bytes));
+	EXPECT_EQ(0, gs_mm_resume(gpusleep_mm(), W, &bytes));
+}
+
+/* per-cycle: prepared at each release, given back after the resume */
+TEST(torch_staging_per_cycle)
+{
+	uint64_t pinned = 1, bytes;
+	void *w;
+
+	torch_env("per-cycle", NULL);
+	w = gpusleep_malloc_tag0(6 * MiB, 0, NULL);
+	if (!w && !gpusleep_mm())
+		SKIP(return, "built with CUDA=0 (no CUDA backend)");
+	ASSERT_NE(NULL, w);
+	gs_mm_pinned(gpusleep_mm(), &pinned, NULL);
+	EXPECT_EQ(0, pinned);
+	ASSERT_EQ(0, gs_mm_pause(gpusleep_mm(), W, &bytes));
+	gs_mm_pinned(gpusleep_mm(), &pinned, NULL);
+	EXPECT_EQ(16 * MiB, pinned);
+	ASSERT_EQ(0, gs_mm_resume(gpusleep_mm(), W, &bytes));
+	gs_mm_pinned(gpusleep_mm(), &pinned, NULL);
+	EXPECT_EQ(0, pinned);
+}
+
+/* the default, eager: at allocation, kept; bad settings refused */
+TEST(torch_staging_eager_and_bad_settings)
+{
+	uint64_t pinned = 0;
+	void *w;
+
+	torch_env("bogus", NULL);
+	EXPECT_EQ(NULL, gpusleep_malloc_tag0(6 * MiB, 0, NULL));
+	EXPECT_EQ(NULL, gpusleep_mm());
+	torch_env("eager", "12 apples");
+	EXPECT_EQ(NULL, gpusleep_malloc_tag0(6 * MiB, 0, NULL));
+	EXPECT_EQ(NULL, gpusleep_mm());
+	unsetenv("GPUSLEEP_STAGING");
+	torch_env(NULL, "1G");
+	w = gpusleep_malloc_tag0(6 * MiB, 0, NULL);
+	if (!w && !gpusleep_mm())
+		SKIP(return, "built with CUDA=0 (no CUDA backend)");
+	ASSERT_NE(NULL, w);
+	gs_mm_pinned(gpusleep_mm(), &pinned, NULL);
+	EXPECT_EQ(16 * MiB, pinned);	/* eager: its chunk's piece */
+}
+
+/*
+ * Issue 34 defect 7: another GPU given access to a tag's memory (custom
+ * all-reduce's buffers, NVLink P2P, an NCCL registration: cuMemSetAccess
+ * with a descriptor for that device) still has it after a release and a
+ * resume: every device that had access is granted it again.
+ */
+TEST(peer_access_survives_a_cycle)
+{
+	void *lib;
+	fakecuda_access_fn access;
+	__typeof__(cuMemSetAccess) *set_access;
+	struct gs_backend *b;
+	struct gs_mm *mm = NULL;
+	struct gs_mm_tag_info info;
+	CUmemAccessDesc peer = {
+		.location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1 },
+		.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+	};
+	uint64_t bytes;
+	void *w, *kv, *kv2;
+	int err = 0;
+
+	ASSERT_EQ(0, setenv("FAKECUDA_DEVICES", "2", 1));
+	ASSERT_EQ(0, setenv("GPUSLEEP_NVML_LIB", "off", 1));
+	b = gs_backend_cuda_new(0, fake_path(), &err);
+	if (!b && err == -ENOSYS)
+		SKIP(return, "built with CUDA=0 (no CUDA backend)");
+	ASSERT_NE(NULL, b);
+	ASSERT_EQ(0, gs_mm_new(b, &mm));
+	ASSERT_EQ(0, gs_mm_set_policy(mm, W, GS_MM_BACKUP, 0));
+	lib = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+	access = (fakecuda_access_fn)dlsym(lib, "fakecuda_access");
+	set_access = (__typeof__(cuMemSetAccess) *)dlsym(lib, "cuMemSetAccess");
+	ASSERT_NE(NULL, access);
+	ASSERT_NE(NULL, set_access);
+	w = gs_mm_alloc(mm, W, 4 * MiB);	/* at its chunk's start */
+	ASSERT_NE(NULL, w);
+	ASSERT_EQ(0, gs_mm_tag_info(mm, W, &info));
+	EXPECT_EQ(3, access(w, 0));
+	EXPECT_EQ(0, access(w, 1));
+	/* the engine's collective library grants device 1, on its own */
+	ASSERT_EQ(CUDA_SUCCESS, set_access((uintptr_t)w, info.chunk_bytes,
+					   &peer, 1));
+	EXPECT_EQ(3, access(w, 1));
+	memset(w, 0x42, 4 * MiB);
+	ASSERT_EQ(0, gs_mm_pause(mm, W, &bytes));
+	EXPECT_EQ(-1, access(w, 1));
+	ASSERT_EQ(0, gs_mm_resume(mm, W, &bytes));
+	EXPECT_EQ(3, access(w, 0));
+	EXPECT_EQ(3, access(w, 1)) TH_LOG("device 1 lost its access");
+	EXPECT_TRUE(all_u32(w, 4 * MiB, 0x42424242));
+	/* through the library: every chunk, now and later, for device 1 */
+	ASSERT_EQ(0, gs_mm_set_policy(mm, KV, GS_MM_DISCARD, 0));
+	kv = gs_mm_alloc(mm, KV, 4 * MiB);
+	ASSERT_NE(NULL, kv);
+	EXPECT_EQ(0, access(kv, 1));
+	ASSERT_EQ(0, gs_mm_set_peer_access(mm, 1U << 1));
+	EXPECT_EQ(3, access(kv, 1));
+	kv2 = gs_mm_alloc(mm, KV, 64 * MiB);	/* a new chunk */
+	ASSERT_NE(NULL, kv2);
+	EXPECT_EQ(3, access(kv2, 1));
+	ASSERT_EQ(0, gs_mm_pause(mm, KV, &bytes));
+	ASSERT_EQ(0, gs_mm_resume(mm, KV, &bytes));
+	EXPECT_EQ(3, access(kv, 1));
+	EXPECT_EQ(3, access(kv2, 1));
+	EXPECT_EQ(-EINVAL, gs_mm_free(mm, (char *)kv + 1));
+	gs_mm_destroy(mm);
 }
 
 TEST_HARNESS_MAIN

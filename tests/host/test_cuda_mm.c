@@ -116,7 +116,7 @@ FIXTURE_TEARDOWN(mm)
 
 #define NEED_MM() do { \
 	if (!self->mm) \
-		SKIP(return, "built without cuda.h (set CUDA_HOME)"); \
+		SKIP(return, "built with CUDA=0 (no CUDA backend)"); \
 } while (0)
 
 /* sizes that span several chunks (16 MiB first, then doubling) */

@@ -41,7 +41,7 @@
 #define CU_UNKNOWN		999
 #define NVML_ERROR_UNKNOWN	999
 #define NVML_VALUE_NOT_AVAILABLE (~0ULL)
-#define SKIP_NO_CUDA "built without cuda.h (set CUDA_HOME)"
+#define SKIP_NO_CUDA "built with CUDA=0 (no CUDA backend)"
 
 typedef int (*add_process_fn)(unsigned int pid, unsigned long long used);
 typedef int (*nvml_fail_fn)(const char *fn, int code);

@@ -1,11 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Issue 21 item 14: the build finds cuda.h where bench/gpu/check.sh does
-# (tools/find-cuda-h.sh: CUDA_HOME, the toolkit, PyTorch's pip wheels'
-# nvidia/*/include), and without any fails loudly rather than building a
-# library whose every allocation fails with ENOSYS (CUDA=0 asks for that).
-# `make -n` only: nothing is built.
+# Where a CUDA toolkit's cuda.h is looked for (tools/find-cuda-h.sh:
+# CUDA_HOME, the toolkit, PyTorch's pip wheels' nvidia/*/include; issue
+# 21 item 14), now only for checking gpusleep's own declarations against
+# it (tests/host/test_cuda_decls.sh): the build needs none (issue 36 item
+# 1: the CUDA backend is built from user/gs_cuda.h), and CUDA=0 still
+# builds without the backend when asked. `make -n` only: nothing is built.
 cd "$(dirname "$0")/../.." || exit 1
 tmp=$(mktemp -d "$PWD/build/find-cuda-h.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -21,14 +22,17 @@ mk() {
 	env CUDA_HOME=/nonexistent GS_CUDA_DEFAULT=/nonexistent "$@" \
 		make -s --no-print-directory -Bn build/lib/libgpusleep.so 2>&1
 }
-out=$(mk PYTHONPATH="$tmp/site")
-echo "$out" | grep -q -- "-DHAVE_CUDA=1 -I$tmp/site/nvidia/cu13/include"
-t "cuda.h of a pip wheel (nvidia/cu13/include) builds the CUDA backend" $?
-[ "$fail" = 0 ] || echo "$out" | grep -m3 backend | sed 's/^/#   /'
+out=$(env CUDA_HOME=/nonexistent GS_CUDA_DEFAULT=/nonexistent \
+	PYTHONPATH="$tmp/site" tools/find-cuda-h.sh)
+[ "$out" = "$tmp/site/nvidia/cu13/include" ]
+t "find-cuda-h.sh finds the cuda.h of a pip wheel (nvidia/cu13/include)" $?
 out=$(mk PYTHONPATH=)
 st=$?
-[ $st != 0 ] && echo "$out" | grep -q "cuda.h" && echo "$out" | grep -q "CUDA=0"
-t "no cuda.h anywhere: make fails, naming cuda.h and CUDA=0" $?
+[ $st = 0 ] && echo "$out" | grep -q -- "-DHAVE_CUDA=1" &&
+	echo "$out" | grep -q "backend_cuda.c" &&
+	! echo "$out" | grep -q "nvidia\|/usr/local/cuda"
+t "no cuda.h anywhere: the CUDA backend is built, from gpusleep's own declarations" $?
+[ "$fail" = 0 ] || echo "$out" | grep -m3 backend | sed 's/^/#   /'
 out=$(mk PYTHONPATH= CUDA=0)
 st=$?
 [ $st = 0 ] && ! echo "$out" | grep -q HAVE_CUDA

@@ -441,6 +441,39 @@ TEST_F(mm, discard_reads_zero_and_rss_falls)
 	EXPECT_EQ(0, info.lost);
 }
 
+/*
+ * Issue 34 defect 3: a throughput divides the bytes the copies moved,
+ * not the chunks' size (the slack and the free blocks are not copied),
+ * and a call that copied nothing says 0.
+ */
+TEST_F(mm, copied_bytes_are_the_bytes_copied)
+{
+	const size_t sz = MiB + 1000, live = 3 * (MiB + 1024);
+	struct gs_mm_result r;
+	void *p[4];
+
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, GPUSLEEP_TAG_WEIGHTS,
+				      GS_MM_BACKUP, 0));
+	for (int i = 0; i < 4; i++)
+		ASSERT_NE(NULL, p[i] = gs_mm_alloc(self->mm,
+						   GPUSLEEP_TAG_WEIGHTS, sz));
+	ASSERT_EQ(0, gs_mm_free(self->mm, p[1]));	/* a hole: not copied */
+	ASSERT_NE(NULL, gs_mm_alloc(self->mm, GPUSLEEP_TAG_KV_CACHE, sz));
+	ASSERT_EQ(0, gs_mm_pause_ex(self->mm, GPUSLEEP_TAG_WEIGHTS, &r));
+	EXPECT_EQ(16 * MiB, r.bytes);		/* the chunk, unmapped */
+	EXPECT_EQ(live, r.copied_bytes);	/* what the backup moved */
+	ASSERT_EQ(0, gs_mm_resume_ex(self->mm, GPUSLEEP_TAG_WEIGHTS, &r));
+	EXPECT_EQ(live, r.copied_bytes);
+	/* discarded: nothing copied either way */
+	ASSERT_EQ(0, gs_mm_pause_ex(self->mm, GPUSLEEP_TAG_KV_CACHE, &r));
+	EXPECT_EQ(16 * MiB, r.bytes);
+	EXPECT_EQ(0, r.copied_bytes);
+	EXPECT_EQ(0, r.copy_ns);
+	ASSERT_EQ(0, gs_mm_resume_ex(self->mm, GPUSLEEP_TAG_KV_CACHE, &r));
+	EXPECT_EQ(0, r.copied_bytes);
+	EXPECT_EQ(0, r.copy_ns);
+}
+
 TEST_F(mm, big_tag_few_chunks)
 {
 	struct gs_mm_tag_info info;

@@ -40,6 +40,8 @@ TESTS = ["import gpusleep loads no library",
          "stand-in torch: a foreign graph pool is the cuda_graph tag's",
          "stand-in torch: nested regions and two threads in one tag",
          "stand-in torch: a region on another device is refused",
+         "stand-in torch: empty_cache() releases only pools whose use "
+         "count fell to 0, and their memory is free",
          "a name two domains share: AmbiguousDomain, with their ids",
          "a name shared with another container's domain: the one seen",
          "an unknown name: DomainNotFound (a LookupError)",
@@ -425,6 +427,57 @@ print("ok")
 """
 
 
+# Issue 34 defect 5: the stand-in's empty_cache() as PyTorch's
+# (c10/cuda/CUDACachingAllocator.cpp: emptyCache -> release_cached_blocks
+# releases the default pools' blocks and, of the private pools, only those
+# in graph_pools_freeable, whose use count fell to 0; a MemPool holds one
+# count while it lives, use_mem_pool one more while entered, a graph one
+# from its capture until it is reset; pytorch#133327, #133602). So a live
+# pool keeps its cached blocks; a dropped pool's and a reset graph's go
+# back to their allocator; and memory given back through gpusleep_free is
+# free on the device, not only in gpusleep's cache.
+TORCH_EMPTY_CACHE = r"""
+import gc
+alloc = torch.cuda.memory.CUDAPluggableAllocator(
+    L._name, "gpusleep_malloc_tag1", "gpusleep_free")
+def kv():
+    i = _lib.gs_mm_tag_info()
+    assert L.gs_mm_tag_info(L.gpusleep_mm(), 2, ctypes.byref(i)) == 0
+    return i.nr_allocs, i.mapped_bytes
+import ctypes
+pool = torch.cuda.MemPool(alloc.allocator())
+assert pool.use_count() == 1, pool.use_count()
+with torch.cuda.use_mem_pool(pool):
+    assert pool.use_count() == 2, pool.use_count()
+    t = torch.empty(1 << 20)
+assert pool.use_count() == 1
+torch.free(t)                                # cached in the live pool
+torch.cuda.empty_cache()
+assert kv()[0] == 1, f"a live pool keeps its blocks: {kv()}"
+del pool, t
+gc.collect()
+torch.cuda.empty_cache()                     # use count 0: released
+assert kv() == (0, 0), f"a dropped pool's blocks, given back: {kv()}"
+h = torch.cuda.graph_pool_handle()
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g, pool=h):
+    pass
+gpool = torch.cuda.MemPool(alloc.allocator())
+g2 = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g2, pool=gpool.id):
+    b = torch.empty(1 << 20)
+torch.free(b)
+del gpool
+gc.collect()
+torch.cuda.empty_cache()
+assert kv()[0] == 1, f"a captured graph holds its pool: {kv()}"
+g2.reset()
+torch.cuda.empty_cache()
+assert kv() == (0, 0), f"the reset graph's pool, given back: {kv()}"
+print("ok")
+"""
+
+
 def run_torch(script, env=None):
     e = dict(os.environ)
     e.pop("PYTORCH_CUDA_ALLOC_CONF", None)
@@ -459,6 +512,10 @@ def torch_nested():
 
 def torch_device():
     run_torch(TORCH_DEVICE)
+
+
+def torch_empty_cache():
+    run_torch(TORCH_EMPTY_CACHE)
 
 
 def local_mode():
@@ -744,7 +801,8 @@ def main():
                                     no_device, install, local_mode,
                                     torch_mode, torch_released,
                                     torch_expandable, torch_foreign_pool,
-                                    torch_nested, torch_device, ambiguous,
+                                    torch_nested, torch_device,
+                                    torch_empty_cache, ambiguous,
                                     shared_with_another_container,
                                     not_found, module_not_loaded, from_sysfs,
                                     bad_args, hints, annotated]):

@@ -169,6 +169,7 @@ int main(void)
 	F(gs_mm_result, free_after);
 	F(gs_mm_result, duration_ns);
 	F(gs_mm_result, copy_ns);
+	F(gs_mm_result, copied_bytes);
 	S(gs_mm_result);
 	F(gs_agent_result, op_id);
 	F(gs_agent_result, type);

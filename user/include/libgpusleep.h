@@ -315,7 +315,9 @@ void gs_mm_destroy(struct gs_mm *mm);
  * chunks, or a larger chunk_size). Chunk sizes are rounded up to the
  * device's recommended allocation granularity (CUDA: RECOMMENDED, when
  * it is at most 1 GiB; else the minimum). -EBUSY while the tag is paused
- * or being paused.
+ * or being paused. Never gives staging back (that synchronises the
+ * device; a policy change may come during a graph capture): a tag set to
+ * GS_MM_DISCARD keeps its pinned staging until its next pause.
  */
 int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 		     size_t chunk_size);
@@ -326,17 +328,32 @@ int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 void *gs_mm_alloc(struct gs_mm *mm, uint32_t tag, size_t size);
 /*
  * The same, for work on stream (a CUstream; NULL: the legacy default
- * stream). Out of device memory, the empty chunks of every tag (kept
- * mapped as a cache after their frees) are given back once the GPU's work
- * is done (a fence, as gs_mm_trim), and the allocation is tried again;
- * not while stream, or a stream the fence would wait for, is captured
- * into a CUDA graph (nothing may synchronise then): ENOMEM.
+ * stream): its free is ordered on that stream (as cudaFreeAsync); work
+ * on other streams must be ordered before the free. Out of device
+ * memory, the empty chunks of every tag (kept mapped as a cache after
+ * their frees) are given back once the work on the streams they were
+ * allocated for (and the declared fence streams) is done, never with a
+ * context-wide synchronisation, and the allocation is tried again; not
+ * while stream is captured into a CUDA graph (ENOMEM then), and a chunk
+ * whose stream is captured stays.
  * gs_mm_alloc(mm, tag, size) is gs_mm_alloc_on(mm, tag, size, NULL).
  */
 void *gs_mm_alloc_on(struct gs_mm *mm, uint32_t tag, size_t size,
 		     void *stream);
 /* Free ptr (also allowed while its tag is paused). -EINVAL if unknown. */
 int gs_mm_free(struct gs_mm *mm, void *ptr);
+/*
+ * The same; flags GS_MM_FREE_GIVE_BACK: the caller gives the memory back
+ * to the device, as with cudaFree (PyTorch frees a pool's segment to its
+ * allocator only so): a chunk the free empties is unmapped and released
+ * at once, after the work queued on the streams it was allocated for (as
+ * the out-of-memory reclaim), instead of staying mapped as a cache;
+ * unless one of those streams is being captured into a CUDA graph (then
+ * it stays, until the next pause, trim or reclaim). The torch allocator's
+ * gpusleep_free() frees so.
+ */
+#define GS_MM_FREE_GIVE_BACK	(1U << 0)
+int gs_mm_free_ex(struct gs_mm *mm, void *ptr, unsigned int flags);
 /* The tag of an allocation's pointer, 0 if not ours. */
 uint32_t gs_mm_tag_of(struct gs_mm *mm, const void *ptr);
 
@@ -375,7 +392,12 @@ struct gs_mm_result {
 	uint64_t free_after;
 	uint64_t duration_ns;
 	uint64_t copy_ns;	/* of which backup (pause) / restore (resume)
-				 * copies, queued to synchronised */
+				 * copies, queued to synchronised (0 when
+				 * nothing was copied) */
+	uint64_t copied_bytes;	/* what those copies moved: the live
+				 * allocations, not the chunks' slack or free
+				 * blocks (a rate is copied_bytes / copy_ns;
+				 * none when 0) */
 };
 #define GS_MM_RES_MEASURED	(1U << 0)	/* freed_bytes was measured (never
 						 * for a tag holding nothing) */
@@ -477,6 +499,17 @@ int gs_mm_backup_ptr(struct gs_mm *mm, const void *ptr, size_t size,
 /* Copy that backup into dst; the same errors, and -EAGAIN for mapped. */
 int gs_mm_backup_read(struct gs_mm *mm, const void *ptr, size_t size,
 		      void *dst);
+/*
+ * Other GPUs' access to the tags' memory. A mapping's access goes with
+ * it: at a pause, the devices the driver says have access to a chunk
+ * (cuMemGetAccess: whoever granted it, a collective library's
+ * registration or a custom all-reduce's cuMemSetAccess included) are
+ * noted, and the resume grants them the same again. devices (bit n:
+ * device n; 0: none) are granted read-write access to every chunk mapped
+ * now and from now on (a peer of the engine's NVLink P2P). -EOPNOTSUPP
+ * on a backend without peers (host).
+ */
+int gs_mm_set_peer_access(struct gs_mm *mm, uint64_t devices);
 void gs_mm_pinned(struct gs_mm *mm, uint64_t *bytes, uint64_t *limit);
 
 /*

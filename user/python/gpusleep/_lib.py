@@ -230,7 +230,7 @@ class gs_mm_result(ctypes.Structure):
                 ("unmapped_bytes", u64), ("lost_bytes", u64),
                 ("freed_bytes", u64), ("free_before", u64),
                 ("free_after", u64), ("duration_ns", u64),
-                ("copy_ns", u64)]
+                ("copy_ns", u64), ("copied_bytes", u64)]
 
 
 class gs_agent_result(ctypes.Structure):

@@ -15,12 +15,31 @@ and torch/cuda/memory.py, as read; no code of theirs):
   the same one twice) raises "already recording to mempool_id"; with
   several pools active on one thread, the first entered serves;
 - a pool caches what is freed to it (free() here) and serves it again
-  without calling its allocator; empty_cache() gives a pool's cached
-  blocks back to its allocator only when no thread allocates to it;
+  without calling its allocator. Its memory goes back to its allocator
+  only when PyTorch gives memory back: empty_cache() (emptyCache ->
+  release_cached_blocks) releases the default pools' blocks (PyTorch's
+  own, not modelled) and, of the private pools (MemPools, graph pools),
+  only those whose use count fell to 0 (graph_pools_freeable): a MemPool
+  holds one count while it lives (createOrIncrefPool; its destructor
+  releasePool), use_mem_pool and a capture one more while entered
+  (beginAllocateToPool / releasePool), a graph one from its capture until
+  it is reset (pytorch#133327, #133602). So a live pool keeps its cached
+  blocks whatever empty_cache() is asked; a pool dropped, or a reset
+  graph's, gives back its whole cached segments. While any thread
+  allocates to a pool or captures, empty_cache() does nothing
+  (pytorch#158152). Out of memory inside a pool, PyTorch frees nothing
+  before raising (its release_cached_blocks retry needs no pool or
+  capture under way; the release of one oversize cached block needs
+  max_split_size_mb, not modelled);
 - expandable segments (PYTORCH_CUDA_ALLOC_CONF or
   torch.cuda.memory._set_allocator_settings) cannot serve a pool with its
   own allocator: "MemPool doesn't currently support expandable_segments";
 - torch.cuda.graph(g, pool=id) allocates the capture from that pool;
+- PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (read at start, as
+  PyTorch chooses its allocator backend once): that backend has no pools,
+  MemPool() and a capture into a pool raise "cudaMallocAsync does not
+  yet support createOrIncrefPool" (CUDAAllocator's default);
+  cuda.get_allocator_backend() says which backend runs;
 - an allocator returning NULL raises torch.OutOfMemoryError;
 - frombuffer(buf, dtype=uint8) is a CPU tensor over buf (clone(): a copy).
 
@@ -38,7 +57,8 @@ __version__ = "0.0-stand-in"
 _ids = itertools.count(1)
 _lock = threading.RLock()
 _tls = threading.local()
-_pools = {}			# id -> MemPool
+_pools = {}			# id -> _Pool: c10's graph_pools
+_handles = set()		# ids from graph_pool_handle(), no pool yet
 _active = []			# [(pool, thread ident)] in order of entry
 _settings = {}
 
@@ -56,6 +76,8 @@ def _parse_conf(s):
 
 _parse_conf(os.environ.get("PYTORCH_CUDA_ALLOC_CONF",
                            os.environ.get("PYTORCH_ALLOC_CONF")))
+# chosen once, at start
+_backend = _settings.get("backend", "native")
 
 
 class _Alloc:
@@ -74,14 +96,63 @@ class _Alloc:
         return self
 
 
+class _Pool:
+    """c10's PrivatePool: the cached blocks of one pool id, its allocator
+    (None: PyTorch's own), the use count that keeps them."""
+
+    def __init__(self, pid, allocator, device):
+        self.id, self.allocator, self.device = pid, allocator, device
+        self.use_count = 0
+        self.cached = []		# freed blocks, served again
+        self.calls = 0			# allocator calls
+        self.segments = 0		# of them not freed back yet
+
+
+def _incref(pid, allocator=None, device=None):
+    """createOrIncrefPool"""
+    if _backend == "cudaMallocAsync":
+        raise RuntimeError("cudaMallocAsync does not yet support "
+                           "createOrIncrefPool. If you need it, please "
+                           "file an issue describing your use case.")
+    with _lock:
+        p = _pools.get(pid)
+        if p is None:
+            p = _pools[pid] = _Pool(pid, allocator, device)
+        p.use_count += 1
+        return p
+
+
+def _decref(pid):
+    """releasePool: at 0 the pool is freeable (empty_cache releases it)"""
+    with _lock:
+        p = _pools.get(pid)
+        if p is not None and p.use_count > 0:
+            p.use_count -= 1
+
+
 class MemPool:
     def __init__(self, allocator=None, _private=False):
         self.allocator = allocator
         self.device = cuda.current_device()
         self.id = (0, next(_ids)) if not _private else (next(_ids), 0)
-        self.cached = []		# freed blocks, served again
-        self.calls = 0			# allocator calls
-        _pools[self.id] = self
+        self._pool = _incref(self.id, allocator, self.device)
+
+    def use_count(self):
+        return self._pool.use_count
+
+    @property
+    def cached(self):
+        return self._pool.cached
+
+    @property
+    def calls(self):
+        return self._pool.calls
+
+    def __del__(self):
+        try:
+            _decref(self.id)
+        except Exception:	# interpreter shutdown
+            pass
 
 
 uint8 = "torch.uint8"
@@ -158,12 +229,25 @@ class _Memory:
 class CUDAGraph:
     def __init__(self):
         self.pool_id = None
+        self._holds = False
 
     def pool(self):
         return self.pool_id
 
     def replay(self):
         pass
+
+    def reset(self):
+        """The graph gives up its pool (releasePool)."""
+        if self._holds:
+            self._holds = False
+            _decref(self.pool_id)
+
+    def __del__(self):
+        try:
+            self.reset()
+        except Exception:
+            pass
 
 
 class Stream:
@@ -204,6 +288,10 @@ class cuda:
         return True
 
     @staticmethod
+    def get_allocator_backend():
+        return _backend
+
+    @staticmethod
     def current_device():
         return getattr(_tls, "device", cuda._device)
 
@@ -227,7 +315,10 @@ class cuda:
 
     @staticmethod
     def graph_pool_handle():
-        return MemPool(None, _private=True).id
+        """A fresh id; the pool is made by the first capture into it."""
+        pid = (next(_ids), 0)
+        _handles.add(pid)
+        return pid
 
     @staticmethod
     @contextlib.contextmanager
@@ -236,43 +327,67 @@ class cuda:
         if pool.device != dev:
             # not found on that device: a private pool of PyTorch's own
             pool = MemPool(None, _private=True)
-            pool.device = dev
+            pool.device = pool._pool.device = dev
+        with cuda._allocate_to(pool._pool):
+            yield
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _allocate_to(p):
+        """beginAllocateToPool .. endAllocateToPool + releasePool: the
+        calling thread's allocations on p's device go to p, which holds
+        one more use meanwhile."""
         with _lock:
-            if any(p is pool for p, _ in _active):
+            if any(q is p for q, _ in _active):
                 raise RuntimeError("beginAllocateToPool: already recording "
-                                   f"to mempool_id {pool.id}")
-            entry = (pool, threading.get_ident())
+                                   f"to mempool_id {p.id}")
+            entry = (p, threading.get_ident())
             _active.append(entry)
+            p.use_count += 1
         try:
             yield
         finally:
             with _lock:
                 _active.remove(entry)
+            _decref(p.id)
 
     @staticmethod
     @contextlib.contextmanager
     def graph(g, pool=None, stream=None, capture_error_mode="global"):
         if pool is None:
-            p = MemPool(None, _private=True)
+            pid = (next(_ids), 0)
+            p = _incref(pid, None, cuda.current_device())
         else:
-            p = _pools.get(tuple(pool))
-            if p is None:
+            pid = tuple(pool)
+            if pid not in _pools and pid not in _handles:
                 raise RuntimeError(f"graph: no pool {pool}")
-        g.pool_id = p.id
+            p = _incref(pid, None, cuda.current_device())
+        # the graph holds its pool until it is reset
+        g.pool_id, g._holds = p.id, True
         cuda.graphs.append((g, p.id, capture_error_mode))
-        with cuda.use_mem_pool(p, device=p.device):
+        with cuda._allocate_to(p):
             yield
 
     @staticmethod
     def empty_cache():
+        """release_cached_blocks: of the private pools, those whose use
+        count fell to 0, their cached segments back to their allocator
+        (a pool with nothing left is forgotten); nothing while a thread
+        allocates to a pool or captures."""
         with _lock:
-            busy = {id(p) for p, _ in _active}
-            for pool in _pools.values():
-                if id(pool) in busy or pool.allocator is None:
+            if _active:
+                return
+            for pid, pool in list(_pools.items()):
+                if pool.use_count:
                     continue
                 for t in pool.cached:
-                    pool.allocator.free(t.ptr, t.nbytes, pool.device, None)
+                    if pool.allocator is not None:
+                        pool.allocator.free(t.ptr, t.nbytes, pool.device,
+                                            None)
+                    pool.segments -= 1
                 pool.cached = []
+                if pool.segments <= 0:
+                    del _pools[pid]
 
 
 def empty(nbytes, device=None, dtype=None):
@@ -294,8 +409,10 @@ def empty(nbytes, device=None, dtype=None):
     pool.calls += 1
     p = pool.allocator.malloc(nbytes, dev, None)
     if not p:
+        # inside a pool PyTorch frees nothing before raising
         raise OutOfMemoryError(f"CUDA out of memory: tried to allocate "
                                f"{nbytes} bytes (pool {pool.id})")
+    pool.segments += 1
     return Tensor(p, nbytes, pool, dev)
 
 
