@@ -4,7 +4,9 @@
 # tests/harness/selftest.sh: self-tests of the test harness. Each passes
 # when the harness does what it must. With a stand-in for qemu (no VM):
 #  1. a KVM probe whose qemu aborts leaves no shell job message ("Aborted")
-#     behind, only the runner's own one-line notice;
+#     behind, only the runner's own one-line notice, and
+#  1b. that notice says what qemu said, and every log it names has
+#     something in it;
 #  2. the VM timeout is stretched by the slowness the guest reported in
 #     .vm/time-scale, and
 #  3. applies as given when the guest reported none;
@@ -55,7 +57,10 @@ for a in "$@"; do
 	local,path=*,mount_tag=out,*) out=${a#local,path=}; out=${out%%,*} ;;
 	esac
 done
-case " $* " in *" -accel kvm "*) kill -ABRT $$ ;; esac
+case " $* " in *" -accel kvm "*)
+	echo "qemu-system-x86_64: failed to initialize kvm: Permission denied" >&2
+	kill -ABRT $$ ;;
+esac
 [ -n "${FAKE_SCALE:-}" ] && echo "$FAKE_SCALE" > "$out/.vm/time-scale"
 sleep "${FAKE_SLEEP:-0}"
 printf 'status 0\ndone\n' > "$out/.vm/result"
@@ -80,6 +85,15 @@ GPUSLEEP_KVM_DEV=$fake/kvm fakerun "$fake/probe.log" --out "$fake/probe"
 rm -f "$probe"
 [ "$rc" = 0 ] && ! grep -qE 'Aborted|line [0-9]+:' "$fake/probe.log"
 report $? "a KVM probe that aborts leaves no job message (status $rc)" "$fake/probe.log"
+notice=$(grep 'run.sh: ' "$fake/probe.log")
+empty=""
+for f in $(printf '%s\n' "$notice" | grep -oE "$B/vm/[^ ,;)]+\.log"); do
+	[ -s "$f" ] || empty="$empty $f"
+done
+printf '%s\n' "$notice" | grep -q 'failed to initialize kvm: Permission denied' &&
+	[ -z "$empty" ]
+report $? "the KVM probe's notice says what qemu said and names no empty log${empty:+ (empty:$empty)}" \
+	"$fake/probe.log"
 
 # 2. and 3. The VM timeout, stretched by the guest's measured slowness.
 FAKE_SCALE=500 FAKE_SLEEP=4 fakerun "$fake/stretch.log" --out "$fake/stretch" --timeout 2
