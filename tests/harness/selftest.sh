@@ -19,7 +19,10 @@
 #     ksft-fail ends with "1 passed, 1 failed" and exits non-zero;
 #  8. a WARN_ON in the guest (module warnmod/) fails the VM run;
 #  9. a module that cannot be unloaded (a process still holds /dev/gpusleep
-#     when the command ends) fails the VM run.
+#     when the command ends) fails the VM run;
+# 10. make vm-shell's way (--interactive, tools/vm/shell.sh) with a job
+#     left in the background holding /dev/gpusleep: `exit` stops it,
+#     naming it, the module unloads and the run succeeds.
 # Needs `make all` and the harness-warnmod target built first (make check
 # does both). Environment: KVER, the distro kernel release.
 # Prints TAP; logs go to build/vm/harness-*/.
@@ -147,4 +150,18 @@ tools/vm/run.sh --quiet --kernel "$KERNEL" --module gpusleep.ko --out $out \
 	> $B/vm/harness-busy.log 2>&1 || rc=$?
 [ "$rc" != 0 ] && grep -q 'rmmod gpusleep failed' $out/vm-error 2>/dev/null
 report $? "module that will not unload fails the VM run (status $rc)" $B/vm/harness-busy.log
+
+# 10. exit from the VM shell with a background job left running.
+out=$B/vm/harness-shell
+rc=0
+# (the first bytes can be lost before the guest opens its terminal: a
+# line of blanks first)
+printf '%64s\nsleep 1000 < /dev/gpusleep > /dev/null 2>&1 &\nexit\n' '' |
+	timeout 300 tools/vm/run.sh --interactive --kernel "$KERNEL" \
+	--module gpusleep.ko --out $out -- sh tools/vm/shell.sh \
+	> $B/vm/harness-shell.log 2>&1 || rc=$?
+[ "$rc" = 0 ] && [ ! -e $out/vm-error ] &&
+	grep -q 'pid [0-9]*: sleep 1000' $B/vm/harness-shell.log
+report $? "exit from the VM shell stops a job left running and unloads the module (status $rc)" \
+	$B/vm/harness-shell.log
 exit 0
