@@ -9,8 +9,9 @@ then that code runs:
   request in flight on rank 0; the trainer's EngineSleep
   (user/python/examples/trainer_actor.py) releases the group (the drain
   waits for the request; no request admitted while released), resumes
-  the weights, stages new weights in host memory for the engine's load
-  from disk, resumes the rest (KV cache zero, the waiting request runs);
+  the weights and stages new weights in host memory for the engine's load
+  from disk (update_weights_staged: gpusleep.weights, removed after the
+  load), resumes the rest (KV cache zero, the waiting request runs);
   a second release started without waiting, then wait(op); a release
   with abort_inflight while a long request runs reaches the scheduler's
   abort_request(AbortReq(abort_all=True)) (SGLang's own abort path) and
@@ -143,16 +144,19 @@ def release():
 
 def weights():
     need_ranks()
-    from trainer_actor import stage_weights
     r0 = S["ranks"][0]
-    S["sleep"].resume_weights()
-    check(r0.ask("sum") == S["sum0"], "weights kept")
     d = tempfile.mkdtemp()
-    try:
-        path = stage_weights({"w": b"\x5a" * (1 << 20)}, directory=d)
+
+    def load(path):
+        check(r0.ask("sum") == S["sum0"], "weights kept by the resume")
         check(r0.ask(f"load {path}") == ["ok"], "load")
+
+    try:
+        S["sleep"].update_weights_staged(
+            {"w": memoryview(b"\x5a" * (1 << 20))}, load, directory=d)
         new = r0.ask("sum")
         check(new != S["sum0"], "weights updated")
+        check(os.listdir(d) == [], f"staged weights left: {os.listdir(d)}")
     finally:
         shutil.rmtree(d)
     S["sleep"].resume()

@@ -9,7 +9,9 @@ a number of iterations each. Driven by lines on stdin:
     submit N      a request of N iterations (waits while paused)
     status        "status RUNNING WAITING FINISHED"
     aborts        "aborts N": the abort_request calls that had abort_all
-    load DIR      update_weights_from_disk: DIR/w into the weights
+    load DIR      update_weights_from_disk: tensor "w" of DIR's
+                  safetensors file (gpusleep.weights.load, as SGLang's
+                  loader reads DIR/*.safetensors) into the weights
     sum           "sum WEIGHTS_HEX": a digest of the weights
     kv            "kv 1" when the KV cache is zero, else "kv 0" (only
                   while it is not released: reading it then faults)
@@ -71,8 +73,9 @@ class Scheduler:
             self.waiting, self.running = [], []
 
     def update_weights_from_disk(self, path):
-        with open(os.path.join(path, "w"), "rb") as f:
-            data = f.read()
+        import gpusleep.weights
+        (w,) = [t for t in gpusleep.weights.load(path) if t.name == "w"]
+        data = bytes(w.data)
         ctypes.memmove(self.weights, data, min(len(data), SIZE))
 
     def get_new_batch_prefill(self):
