@@ -19,7 +19,8 @@
 #                                packages) with the three wheels installed
 #                                by pip, offline: tests/vm-py/test_py_dist.py
 #                                runs the package from it in the VM
-#   HOST_TESTS += tests/host/test_python.py
+#   HOST_TESTS += tests/host/test_python.py, test_weights.py (gpusleep.weights),
+#                 test_weight_docs.py (docs/weight-updates.md vs the engines)
 #   VM_TESTS   += tests/vm-py/test_*.py (TAP; SKIP without /dev/gpusleep)
 # PY_SITEDIR: /usr/lib/python3/dist-packages for PREFIX=/usr (Debian's own
 # directory), else $(PREFIX)/lib/pythonX.Y/dist-packages, which Debian's
@@ -83,7 +84,8 @@ $(PY_VENV)/.stamp: $(PY_DIST)/.stamp
 
 .PHONY: wheel
 wheel: $(PY_DIST)/.stamp $(PY_VENV)/.stamp
-HOST_TESTS	+= $(wildcard tests/host/test_python.py)
+HOST_TESTS	+= $(wildcard tests/host/test_python.py tests/host/test_weights.py \
+		     tests/host/test_weight_docs.py)
 VM_TESTS	+= $(sort $(wildcard tests/vm-py/test_*.py))
 
 .PHONY: python-install python-uninstall
