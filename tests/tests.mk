@@ -30,6 +30,11 @@ VM_TESTS	+= tests/vm/ynl_client_test.py
 # the integration tests; fetched once into $(ENGINES), then offline.
 ENGINES		:= $(BUILD)/engines
 HOST_TESTS	+= tests/host/test_engines.py
+# Containers and Kubernetes (docs/deployment.md): the CDI spec against the
+# CDI schema, the manifests against the Kubernetes API schemas; the driver
+# container's entrypoint in the VM.
+HOST_TESTS	+= tests/host/test_deploy.py
+VM_TESTS	+= tests/vm/driver_test.sh
 
 kselftests: $(VM_TEST_BINS) $(HARNESS_KSFT) $(BUILD)/ynl/.built
 
