@@ -34,6 +34,8 @@ HOST_TESTS	+= tests/host/test_engines.py
 # CDI schema, the manifests against the Kubernetes API schemas; the driver
 # container's entrypoint in the VM.
 HOST_TESTS	+= tests/host/test_deploy.py
+# The docs' pictures are what tools/figures draws.
+HOST_TESTS	+= tests/host/test_figures.py
 VM_TESTS	+= tests/vm/driver_test.sh
 
 kselftests: $(VM_TEST_BINS) $(HARNESS_KSFT) $(BUILD)/ynl/.built
