@@ -15,7 +15,12 @@
 cd "$(dirname "$0")/../.." || exit 1
 DRIVER=packaging/containers/gpusleep-driver
 SPEC=packaging/cdi/gpusleep.yaml
+# the gpusleep.ko this VM loaded (GPUSLEEP_VM_MODULES: the 6.12 suite's is
+# build/kmod-6.12/gpusleep.ko), else the tree's
 KO=$PWD/gpusleep.ko
+for m in ${GPUSLEEP_VM_MODULES-}; do
+	case "$m" in */gpusleep.ko) KO=$m ;; esac
+done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "TAP version 13"
