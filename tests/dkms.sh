@@ -11,7 +11,10 @@
 #   dkms remove gpusleep/VERSION --all
 #
 # Each build must produce gpusleep.ko with dkms.conf's version and that
-# kernel's vermagic. Afterwards /usr/src/gpusleep-VERSION, /var/lib/dkms
+# kernel's vermagic, signed (Secure Boot: docs/deployment.md) with the MOK
+# key DKMS uses: the module's key id is /var/lib/dkms/mok.pub's serial
+# (unless DKMS said it found no sign-file for that kernel: 6.12 here, whose
+# linux-kbuild is not installed). Afterwards /usr/src/gpusleep-VERSION, /var/lib/dkms
 # and the MOK signing key dkms may have created (/var/lib/dkms/mok.key,
 # mok.pub) must be as before. Skipped, with the reason, without root or
 # dkms, or when the machine already has a gpusleep DKMS tree (not ours to
@@ -95,11 +98,35 @@ if "$REPO/tools/kernels.sh" 6.12 >> "$log" 2>&1; then
 else
 	echo "ok - dkms: build for 6.12 # SKIP cannot fetch Debian's 6.12 (see $log)"
 fi
+# The module is signed by DKMS's MOK certificate: the module's sig_key is
+# the certificate's serial number (sign-file's PKCS#7 names the signer by
+# issuer and serial). Sets why when not.
+signed() {
+	local ko=$1 blog=$2 key cert
+	key=$(modinfo -F sig_key "$ko" | tr -d ':' | tr 'A-F' 'a-f')
+	if grep -q "modules won't be signed" "$blog"; then
+		# DKMS says so: no sign-file for this kernel (its linux-kbuild)
+		sig="not signed: $(grep "modules won't be signed" "$blog" | head -n 1)"
+		[ -z "$key" ] || why="${why:-signed although DKMS said it would not}"
+		return
+	fi
+	if [ -z "$key" ]; then
+		why="${why:-gpusleep.ko is not signed (DKMS signs with $tree/mok.key)}"
+		return
+	fi
+	cert=$(openssl x509 -in "$tree/mok.pub" -inform DER -noout -serial \
+		2>/dev/null | sed 's/^serial=//' | tr 'A-F' 'a-f')
+	sig="signed with the DKMS MOK key ($tree/mok.pub, serial $cert)"
+	[ "$cert" = "$key" ] ||
+		why="${why:-signed by key $key, not by the DKMS MOK certificate (serial $cert)}"
+}
 for k in "${kernels[@]}"; do
 	read -r name kver kdir <<< "$k"
 	why=""
+	sig=""
+	blog=$out/build-$name.log
 	if ! dkms build -m gpusleep -v "$version" -k "$kver" \
-		--kernelsourcedir "$kdir" >> "$log" 2>&1; then
+		--kernelsourcedir "$kdir" > "$blog" 2>&1; then
 		why="dkms build failed"
 	else
 		ko=$(find "$tree/gpusleep/$version/$kver" -name 'gpusleep.ko*' | head -n1)
@@ -113,10 +140,12 @@ for k in "${kernels[@]}"; do
 			"$kver "*) ;;
 			*) [ -n "$why" ] || why="vermagic '$vm' is not that of $kver" ;;
 			esac
+			signed "$ko" "$blog"
 		fi
 	fi
+	cat "$blog" >> "$log" 2>/dev/null
 	if [ -z "$why" ]; then
-		echo "ok - dkms: build for $name ($kver): version $version"
+		echo "ok - dkms: build for $name ($kver): version $version, $sig"
 	else
 		echo "not ok - dkms: build for $name ($kver): $why (see $log)"
 		tail -n 20 "$log" | sed 's/^/#   /'

@@ -38,6 +38,13 @@ HOST_TESTS	+= tests/host/test_sglang.py
 HOST_TESTS	+= tests/host/test_vllm.py
 # the trainers' call sites docs/integrations/trainers.md cites
 HOST_TESTS	+= tests/host/test_trainers.py
+# Containers and Kubernetes (docs/deployment.md): the CDI spec against the
+# CDI schema, the manifests against the Kubernetes API schemas; the driver
+# container's entrypoint in the VM.
+HOST_TESTS	+= tests/host/test_deploy.py
+# The docs' pictures are what tools/figures draws.
+HOST_TESTS	+= tests/host/test_figures.py
+VM_TESTS	+= tests/vm/driver_test.sh
 
 kselftests: $(VM_TEST_BINS) $(HARNESS_KSFT) $(BUILD)/ynl/.built
 

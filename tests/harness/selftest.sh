@@ -4,7 +4,9 @@
 # tests/harness/selftest.sh: self-tests of the test harness. Each passes
 # when the harness does what it must. With a stand-in for qemu (no VM):
 #  1. a KVM probe whose qemu aborts leaves no shell job message ("Aborted")
-#     behind, only the runner's own one-line notice;
+#     behind, only the runner's own one-line notice, and
+#  1b. that notice says what qemu said, and every log it names has
+#     something in it;
 #  2. the VM timeout is stretched by the slowness the guest reported in
 #     .vm/time-scale, and
 #  3. applies as given when the guest reported none;
@@ -17,7 +19,10 @@
 #     ksft-fail ends with "1 passed, 1 failed" and exits non-zero;
 #  8. a WARN_ON in the guest (module warnmod/) fails the VM run;
 #  9. a module that cannot be unloaded (a process still holds /dev/gpusleep
-#     when the command ends) fails the VM run.
+#     when the command ends) fails the VM run;
+# 10. make vm-shell's way (--interactive, tools/vm/shell.sh) with a job
+#     left in the background holding /dev/gpusleep: `exit` stops it,
+#     naming it, the module unloads and the run succeeds.
 # Needs `make all` and the harness-warnmod target built first (make check
 # does both). Environment: KVER, the distro kernel release.
 # Prints TAP; logs go to build/vm/harness-*/.
@@ -55,7 +60,10 @@ for a in "$@"; do
 	local,path=*,mount_tag=out,*) out=${a#local,path=}; out=${out%%,*} ;;
 	esac
 done
-case " $* " in *" -accel kvm "*) kill -ABRT $$ ;; esac
+case " $* " in *" -accel kvm "*)
+	echo "qemu-system-x86_64: failed to initialize kvm: Permission denied" >&2
+	kill -ABRT $$ ;;
+esac
 [ -n "${FAKE_SCALE:-}" ] && echo "$FAKE_SCALE" > "$out/.vm/time-scale"
 sleep "${FAKE_SLEEP:-0}"
 printf 'status 0\ndone\n' > "$out/.vm/result"
@@ -80,6 +88,15 @@ GPUSLEEP_KVM_DEV=$fake/kvm fakerun "$fake/probe.log" --out "$fake/probe"
 rm -f "$probe"
 [ "$rc" = 0 ] && ! grep -qE 'Aborted|line [0-9]+:' "$fake/probe.log"
 report $? "a KVM probe that aborts leaves no job message (status $rc)" "$fake/probe.log"
+notice=$(grep 'run.sh: ' "$fake/probe.log")
+empty=""
+for f in $(printf '%s\n' "$notice" | grep -oE "$B/vm/[^ ,;)]+\.log"); do
+	[ -s "$f" ] || empty="$empty $f"
+done
+printf '%s\n' "$notice" | grep -q 'failed to initialize kvm: Permission denied' &&
+	[ -z "$empty" ]
+report $? "the KVM probe's notice says what qemu said and names no empty log${empty:+ (empty:$empty)}" \
+	"$fake/probe.log"
 
 # 2. and 3. The VM timeout, stretched by the guest's measured slowness.
 FAKE_SCALE=500 FAKE_SLEEP=4 fakerun "$fake/stretch.log" --out "$fake/stretch" --timeout 2
@@ -133,4 +150,18 @@ tools/vm/run.sh --quiet --kernel "$KERNEL" --module gpusleep.ko --out $out \
 	> $B/vm/harness-busy.log 2>&1 || rc=$?
 [ "$rc" != 0 ] && grep -q 'rmmod gpusleep failed' $out/vm-error 2>/dev/null
 report $? "module that will not unload fails the VM run (status $rc)" $B/vm/harness-busy.log
+
+# 10. exit from the VM shell with a background job left running.
+out=$B/vm/harness-shell
+rc=0
+# (the first bytes can be lost before the guest opens its terminal: a
+# line of blanks first)
+printf '%64s\nsleep 1000 < /dev/gpusleep > /dev/null 2>&1 &\nexit\n' '' |
+	timeout 300 tools/vm/run.sh --interactive --kernel "$KERNEL" \
+	--module gpusleep.ko --out $out -- sh tools/vm/shell.sh \
+	> $B/vm/harness-shell.log 2>&1 || rc=$?
+[ "$rc" = 0 ] && [ ! -e $out/vm-error ] &&
+	grep -q 'pid [0-9]*: sleep 1000' $B/vm/harness-shell.log
+report $? "exit from the VM shell stops a job left running and unloads the module (status $rc)" \
+	$B/vm/harness-shell.log
 exit 0

@@ -75,7 +75,8 @@ def need_dev():
 def wheel_contents():
     ws = [w for w in wheels() if os.path.basename(w).startswith("gpusleep-")]
     check(len(ws) == 1, f"one gpusleep wheel in {DIST}: {wheels()}")
-    check(ws[0].endswith("-py3-none-linux_x86_64.whl"), ws[0])
+    check(ws[0].endswith("-py3-none-manylinux_2_17_x86_64."
+                         "manylinux2014_x86_64.whl"), ws[0])
     names = zipfile.ZipFile(ws[0]).namelist()
     for f in ("gpusleep/libgpusleep.so.0", "gpusleep/py.typed",
               "gpusleep/__init__.py", "gpusleep/vllm.py"):

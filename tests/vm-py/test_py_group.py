@@ -4,7 +4,14 @@
 engine process and an agent process of its own (gsproc.py, host backend),
 released and resumed as one operation by gpusleep.Group and by
 `gpusleepctl release --group NAME`; a rank whose engine holds its drain
-past the deadline fails the whole group, which rolls back, naming it.
+past the deadline fails the whole group, which rolls back, naming it. The
+ranks are named as the integrations name them, NAME-tp<rank>. A second
+creator of a live group's name gets gpusleep.GroupExists with a hint, an
+open of a name no group has GroupNotFound. Recovery (docs/groups.md):
+the process that created the group exits with the ranks released (the
+group ends with it): `gpusleepctl resume --group NAME` finds the ranks by
+their names and resumes them; a name with no ranks either exits 3,
+saying what to run.
 SKIPs without /dev/gpusleep."""
 
 import json
@@ -12,7 +19,8 @@ import os
 import subprocess
 import sys
 
-from gstest import REPO, Tap, Proc, check, check_layouts, need_device
+from gstest import (REPO, Tap, Proc, check, check_layouts, need_device,
+                    raises)
 import gpusleep
 
 sys.path.insert(0, os.path.join(REPO, "tests", "host"))
@@ -31,14 +39,17 @@ TESTS = ["ctypes layouts match the C header", "ranks start",
          "gpusleepctl --json: ranks' domains as {id, name}, lower-case reasons",
          "gpusleepctl wait --group NAME: the newest group op's result",
          "gpusleepctl group list and group show NAME",
-         "Group.open by name; closing the group frees the name"]
+         "Group.open by name; closing the group frees the name",
+         "a second creator: GroupExists; no such group: GroupNotFound",
+         "creator gone, ranks released: gpusleepctl resume --group NAME",
+         "creator gone, no ranks by that name: exit 3, says what to run"]
 
 S = {"eng": [], "agent": [], "ids": []}
 
 
 def start():
     for i in range(N):
-        eng = Proc("engine", f"{GROUP}-r{i}", "--prefix-caching")
+        eng = Proc("engine", f"{GROUP}-tp{i}", "--prefix-caching")
         S["eng"].append(eng)
         did = int(eng.expect("ready ")[0])
         S["ids"].append(did)
@@ -46,7 +57,7 @@ def start():
         S["agent"].append(ag)
         check(ag.expect("ready ") == ["host"], "agent backend")
     # by id, by name: the group attaches as a controller and keeps them
-    S["g"] = gpusleep.Group(GROUP, [S["ids"][0], f"{GROUP}-r1",
+    S["g"] = gpusleep.Group(GROUP, [S["ids"][0], f"{GROUP}-tp1",
                                     S["ids"][2]])
 
 
@@ -123,7 +134,7 @@ def ctl_json():
     p = run_ctl("-j", "release", "--group", GROUP, "--tags", "weights")
     o = json.loads(p.stdout)
     check(p.returncode == 0 and o["reason"] == "none", p.stdout)
-    names = [f"{GROUP}-r{i}" for i in range(N)]
+    names = [f"{GROUP}-tp{i}" for i in range(N)]
     check([r["domain"] for r in o["ranks"]] ==
           [{"id": S["ids"][i], "name": names[i]} for i in range(N)], p.stdout)
     check(mankeys.json_keys(o) <= mankeys.man_keys("group-result"),
@@ -181,12 +192,64 @@ def reopen():
         pass
 
 
+def exists():
+    names = [f"{GROUP}-tp{i}" for i in range(N)]
+    with gpusleep.Group(GROUP, names[:1]):
+        e = raises(gpusleep.GroupExists, gpusleep.Group, GROUP, names[1:])
+        check(isinstance(e, FileExistsError) and e.group == GROUP and
+              "Group.open" in str(e) and "gpusleepctl group list" in str(e),
+              str(e))
+    e = raises(gpusleep.GroupNotFound, gpusleep.Group.open, "no-such-grp")
+    check(isinstance(e, FileNotFoundError) and e.group == "no-such-grp" and
+          "gpusleepctl group list" in str(e), str(e))
+
+
+def creator_gone():
+    """The trainer made the group, released it and died: the group ended,
+    its ranks stay released (nobody to resume them)."""
+    names = [f"{GROUP}-tp{i}" for i in range(N)]
+    code = ("import sys, gpusleep; g = gpusleep.Group(sys.argv[1], "
+            "sys.argv[2:]); g.release(); print('released', flush=True)")
+    p = subprocess.run([sys.executable, "-c", code, GROUP] + names,
+                       capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=os.path.join(
+                           REPO, "user", "python")))
+    check(p.returncode == 0 and p.stdout == "released\n", p.stderr)
+    for i in range(N):
+        S["eng"][i].expect("ev drain ")
+        S["eng"][i].expect("ev reset")
+        check(gpusleep.is_sleeping(S["ids"][i]), "released")
+        with open(f"/sys/class/gpusleep/domain{S['ids'][i]}/group") as f:
+            check(f.read() == "\n", "the group ended")
+    p = run_ctl("resume", "--group", GROUP)
+    check(p.returncode == 0 and p.stdout.count(": done") == N,
+          p.stdout + p.stderr)
+    check("no live group" in p.stderr and f"{GROUP}-tp0" in p.stderr,
+          p.stderr)
+    for i in range(N):
+        S["eng"][i].expect("ev repair")
+        S["eng"][i].expect("ev resume_sched")
+        check(gpusleep.state(S["ids"][i]).state == "awake", "awake")
+        check(S["agent"][i].ask("check", "check ")[0] == "weights=same",
+              "weights kept")
+    # the group it made for the resume is gone with it
+    p = run_ctl("group", "list")
+    check(GROUP not in p.stdout, p.stdout)
+
+
+def creator_gone_no_ranks():
+    p = run_ctl("resume", "--group", "no-such-group")
+    check(p.returncode == 3 and "no such group" in p.stderr and
+          "no-such-group-tp0" in p.stderr and
+          "gpusleepctl resume DOMAIN" in p.stderr, p.stderr)
+
+
 def main():
     tap = Tap(TESTS)
     tap.run(TESTS[0], check_layouts)
     need_device(tap, TESTS)
     steps = [start, release, resume, deadline, ctl, ctl_json, ctl_wait,
-             ctl_show, reopen]
+             ctl_show, reopen, exists, creator_gone, creator_gone_no_ranks]
     try:
         for name, fn in zip(TESTS[1:], steps):
             before = tap.failed

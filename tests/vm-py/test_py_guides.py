@@ -14,8 +14,9 @@ then that code runs:
   its input, nothing runs while released (a step would fault), the tags
   are SGLang's offload_tags; resume_weights: the static state (buffers)
   is back, the weights are zero where SGLang discards them (its
-  default) and kept with the backup; staged weights are pushed and
-  loaded; resume: generation continues (the retracted request runs
+  default) and kept with the backup; new weights are staged in host
+  memory for the engine's load from disk (update_weights_staged:
+  gpusleep.weights, removed after the load); resume: generation continues (the retracted request runs
   again); a release started without waiting, then
   wait(op); abort_inflight reaches abort_request(AbortReq(abort_all=
   True)) through SGLang's input and the release completes at once;
@@ -186,7 +187,6 @@ def release():
 
 def weights():
     need_ranks()
-    from trainer_actor import stage_weights
     r0, r1 = S["ranks"]
     S["sleep"].resume_weights()
     check(r0.ask("buf") == S["buf0"], "static state not back")
@@ -197,11 +197,16 @@ def weights():
     st = r0.status()
     check(st == [0, 2, 0, 1], f"ran before the rest was back: {st}")
     d = tempfile.mkdtemp()
-    try:
-        path = stage_weights({"w": b"\x5a" * (1 << 20)}, directory=d)
+
+    def load(path):
         check(r0.ask(f"load {path}") == ["ok"], "load")
+
+    try:
+        S["sleep"].update_weights_staged(
+            {"w": memoryview(b"\x5a" * (1 << 20))}, load, directory=d)
         new = r0.ask("sum")
         check(new not in (S["sum0"], ["sum", ZERO]), "weights updated")
+        check(os.listdir(d) == [], f"staged weights left: {os.listdir(d)}")
     finally:
         shutil.rmtree(d)
     S["sleep"].resume()

@@ -83,6 +83,8 @@ int group_op(const char *name, bool release, const char *tag_list,
 int group_wait(const char *name, uint64_t op, uint32_t timeout_ms);
 /* Controller access refused (-EPERM/-EACCES): say why and what to do. */
 void perm_hint(const char *what, uint32_t id);
+/* Attach to domain id as a controller: the fd, or an exit status < 0. */
+int attach_controller(uint32_t id, const char *what);
 /* /dev/gpusleep could not be opened: say why and what to do. */
 int dev_open_failed(int err);
 int cmd_metrics(int argc, char **argv);

@@ -5,6 +5,7 @@
  * /dev/gpusleep; group list and group show, from sysfs (every domain's
  * "group" file), which need no privilege.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -90,19 +91,156 @@ static int print_group(const char *name, const struct gpusleep_tags *decl,
 }
 
 /*
+ * The rank r of domain, when it is named as the integrations name the
+ * ranks of group: "<group>-tp<r>" (gpusleep.sglang, gpusleep.vllm); else
+ * -1.
+ */
+static long rank_of(const char *group, const char *domain)
+{
+	size_t len = strlen(group);
+	const char *p = domain + len + 3;
+	char *end;
+	long r;
+
+	if (strncmp(domain, group, len) || strncmp(domain + len, "-tp", 3) ||
+	    !isdigit((unsigned char)*p) || (*p == '0' && p[1]))
+		return -1;
+	errno = 0;
+	r = strtol(p, &end, 10);
+	if (errno || *end || r >= GPUSLEEP_GROUP_MAX_RANKS)
+		return -1;
+	return r;
+}
+
+/* A creator of the domain is seen from here (pick_group's rule). */
+static bool creator_seen(const struct domain *d)
+{
+	return (d->present & (1ULL << FLD_owner_pid)) && d->owner_pid;
+}
+
+/*
+ * resume --group NAME where the caller has no live group NAME: a group
+ * ends when the process that created it (an engine's trainer) exits, and
+ * leaves its ranks as they were, released maybe. Its ranks, found by the
+ * names the integrations give them, NAME-tp<r> (domains in no group; of
+ * two of one name, the one whose creator this process sees), become a
+ * new group NAME made here for this one resume (closed after it, which
+ * ends it). Returns the group fd; or -ENOENT when no domain has such a
+ * name, -EEXIST when the name was taken meanwhile; or -1 with *status the
+ * exit status, after saying why.
+ */
+static int adopt_ranks(int dev, const char *name, int *status)
+{
+	uint32_t ids[GPUSLEEP_GROUP_MAX_RANKS] = { 0 };
+	unsigned int cands[GPUSLEEP_GROUP_MAX_RANKS] = { 0 };
+	unsigned int seen[GPUSLEEP_GROUP_MAX_RANKS] = { 0 };
+	char list[4096] = "", what[GPUSLEEP_NAME_LEN + 8];
+	struct domain *ds;
+	size_t n, i, len = 0;
+	long r, top = -1;
+	int gfd, fd, ret;
+
+	ret = all_domains(&ds, &n);
+	if (ret) {
+		*status = ret;
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		r = rank_of(name, ds[i].name);
+		if (r < 0 || ds[i].group[0])
+			continue;
+		cands[r]++;
+		if (creator_seen(&ds[i]))
+			seen[r]++;
+		if (cands[r] == 1 || (creator_seen(&ds[i]) && seen[r] == 1))
+			ids[r] = ds[i].id;
+		if (r > top)
+			top = r;
+	}
+	free(ds);
+	if (top < 0)
+		return -ENOENT;
+	for (r = 0; r <= top; r++) {
+		if (!cands[r]) {
+			jerr.err = -ENOENT;
+			*status = EX_NOTFOUND;
+			errmsg("group %s: no live group of that name, and of its ranks' names no domain has %s-tp%ld (gpusleepctl list shows the domains): resume each rank, gpusleepctl resume DOMAIN",
+			       name, name, r);
+			return -1;
+		}
+		if (cands[r] > 1 && seen[r] != 1) {
+			jerr.err = -EINVAL;
+			*status = EX_USAGE;
+			errmsg("group %s: no live group of that name, and %u domains are named %s-tp%ld: resume each rank by its id, gpusleepctl resume ID (gpusleepctl list shows them)",
+			       name, cands[r], name, r);
+			return -1;
+		}
+		if (len < sizeof(list))
+			len += snprintf(list + len, sizeof(list) - len,
+					"%s%s-tp%ld (domain %u)", r ? ", " : "",
+					name, r, ids[r]);
+	}
+	fprintf(stderr, "%s: group %s: no live group of that name (a group ends when the process that created it exits, leaving its ranks as they were); resuming the domains named after it, %s, as a new group %s for this resume\n",
+		prog, name, list, name);
+	gfd = gs_group_create(dev, name, NULL);
+	if (gfd == -EEXIST)
+		return gfd;
+	if (gfd < 0) {
+		jerr.err = gfd;
+		errmsg("group %s: creating it: %s", name, strerror(-gfd));
+		*status = errno_exit(-gfd);
+		return -1;
+	}
+	for (r = 0; r <= top; r++) {
+		snprintf(what, sizeof(what), "%s-tp%ld", name, r);
+		fd = attach_controller(ids[r], what);
+		if (fd < 0) {
+			close(gfd);
+			*status = -fd;
+			return -1;
+		}
+		ret = gs_group_add(gfd, fd, NULL);
+		close(fd);
+		if (ret) {
+			jerr.err = ret;
+			errmsg("group %s: adding domain %s (%u): %s", name, what,
+			       ids[r], ret == -EBUSY ?
+			       "it is a rank of another group now" :
+			       ret == -EXDEV ?
+			       "its tags differ from rank 0's" :
+			       ret == -ENOENT ? "it is dead (its engine exited)" :
+			       strerror(-ret));
+			close(gfd);
+			*status = EX_FAILED;
+			return -1;
+		}
+	}
+	return gfd;
+}
+
+/*
  * Open group name and read its tags (the ranks', which all declare the
  * same) into decl; the fd, or an exit status < 0 after saying why.
+ * adopt (resume): a name with no live group resumes the ranks named
+ * after it (adopt_ranks).
  */
-static int open_group(const char *name, struct gpusleep_tags *decl)
+static int open_group(const char *name, struct gpusleep_tags *decl,
+		      bool adopt)
 {
-	int dev, gfd, r;
+	int dev, gfd, r, tries = 0, status = 0;
 
 	snprintf(jerr.group, sizeof(jerr.group), "%s", name);
 	dev = gs_open(dev_path, 0, NULL);
 	if (dev < 0)
 		return -dev_open_failed(-dev);
-	gfd = gs_group_open(dev, name, NULL);
+	do {
+		gfd = gs_group_open(dev, name, NULL);
+		if (gfd == -ENOENT && adopt)
+			gfd = adopt_ranks(dev, name, &status);
+	} while (gfd == -EEXIST && adopt && ++tries < 3);
 	close(dev);
+	if (status)
+		return -status;		/* said */
 	if (gfd >= 0) {
 		r = gs_get_tags(gfd, decl);
 		if (!r)
@@ -113,9 +251,12 @@ static int open_group(const char *name, struct gpusleep_tags *decl)
 		return -EX_FAILED;
 	}
 	jerr.err = gfd;
-	if (gfd == -ENOENT)
-		errmsg("group %s: no such group (gpusleepctl group list shows them)",
-		       name);
+	if (gfd == -ENOENT && adopt)
+		errmsg("group %s: no such group, and no domain is named %s-tp0, %s-tp1, ... (a group ends when the process that created it exits, leaving its ranks as they were: resume each of them, gpusleepctl resume DOMAIN; gpusleepctl list shows the domains)",
+		       name, name, name);
+	else if (gfd == -ENOENT)
+		errmsg("group %s: no such group (gpusleepctl group list shows them; a group ends when the process that created it exits: gpusleepctl resume --group %s then resumes its ranks, named %s-tp<rank>)",
+		       name, name, name);
 	else if (gfd == -EPERM || gfd == -EACCES)
 		errmsg("group %s: permission denied: only the group creator's user or root (CAP_SYS_ADMIN) may control it; run with sudo",
 		       name);
@@ -136,7 +277,7 @@ int group_op(const char *name, bool release, const char *tag_list,
 	const char *what = release ? "release" : "resume";
 	int gfd, r;
 
-	gfd = open_group(name, &decl);
+	gfd = open_group(name, &decl, !release);
 	if (gfd < 0)
 		return -gfd;
 	if (tag_list && gs_tags_parse_in(&decl, tag_list, &tags)) {
@@ -209,7 +350,7 @@ int group_wait(const char *name, uint64_t op, uint32_t timeout_ms)
 	struct gpusleep_tags decl;
 	int gfd, r;
 
-	gfd = open_group(name, &decl);
+	gfd = open_group(name, &decl, false);
 	if (gfd < 0)
 		return -gfd;
 	do {

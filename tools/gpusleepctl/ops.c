@@ -61,7 +61,7 @@ static void jerr_domain(uint32_t id, const char *name)
 }
 
 /* Attach to id as a controller; returns the fd or an exit status < 0. */
-static int attach_controller(uint32_t id, const char *what)
+int attach_controller(uint32_t id, const char *what)
 {
 	int dev, fd;
 
@@ -231,7 +231,9 @@ static const char resume_usage[] =
 	"Usage: gpusleepctl resume DOMAIN|--group NAME [-t|--tags TAGS]\n"
 	"                   [-T|--timeout S] [-n|--no-wait]\n"
 	"Resume DOMAIN's released tags (--tags left out: every released tag), or\n"
-	"every rank of group NAME as one operation. Options as for release.\n";
+	"every rank of group NAME as one operation. Options as for release.\n"
+	"A NAME with no live group (it ended with the process that created it)\n"
+	"resumes the domains NAME-tp0, NAME-tp1, ... as a new group, saying so.\n";
 
 static int cmd_op(int argc, char **argv, bool release)
 {

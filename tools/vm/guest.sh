@@ -33,6 +33,53 @@ kmemleak=/sys/kernel/debug/kmemleak
 # Objects allocated before this point are not ours to report.
 [ -w "$kmemleak" ] && echo clear > "$kmemleak"
 
+# The parent pid of process $1 (the field after the command name, which
+# may hold spaces and parentheses); empty when it is gone.
+ppid_of() {
+	sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f2
+}
+
+# After an interactive command: every process still running but the
+# kernel's threads, this script, its ancestors and its own helpers (all
+# of them the user's: the guest runs nothing else). SIGTERM, then SIGKILL
+# to what is left after 5 s; each one named on stdout.
+stop_leftovers() {
+	keep=" 1 2 $$ "
+	p=$$
+	while [ -n "$p" ] && [ "$p" -gt 1 ]; do
+		p=$(ppid_of "$p")
+		keep="$keep$p "
+	done
+	left=""
+	for d in /proc/[0-9]*; do
+		pid=${d#/proc/}
+		case "$keep" in *" $pid "*) continue ;; esac
+		pp=$(ppid_of "$pid")
+		case "$pp" in ''|2|$$) continue ;; esac
+		left="$left $pid"
+	done
+	[ -n "$left" ] || return 0
+	echo "vm-shell: stopping what is still running, so that the module can be unloaded:"
+	for pid in $left; do
+		cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)
+		echo "  pid $pid: ${cmd:-?}"
+	done
+	# shellcheck disable=SC2086
+	kill -TERM $left 2>/dev/null
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		alive=""
+		for pid in $left; do
+			[ -d "/proc/$pid" ] && alive="$alive $pid"
+		done
+		[ -n "$alive" ] || return 0
+		sleep 0.5
+	done
+	echo "vm-shell: still running after SIGTERM, killed:$alive"
+	# shellcheck disable=SC2086
+	kill -KILL $alive 2>/dev/null
+	sleep 0.5
+}
+
 loaded=""
 ok=1
 for m in $VM_MODULES; do
@@ -59,10 +106,14 @@ if [ "$ok" = 1 ]; then
 		fi
 		TERM=${TERM:-vt100} setsid -c -w sh "$VM_OUT/.vm/cmd" \
 			< "$tty" > "$tty" 2>&1
+		echo "status $?" >> "$res"
+		# What the user left running (a job sent to the background)
+		# would keep the module from unloading: stop it, saying so.
+		stop_leftovers > "$tty" 2>&1
 	else
 		sh "$VM_OUT/.vm/cmd" > "$VM_OUT/output.log" 2>&1 < /dev/null
+		echo "status $?" >> "$res"
 	fi
-	echo "status $?" >> "$res"
 	cd /
 fi
 

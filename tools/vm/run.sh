@@ -273,20 +273,31 @@ if [ "$ACCEL" = auto ]; then
 	if [ -r "$KVM_DEV" ] && [ -w "$KVM_DEV" ]; then
 		probe="$VMDIR/kvm-probe-$(basename "$KERNEL")-$(stat -c %Y "$KVM_DEV")"
 		if [ ! -f "$probe" ]; then
-			plog="$VMDIR/kvm-probe.log"
-			rm -f "$plog"
+			plog="$VMDIR/kvm-probe.log"		# the guest's console
+			qlog="$VMDIR/kvm-probe.qemu.log"	# what qemu printed
+			rm -f "$plog" "$qlog"
 			# A qemu that cannot use KVM may abort: its "Aborted" job
 			# message (from this subshell) and core dump are not news,
-			# the verdict below is.
+			# the verdict below is, with what qemu said.
 			# shellcheck disable=SC2046
-			(ulimit -c 0; timeout -k 2 30 $(qemu_base kvm) -serial "file:$plog" \
+			prc=$( (ulimit -c 0; rc=0; timeout -k 2 30 $(qemu_base kvm) \
+				-serial "file:$plog" \
 				-append "console=ttyS0 panic=-1 no_timer_check gpusleep.probe=1" \
-				> /dev/null 2>&1 || true) 2> /dev/null
+				> "$qlog" 2>&1 || rc=$?; echo "$rc") 2> /dev/null)
 			if grep -q GPUSLEEP-VM-PROBE-OK "$plog" 2>/dev/null; then
 				echo kvm > "$probe"
 			else
 				echo tcg > "$probe"
-				echo "run.sh: $KVM_DEV is there but a probe VM did not boot with it (see $plog); using TCG, which is slower" >&2
+				why="qemu exited with status ${prc:-unknown}"
+				case "$prc" in
+				124|137) why="qemu did not finish booting in 30 s" ;;
+				13[0-9]|1[4-9][0-9]) why="qemu was killed by signal $((prc - 128))" ;;
+				esac
+				said=$(grep -v '^[[:space:]]*$' "$qlog" 2>/dev/null | tail -n 1)
+				[ -n "$said" ] && why="$why, saying: $said"
+				[ -s "$qlog" ] && why="$why (all of it: $qlog)"
+				[ -s "$plog" ] && why="$why (guest console: $plog)"
+				echo "run.sh: $KVM_DEV is there but a probe VM did not boot with it: $why; using TCG, which is slower" >&2
 			fi
 		fi
 		ACCEL=$(cat "$probe")

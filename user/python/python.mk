@@ -9,7 +9,8 @@
 #                                place of libgpusleep.so.0; run by install
 #   python-uninstall             run by uninstall
 #   wheel                        $(PY_DIST)/*.whl: gpusleep with
-#                                libgpusleep.so.0 bundled (linux_x86_64),
+#                                libgpusleep.so.0 bundled ($(PY_WHEEL_PLAT):
+#                                $(PY_WHEEL_LIB), below),
 #                                gpusleep-torch-memory-saver (with the
 #                                hook libraries of user/user.mk beside
 #                                its package: linux_x86_64) and
@@ -22,7 +23,10 @@
 #                                by pip, offline: tests/vm-py/test_py_dist.py
 #                                runs the package from it in the VM
 #   HOST_TESTS += tests/host/test_python.py tests/host/test_tms_dropin.py
-#                 tests/host/test_tms_pinned.py
+#                 tests/host/test_tms_pinned.py, test_weights.py
+#                 (gpusleep.weights), test_weight_docs.py
+#                 (docs/weight-updates.md vs the engines), test_wheel.py
+#                 (the wheel's tag, auditwheel, a clean venv, glibc 2.31)
 #   VM_TESTS   += tests/vm-py/test_*.py (TAP; SKIP without /dev/gpusleep)
 # PY_SITEDIR: /usr/lib/python3/dist-packages for PREFIX=/usr (Debian's own
 # directory), else $(PREFIX)/lib/pythonX.Y/dist-packages, which Debian's
@@ -58,22 +62,52 @@ ifeq ($(PY_HAVE_WHEEL),1)
 ALL_TARGETS	+= $(PY_DIST)/.stamp $(PY_VENV)/.stamp
 endif
 
+# The wheel's library: libgpusleep's objects linked with liburing in (the
+# static archive of Debian's liburing-dev: no liburing.so.2 is needed
+# where the wheel goes; its symbols stay inside, --exclude-libs) and with
+# user/python/glibc_compat.c (no glibc symbol version past 2.17, so that
+# it loads where the tag says: docs/python.md, Install). PY_WHEEL_PLAT is
+# the one place the tag is written (setup.py takes it from the
+# environment); tests/host/test_wheel.py has auditwheel check it.
+ifeq ($(shell uname -m),x86_64)
+PY_WHEEL_PLAT	:= manylinux_2_17_x86_64.manylinux2014_x86_64
+PY_COMPAT_O	:= $(BUILD)/python/glibc_compat.o
+PY_URING_A	:= -Wl,--push-state,-Bstatic -luring -Wl,--pop-state
+PY_WHEEL_LIBS	:= -Wl,--exclude-libs,ALL \
+		   $(if $(filter 1,$(GS_HAVE_URING)),$(PY_URING_A)) \
+		   -Wl,--push-state,--no-as-needed -l:libpthread.so.0 -l:libdl.so.2 -Wl,--pop-state
+else
+PY_WHEEL_PLAT	:= linux_$(shell uname -m)
+PY_WHEEL_LIBS	:= $(GS_LIBS)
+endif
+PY_WHEEL_LIB	:= $(BUILD)/python/wheel-lib/$(GS_SONAME)
+
+$(BUILD)/python/glibc_compat.o: user/python/glibc_compat.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fPIC -c -o $@ $<
+
+$(PY_WHEEL_LIB): $(GS_OBJS) $(PY_COMPAT_O)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(GS_SONAME) -Wl,--no-undefined \
+		-o $@ $^ $(LDFLAGS) $(PY_WHEEL_LIBS)
+
 # Each distribution is copied to $(PY_STAGE) and built there (setuptools
 # writes build/ and *.egg-info beside the sources); the library goes into
 # the package as libgpusleep.so.0 (the file, under the soname).
-$(PY_DIST)/.stamp: $(PY_DIST_SRCS) $(GS_REAL) $(GS_TMS_LIBS)
+$(PY_DIST)/.stamp: $(PY_DIST_SRCS) $(PY_WHEEL_LIB) $(GS_TMS_LIBS)
 	rm -rf $(PY_STAGE) $(PY_DIST)
 	mkdir -p $(PY_STAGE)/gpusleep $(PY_DIST)
 	cp user/python/pyproject.toml user/python/setup.py user/python/README.md $(PY_STAGE)/
 	cp $(PY_PKG_SRCS) user/python/gpusleep/py.typed $(PY_STAGE)/gpusleep/
-	cp $(GS_REAL) $(PY_STAGE)/gpusleep/libgpusleep.so.0
+	cp $(PY_WHEEL_LIB) $(PY_STAGE)/gpusleep/libgpusleep.so.0
 	set -e; for d in $(PY_DISTS); do \
 		mkdir -p $(PY_STAGE)/$$d; \
 		(cd user/python/$$d && find . -name '*.py' -o -name '*.toml' -o -name py.typed | \
 			cpio -pdm --quiet ../../../$(PY_STAGE)/$$d); done
 	cp $(GS_TMS_LIBS) $(PY_STAGE)/dist-tms/
 	set -e; for d in . $(PY_DISTS); do \
-		PIP_NO_INDEX=1 $(PYTHON) -m pip wheel -q --no-build-isolation --no-deps \
+		GPUSLEEP_WHEEL_PLAT=$(PY_WHEEL_PLAT) PIP_NO_INDEX=1 \
+		$(PYTHON) -m pip wheel -q --no-build-isolation --no-deps \
 			-w $(PY_DIST) $(PY_STAGE)/$$d; done
 	touch $@
 
@@ -87,8 +121,9 @@ $(PY_VENV)/.stamp: $(PY_DIST)/.stamp
 
 .PHONY: wheel
 wheel: $(PY_DIST)/.stamp $(PY_VENV)/.stamp
-HOST_TESTS	+= $(wildcard tests/host/test_python.py) tests/host/test_tms_dropin.py \
-		   tests/host/test_tms_pinned.py
+HOST_TESTS	+= $(wildcard tests/host/test_python.py tests/host/test_weights.py \
+		     tests/host/test_weight_docs.py tests/host/test_wheel.py) \
+		   tests/host/test_tms_dropin.py tests/host/test_tms_pinned.py
 VM_TESTS	+= $(sort $(wildcard tests/vm-py/test_*.py))
 
 .PHONY: python-install python-uninstall

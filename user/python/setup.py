@@ -1,8 +1,13 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Only what pyproject.toml cannot say: a wheel that bundles
-libgpusleep.so.0 (copied into gpusleep/ by `make wheel`) is tagged for
-this platform (py3-none-linux_x86_64: the library is loaded with ctypes,
-so any Python 3 will do); without it the wheel is pure."""
+libgpusleep.so.0 (copied into gpusleep/ by `make wheel`) is a platform
+wheel for any Python 3 (py3-none: the library is loaded with ctypes),
+tagged GPUSLEEP_WHEEL_PLAT, which `make wheel` sets from python.mk's
+PY_WHEEL_PLAT (manylinux_2_17_x86_64.manylinux2014_x86_64: the library it
+builds for the wheel needs no more; tests/host/test_wheel.py has
+auditwheel check it); without it this platform's own tag (linux_x86_64),
+which promises nothing beyond this machine. Without the library the
+wheel is pure."""
 
 import os
 
@@ -25,6 +30,7 @@ try:
     class PlatformWheel(bdist_wheel):
         def get_tag(self):
             py, abi, plat = super().get_tag()
+            plat = os.environ.get("GPUSLEEP_WHEEL_PLAT") or plat
             return ("py3", "none", plat) if BUNDLED else (py, abi, plat)
 
     cmdclass["bdist_wheel"] = PlatformWheel

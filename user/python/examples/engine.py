@@ -4,13 +4,18 @@
 (weights backed up, kv_cache discarded), an agent serving 1 MiB of each
 (CUDA when libcuda loads, else host memory: GPUSLEEP_BACKEND=host), and a
 loop answering the domain's events. Prints "ready NAME ID", then one line
-per event it answers; exits when its standard input closes, printing
-whether the weights came through intact.
+per event it answers; exits on SIGTERM or SIGINT (kill %1, Ctrl-C) or,
+when its standard input is a pipe, when that closes, printing whether the
+weights came through intact. It never reads a terminal: as a background
+job (`&`) it would be stopped (SIGTTIN) at the first key typed there, and
+a release would then wait for its drain until DrainTimeout.
 
-    python3 engine.py llm0 &     # then: python3 trainer.py llm0
+    python3 engine.py llm0 &     # then: python3 trainer.py llm0; kill %1
 """
 
+import os
 import select
+import signal
 import sys
 
 from gpusleep.agent import Agent, MemoryManager
@@ -37,21 +42,30 @@ def main(name):
     if weights.view is not None:		# host memory: fill it
         weights.view[:] = PATTERN
     agent = Agent(eng.id, mm)		# unmaps / remaps on its own thread
+    # a signal writes a byte into this pipe, which the loop polls
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: None)
     say("ready", name, eng.id)
     poll = select.poll()
     poll.register(eng.fileno(), select.POLLIN)
-    poll.register(sys.stdin.fileno(), select.POLLIN)
-    while True:
+    poll.register(wake_r, select.POLLIN)
+    if not sys.stdin.isatty():
+        poll.register(sys.stdin.fileno(), select.POLLIN)
+    done = False
+    while not done:
         for fd, _ in poll.poll():
             if fd == eng.fileno():
                 eng.dispatch()
-            elif not sys.stdin.buffer.read1(4096):
-                intact = weights.view is None or \
-                    weights.view.tobytes() == PATTERN
-                say("weights", "intact" if intact else "CHANGED")
-                agent.close()
-                eng.close()
-                return 0 if intact else 1
+            elif fd == wake_r or not sys.stdin.buffer.read1(4096):
+                done = True
+    intact = weights.view is None or weights.view.tobytes() == PATTERN
+    say("weights", "intact" if intact else "CHANGED")
+    agent.close()
+    eng.close()
+    return 0 if intact else 1
 
 
 if __name__ == "__main__":

@@ -1,14 +1,13 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """What a trainer's Ray actor (verl, OpenRLHF, slime) holds to put a
 colocated SGLang engine to sleep through gpusleep and wake it, and the
-host-staged weight update that replaces CUDA IPC of the engine's tensors.
+host-staged weight update (gpusleep.weights; docs/weight-updates.md).
 docs/integrations/trainers.md quotes it; tests/vm-py/test_py_guides.py
 runs it against a stand-in SGLang scheduler."""
 
-import os
-
 import gpusleep
 from gpusleep.sglang import domain_names
+import gpusleep.weights
 
 
 class EngineSleep:
@@ -44,20 +43,17 @@ class EngineSleep:
     def wait(self, op_id):
         return self.group.wait(op_id, timeout=self.timeout)
 
+    def update_weights_staged(self, named, load_from_disk,
+                              directory="/dev/shm"):
+        # the weights back, then the new ones (name -> tensor: a
+        # state_dict) through host memory: one safetensors file in a
+        # tmpfs, loaded by the engine (SGLang: update_weights_from_disk),
+        # removed whether the load returned or raised
+        self.resume_weights()
+        with gpusleep.weights.stage(named, directory) as staged:
+            return load_from_disk(staged.path)
+
     def close(self):
         self.group.close()
 
 
-def stage_weights(named, directory="/dev/shm"):
-    """The trainer writes the new weights (name -> bytes) into host memory
-    the engine can read: one file per tensor under a fresh directory of a
-    tmpfs. Returns the directory, for the engine's load from disk."""
-    step = 0
-    while os.path.exists(os.path.join(directory, f"gpusleep-w{step}")):
-        step += 1
-    path = os.path.join(directory, f"gpusleep-w{step}")
-    os.mkdir(path)
-    for name, data in named.items():
-        with open(os.path.join(path, name), "wb") as f:
-            f.write(data)
-    return path

@@ -21,7 +21,8 @@ from .errors import (GpuSleepError, NotEnabled, InvalidRequest,
                      Cancelled, Timeout, DrainTimeout, AgentTimeout,
                      EngineTimeout, EngineFailed, AgentFailed, AgentGone,
                      EngineGone, NoMemory, QueueFull, DomainNotFound,
-                     AmbiguousDomain, ModuleNotLoaded, PermissionDenied)
+                     AmbiguousDomain, ModuleNotLoaded, PermissionDenied,
+                     GroupExists, GroupNotFound)
 from .trainer import (Controller, Result, State, release, resume,
                       is_sleeping, state, wait, resolve_domain)
 from .group import Group, GroupResult, RankResult
@@ -45,4 +46,5 @@ __all__ = [
     "is_sleeping", "state", "wait", "resolve_domain", "TAGS", "lib_path",
     "Group", "GroupResult", "RankResult", "DomainNotFound",
     "AmbiguousDomain", "ModuleNotLoaded", "PermissionDenied",
+    "GroupExists", "GroupNotFound",
 ]

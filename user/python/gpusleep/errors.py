@@ -21,6 +21,10 @@ that several domains share: pass the id; also a LookupError),
 ModuleNotLoaded (no /dev/gpusleep or sysfs class: load the module),
 PermissionDenied (not the domain's owner and no CAP_SYS_ADMIN; also a
 PermissionError).
+
+Groups: GroupExists (creating a group whose name this user already has
+live; also a FileExistsError), GroupNotFound (opening a name this user
+has no live group of; also a FileNotFoundError and a LookupError).
 """
 
 from __future__ import annotations
@@ -281,6 +285,54 @@ class PermissionDenied(GpuSleepError, PermissionError):
     def __reduce__(self) -> tuple[Callable[..., GpuSleepError],
                                   tuple[object, ...]]:
         return (type(self), (self.domain, self.message))
+
+
+class GroupExists(GpuSleepError, FileExistsError):
+    """Creating a group whose name this user (in this user and pid
+    namespace) already has live (EEXIST): another process made it (the one
+    that creates an engine's group is the trainer's side, e.g. EngineSleep,
+    docs/groups.md), or this one did. .group: the name."""
+
+    def __init__(self, group: str, message: Optional[str] = None) -> None:
+        super().__init__(_lib.R_NONE, _errno.EEXIST, message or
+                         f"group {group!r} exists: a live group of that name "
+                         "was made by this user, by another process (the "
+                         "creator of an engine's group is its trainer's "
+                         "side, docs/groups.md) or by this one; use it "
+                         f"(gpusleep.Group.open({group!r}) gives another fd "
+                         "for it) or close it first; gpusleepctl group list "
+                         "shows the groups")
+        self.group = group
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Callable[..., GpuSleepError],
+                                  tuple[object, ...]]:
+        return (type(self), (self.group, self.message))
+
+
+class GroupNotFound(GpuSleepError, FileNotFoundError, LookupError):
+    """Opening a group name this user (in this user and pid namespace) has
+    no live group of (ENOENT): a group ends when its last fd closes, so
+    when the process that created it exits. .group: the name."""
+
+    def __init__(self, group: str, message: Optional[str] = None) -> None:
+        super().__init__(_lib.R_NONE, _errno.ENOENT, message or
+                         f"no live group {group!r} of this user (a group "
+                         "ends when its last fd closes, e.g. when the "
+                         "process that created it exits; its ranks keep "
+                         "their state); gpusleepctl group list shows the "
+                         f"groups; gpusleepctl resume --group {group} "
+                         f"resumes the ranks named {group}-tp<rank>")
+        self.group = group
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Callable[..., GpuSleepError],
+                                  tuple[object, ...]]:
+        return (type(self), (self.group, self.message))
 
 
 _BY_REASON = {

@@ -108,6 +108,9 @@ def _group_error(err, reason, rank, domain, *, op_id=0, result=None,
 
 class Group:
     """A group fd: create one (with its ranks) or open a live one by name.
+    The group lives as long as some fd of it: the process that creates it
+    (an engine's: the trainer's side) ends it by exiting. Creating a name
+    this user has live raises errors.GroupExists.
 
     domains: ids, names, or objects with fileno() holding an engine or
     controller fd of the domain (Controller, Engine)."""
@@ -120,8 +123,10 @@ class Group:
         self.name = name
         dev = L.gs_open(dev_path.encode() if dev_path else None, 0, None)
         if dev < 0:
-            raise OSError(-dev, f"{dev_path or '/dev/gpusleep'}: "
-                          f"{os.strerror(-dev)}")
+            path = dev_path or "/dev/gpusleep"
+            if -dev in (_errno.ENOENT, _errno.ENODEV, _errno.ENXIO):
+                raise errors.ModuleNotLoaded(path)
+            raise OSError(-dev, f"{path}: {os.strerror(-dev)}")
         self._dev_path = dev_path
         gid = _lib.u32()
         try:
@@ -129,6 +134,10 @@ class Group:
             fd = call(dev, name.encode(), ctypes.byref(gid))
         finally:
             os.close(dev)
+        if fd == -_errno.EEXIST and not _open:
+            raise errors.GroupExists(name)
+        if fd == -_errno.ENOENT and _open:
+            raise errors.GroupNotFound(name)
         if fd < 0:
             what = "opening" if _open else "creating"
             raise OSError(-fd, f"{what} group {name!r}: {os.strerror(-fd)}")
@@ -143,7 +152,8 @@ class Group:
 
     @classmethod
     def open(cls, name: str, dev_path: Optional[str] = None) -> Group:
-        """Another fd for the live group named name (gpusleepctl's way)."""
+        """Another fd for the live group named name (gpusleepctl's way);
+        errors.GroupNotFound when this user has none of that name."""
         return cls(name, dev_path=dev_path, _open=True)
 
     def fileno(self) -> int:

@@ -97,8 +97,11 @@ class _StandinModel:
         return [("rotary", self.rotary)]
 
     def load_from_disk(self, path):
-        with open(os.path.join(path, "w"), "rb") as f:
-            data = f.read()
+        # SGLang's loader reads path/*.safetensors: the tensor "w" of the
+        # file gpusleep.weights.stage wrote (gpusleep.weights.load)
+        import gpusleep.weights
+        (w,) = [t for t in gpusleep.weights.load(path) if t.name == "w"]
+        data = bytes(w.data)
         ctypes.memmove(self.weights.ptr, data, min(len(data), SIZE))
 
 
