@@ -411,7 +411,8 @@ class FakeOps:
         the tag instead (inside the region: its entry resets it), once
         the memory manager exists (made by an allocation given back)."""
         if not L.gpusleep_mm():
-            tms.configure(local=True)	# the tags declared first
+            # the check's tags, declared first, in the order of a release
+            tms.configure(local=True, tags=list(CHECK_TAGS))
             p = L.gpusleep_malloc(512, 0, None)
             if not p:
                 raise MemoryError("the memory manager was not made")
@@ -513,8 +514,12 @@ def warm_tag(tms, tag, nbytes, chunk=0):
     memory manager, whose free keeps the chunk mapped as a cache."""
     from gpusleep import _lib
     L = _lib.lib()
-    # the memory manager exists once anything was allocated in a region
-    bit = 1 << tms.tags.index(tag)
+    # the memory manager exists once anything was allocated in a region;
+    # the tag's bit (declared on first use, as the adapter's tags are)
+    n = L.gpusleep_tag_bit(tag.encode(), 1)
+    if n < 0:
+        raise OSError(-n, f"gpusleep_tag_bit({tag})")
+    bit = 1 << n
     policy = _lib.GS_MM_BACKUP
     ret = L.gs_mm_set_policy(L.gpusleep_mm(), bit, policy, chunk)
     if ret < 0:
@@ -528,6 +533,10 @@ def warm_tag(tms, tag, nbytes, chunk=0):
 
 
 # ------------------------------------------------------------ the check
+# The tags of the check's regions, in the order of a full release.
+CHECK_TAGS = ("weights", "kv_cache", "cuda_graph")
+
+
 def sized(total, piece):
     out, left = [], total
     while left > 0:

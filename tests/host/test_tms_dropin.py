@@ -56,7 +56,8 @@ TESTS = ["defect 2: slime finds the preload library beside the package",
          "memory_margin_bytes and retain_cpu_backup (TMS_RETAIN_CPU_BACKUP)",
          "get_cpu_backup: the host copy of a released tensor",
          "configure_subprocess: LD_PRELOAD of the preload library, restored",
-         "torch_memory_saver's own hook preloaded: refused, the fix named"]
+         "torch_memory_saver's own hook preloaded: refused, the fix named",
+         "PyTorch's cudaMallocAsync backend: region() refused, saying why"]
 FAKE_TORCH = os.path.join(HERE, "fake_torch")
 
 
@@ -372,12 +373,34 @@ print('ok')
     check(rc == 0 and out.rstrip().endswith("ok"), f"rc {rc}: {out}{err}")
 
 
+def malloc_async():
+    """backend:cudaMallocAsync has no MemPools (PyTorch raises "does not
+    yet support createOrIncrefPool" at MemPool()): the drop-in says so
+    in its own words, naming the setting to change."""
+    ok("""
+import torch_memory_saver as m
+t = m.torch_memory_saver
+try:
+    with t.region(tag="weights"):
+        pass
+except RuntimeError as e:
+    s = str(e)
+    assert "cudaMallocAsync" in s and "backend:native" in s, s
+else:
+    raise AssertionError("a region under cudaMallocAsync was entered")
+print('ok')
+""", env={"GPUSLEEP_TMS_LOCAL": "1", "PYTHONPATH": os.pathsep.join(
+        [DIST, PY, FAKE_TORCH]),
+        "PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"})
+
+
 def main():
     tap = Tap(TESTS)
     for name, fn in zip(TESTS, [slime_finds, impl_exists, preload_init_enable,
                                 no_module, real_surface, no_stray, any_tag,
                                 cannot, hook_mode, margin_retain, cpu_backup,
-                                subprocess_preload, real_preloaded]):
+                                subprocess_preload, real_preloaded,
+                                malloc_async]):
         tap.run(name, fn)
     tap.done()
 

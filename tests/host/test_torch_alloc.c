@@ -251,7 +251,7 @@ TEST(backup_asked_for_stays)
 /* memory_margin_bytes: a new chunk leaving less free is out of memory */
 TEST(margin)
 {
-	void *p;
+	void *p, *q;
 
 	ASSERT_EQ(0, setenv("GPUSLEEP_BACKEND", "host", 1));
 	EXPECT_EQ(0, gpusleep_set_margin(1ULL << 62));	/* before the mm */
@@ -259,14 +259,20 @@ TEST(margin)
 	EXPECT_EQ(NULL, gpusleep_malloc_bit(0, 4096, 0, NULL));
 	EXPECT_EQ(0, gpusleep_set_margin(0));
 	p = gpusleep_malloc_bit(0, 4096, 0, NULL);
+	q = gpusleep_malloc_bit(0, 4096, 0, NULL);
 	ASSERT_NE(NULL, p);
+	ASSERT_NE(NULL, q);
 	EXPECT_EQ(0, gpusleep_set_margin(1ULL << 62));
-	/* carved from the chunk already mapped: no new memory, no check */
+	/*
+	 * Carved from the chunk already mapped (q keeps it: a chunk freed
+	 * whole is given back to the device): no new memory, no check.
+	 */
 	gpusleep_free(p, 4096, 0, NULL);
 	p = gpusleep_malloc_bit(0, 4096, 0, NULL);
 	EXPECT_NE(NULL, p);
 	EXPECT_EQ(NULL, gpusleep_malloc_bit(0, 64 << 20, 0, NULL));
 	gpusleep_free(p, 4096, 0, NULL);
+	gpusleep_free(q, 4096, 0, NULL);
 }
 
 /* get_cpu_backup: the host copy of a released, backed-up allocation */

@@ -632,6 +632,13 @@ class TorchMemorySaver:
         """A new MemPool of tag on device dev: its allocator is tag's
         entry point, and the pool belongs to the device current at its
         creation (PyTorch looks pools up by device)."""
+        backend = getattr(torch.cuda, "get_allocator_backend", None)
+        if backend is not None and backend() != "native":
+            raise RuntimeError(
+                f"torch_memory_saver (gpusleep): PyTorch's allocator backend "
+                f"is {backend()}, which has no MemPools (regions are one "
+                "MemPool per tag): run with PYTORCH_CUDA_ALLOC_CONF="
+                "backend:native (the default; expandable_segments may stay)")
         alloc = self._allocators.get(tag)
         if alloc is None:
             bit = self._mask(tag).bit_length() - 1
