@@ -261,40 +261,12 @@ struct gs_waiter {
 	};
 };
 
-/*
- * A blocking call interrupted by a signal, kept so that its restart
- * (after a stop signal or an SA_RESTART handler) goes on waiting for the
- * same operation: one per blocked thread and fd. The record keeps only
- * the waiter (a result delivered meanwhile is not lost to the history's
- * end); what the call waits for and until when is in the caller's struct,
- * which the interrupted call rewrote (op_id resolved, timeout_ms what is
- * left), so a new call after an -EINTR has its own timeout.
- */
-struct gs_restart {
-	struct list_head node;	/* on its file's gs_restarts */
-	struct pid *pid;	/* the interrupted thread (referenced) */
-	unsigned int cmd;
-	u64 asked;		/* the op id waited for (never 0) */
-	struct gs_waiter w;	/* on its waiters list unless w.done */
-};
-
-/* A file's interrupted calls, under *lock (its domain's or group's). */
-struct gs_restarts {
-	struct mutex *lock;	/* the domain's or the group's lock */
-	struct list_head list;
-	unsigned int nr;
-};
-
-/* Interrupted calls kept per file, at most (the oldest goes first). */
-#define GS_RESTARTS_MAX	64
-
 /* private_data of every domain fd. */
 struct gs_file {
 	struct gs_domain *d;
 	u32 role;		/* GPUSLEEP_ROLE_* */
 	/* The user charged for this fd (GS_UC_FDS, agents and controllers). */
 	kuid_t uid;
-	struct gs_restarts rs;	/* under d->lock */
 	/*
 	 * Controller: the newest finished operation whose result this fd
 	 * fetched (WAIT, a blocking RELEASE/RESUME, GET_STATE's last);
@@ -380,27 +352,14 @@ bool gs_may_control(const struct gs_domain *d, const struct cred *cred);
 void gs_domain_kill(struct gs_domain *d);
 
 /*
- * Blocking calls (domain.c), for domain and group fds alike. The lock of
- * rs is held by the callers marked so.
+ * Blocking calls (domain.c), for domain and group fds alike: wait on wq
+ * for w until deadline (0: none), lock (the domain's or the group's, whose
+ * list w is on) not held. 0 when done; else -ETIMEDOUT or -ERESTARTSYS,
+ * with w unlinked: an interrupted call keeps nothing, and its caller
+ * decides whether the call may restart (docs/blocking-and-lifetimes.md).
  */
-void gs_restarts_init(struct gs_restarts *rs, struct mutex *lock);
-/* Drop every kept call (the file is closing); lock held. */
-void gs_restarts_clear(struct gs_restarts *rs);
-/*
- * A restart of this thread's interrupted cmd waiting for op id asked (0
- * never matches): take its waiter over into w; lock held. False if none.
- */
-bool gs_restart_take(struct gs_restarts *rs, unsigned int cmd, u64 asked,
-		     struct gs_waiter *w);
-/*
- * Wait on wq for w (for op id asked, not 0) until deadline (0: none);
- * lock not held. 0 when done, -ETIMEDOUT (w unlinked), -ERESTARTSYS with
- * w kept in rs for the restart, or -EINTR (w unlinked) when it cannot be
- * kept.
- */
-int gs_waiter_wait(struct gs_restarts *rs, wait_queue_head_t *wq,
-		   unsigned int cmd, u64 asked, struct gs_waiter *w,
-		   ktime_t deadline);
+int gs_waiter_wait(struct mutex *lock, wait_queue_head_t *wq,
+		   struct gs_waiter *w, ktime_t deadline);
 /*
  * Make w wait for d's operation id: at once from the history if it
  * finished, else on d->waiters; domain->lock held. -ENOENT if finished
@@ -446,22 +405,6 @@ static inline ktime_t gs_time_left(ktime_t deadline)
 		return KTIME_MAX;
 	left = ktime_sub(deadline, ktime_get());
 	return left > 0 ? left : 0;
-}
-
-/*
- * What an interrupted wait writes back as its timeout_ms: 0 for none,
- * else the milliseconds left to deadline, rounded up, at least 1 (one
- * past its deadline times out at once when restarted).
- */
-static inline u32 gs_ms_left(ktime_t deadline)
-{
-	u64 ms;
-
-	if (!deadline)
-		return 0;
-	ms = DIV_ROUND_UP_ULL(ktime_to_ns(gs_time_left(deadline)),
-			      NSEC_PER_MSEC);
-	return clamp_t(u64, ms, 1, U32_MAX);
 }
 
 /*

@@ -140,7 +140,6 @@ struct gs_gfile {
 	struct gs_group *g;
 	kuid_t uid;		/* charged one GS_UC_FDS */
 	u64 seen_done;		/* newest result this fd fetched (poll) */
-	struct gs_restarts rs;	/* under g->lock */
 	/*
 	 * Ranks added through this fd (bit i: rank i), under g->lock: its
 	 * holder proved with an engine or controller fd that it may control
@@ -897,7 +896,7 @@ static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 	u32 mask = kind == GPUSLEEP_OP_RELEASE ? GPUSLEEP_OPF_RELEASE_MASK :
 						 GPUSLEEP_OPF_RESUME_MASK;
 	unsigned int held = 0;
-	bool block, restart;
+	bool block;
 	long ret;
 
 	ret = gs_uarg_in(ua, &req, sizeof(req));
@@ -910,41 +909,33 @@ static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 	block = !(req.flags & GPUSLEEP_OPF_NONBLOCK);
 
 	mutex_lock(&g->lock);
-	/* The restart of an interrupted blocking call waits for its op. */
-	restart = block && req.op_id &&
-		  gs_restart_take(&gf->rs, cmd, req.op_id, &w);
-	if (!restart) {
-		req.op_id = 0;
-		req.reason = GPUSLEEP_R_NONE;
-		req.rank = GPUSLEEP_GROUP_NO_RANK;
-		req.domain = 0;
-		req.bad_tags = 0;
-		ret = gs_group_check_control(gf, &req);
-		if (!ret && g->phase == GS_GP_IDLE &&
-		    kind == GPUSLEEP_OP_RELEASE)
-			held = g->nr;	/* their engines' wake-ups are held */
-		if (!ret)
-			ret = gs_group_start(g, kind, &req);
-		/* Registered under the same lock: no result can slip by. */
-		if (!ret && block)
-			ret = gs_group_waiter_add(g, req.op_id, &w);
-	}
+	req.op_id = 0;
+	req.reason = GPUSLEEP_R_NONE;
+	req.rank = GPUSLEEP_GROUP_NO_RANK;
+	req.domain = 0;
+	req.bad_tags = 0;
+	ret = gs_group_check_control(gf, &req);
+	if (!ret && g->phase == GS_GP_IDLE && kind == GPUSLEEP_OP_RELEASE)
+		held = g->nr;	/* their engines' wake-ups are held */
+	if (!ret)
+		ret = gs_group_start(g, kind, &req);
+	/* Registered under the same lock: no result can slip by. */
+	if (!ret && block)
+		ret = gs_group_waiter_add(g, req.op_id, &w);
 	gs_group_unlock(g);
 	gs_group_wake_engines(g, held);
 
 	/* Tell the caller the id (or who refused) before waiting. */
-	if (!restart && gs_uarg_out(ua, &req, sizeof(req))) {
+	if (gs_uarg_out(ua, &req, sizeof(req))) {
 		ret = -EFAULT;
 		goto out_unwait;
 	}
 	if (ret || !block)
 		return ret;
 
-	if (!w.done) {
-		ret = gs_waiter_wait(&gf->rs, &g->wq, cmd, req.op_id, &w, 0);
-		if (ret)
-			return ret;
-	}
+	/* Interrupted: -EINTR, never a restart (as a domain's RELEASE). */
+	if (!w.done && gs_waiter_wait(&g->lock, &g->wq, &w, 0))
+		return -EINTR;
 	req.op_id = w.op_id;
 	req.reason = w.gres.reason;
 	req.rank = w.gres.rank;
@@ -1007,23 +998,21 @@ static long gs_group_ioc_wait(struct gs_gfile *gf, const struct gs_uarg *ua)
 	}
 
 	mutex_lock(&g->lock);
-	/* A restart: op_id and timeout_ms as the interrupted call wrote them. */
-	id = wt.op_id;
-	if (!gs_restart_take(&gf->rs, GPUSLEEP_IOC_GROUP_WAIT, id, &w)) {
-		id = wt.op_id ? wt.op_id : g->last_id;
-		ret = (!id || id > g->last_id) ? -ENOENT : 0;
-		if (!ret)
-			ret = gs_group_waiter_add(g, id, &w);
-	}
+	id = wt.op_id ? wt.op_id : g->last_id;
+	ret = (!id || id > g->last_id) ? -ENOENT : 0;
+	if (!ret)
+		ret = gs_group_waiter_add(g, id, &w);
 	gs_group_unlock(g);
 	if (!ret && wt.timeout_ms)
 		deadline = ktime_add_ms(ktime_get(), wt.timeout_ms);
+	/* Interrupted: as WAIT (domain.c, gs_ioc_wait()). */
 	if (!ret && !w.done) {
-		ret = gs_waiter_wait(&gf->rs, &g->wq, GPUSLEEP_IOC_GROUP_WAIT,
-				     id, &w, deadline);
-		if (ret == -ERESTARTSYS || ret == -EINTR) {
-			wt.op_id = id;
-			wt.timeout_ms = gs_ms_left(deadline);
+		ret = gs_waiter_wait(&g->lock, &g->wq, &w, deadline);
+		if (ret == -ERESTARTSYS) {
+			if (!wt.op_id || wt.timeout_ms)
+				ret = -EINTR;
+			memset(&wt.result, 0, sizeof(wt.result));
+			wt.result.op_id = id;
 			if (gs_uarg_out(ua, &wt, sizeof(wt)))
 				ret = -EFAULT;
 		}
@@ -1314,9 +1303,6 @@ static int gs_group_file_release(struct inode *inode, struct file *file)
 {
 	struct gs_gfile *gf = file->private_data;
 
-	mutex_lock(&gf->g->lock);
-	gs_restarts_clear(&gf->rs);
-	gs_group_unlock(gf->g);
 	gs_user_uncharge(gf->uid, GS_UC_FDS);
 	gs_group_put(gf->g);
 	kfree(gf);
@@ -1352,7 +1338,6 @@ static int gs_group_open_fd(struct gs_group *g)
 	}
 	gf->g = g;
 	gf->uid = gs_user_current();
-	gs_restarts_init(&gf->rs, &g->lock);
 	fd = gs_fault() ? -EMFILE : get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {
 		ret = fd;

@@ -229,15 +229,16 @@ struct gpusleep_attach {
  * flags, timeout_ms (per step; 0 = the module parameters).
  * Out, on success and on failure alike: reason, bad_tags (the tags a
  * refusal names), op_id (0 when refused before an operation started).
+ * Output fields are ignored on input: every call is a new request.
  * A refusal returns its errno and changes nothing. A started operation
  * without GPUSLEEP_OPF_NONBLOCK is waited for: the ioctl returns 0 or the
  * errno of the operation's reason (docs/errors.md), however many other
- * operations finish meanwhile. A stop signal (SIGSTOP, ptrace, freezer) or
- * a handler with SA_RESTART restarts the wait transparently; a handler
- * without SA_RESTART gets -EINTR with op_id written, the operation goes on,
- * and GPUSLEEP_IOC_WAIT with op_id picks it up (so does calling the same
- * ioctl again on the same fd with op_id left as written: one interrupted
- * call per fd is remembered).
+ * operations finish meanwhile. Any signal ends that wait with -EINTR, op_id
+ * written: a handler with or without SA_RESTART, and a stop signal
+ * (SIGSTOP, ptrace, the freezer) too, as for epoll_wait(2) in signal(7);
+ * the call is never restarted, since a restart would start another
+ * operation. The operation goes on; GPUSLEEP_IOC_WAIT with op_id waits for
+ * it. The kernel keeps nothing of an interrupted call.
  */
 struct gpusleep_op {
 	__u32 tags;
@@ -278,14 +279,15 @@ struct gpusleep_result {
  * operation cut short by the engine's death has -EOWNERDEAD there);
  * -ENOENT for an id never issued or finished too long ago to be remembered
  * (the last 16 finished are; an operation that is waited for when it
- * finishes is always delivered); -ETIMEDOUT. The timeout is a deadline:
- * an interrupted call writes back op_id (the operation it waits for, 0
- * resolved) and timeout_ms (what is left of it, at least 1; 0 stays 0),
- * so a restart after a stop signal or an SA_RESTART handler goes on to
- * the same deadline (one interrupted call per thread and fd is
- * remembered); a handler without SA_RESTART gets -EINTR (the operation
- * goes on) with both written: passing the struct again goes on the same
- * way, a new struct with its own op_id and timeout_ms is a new wait.
+ * finishes is always delivered); -ETIMEDOUT. Interrupted by a signal, the
+ * call writes result.op_id (the operation it waited for, 0 resolved; the
+ * rest of result zero) and leaves op_id and timeout_ms as they were. A
+ * wait for a named op_id without a timeout asks the same whenever it is
+ * asked: it is restarted after a stop signal or an SA_RESTART handler
+ * (-EINTR after a handler without SA_RESTART). Any other wait (op_id 0,
+ * which could resolve to a newer operation, or a timeout, which would
+ * start again) returns -EINTR, stop signals included: the caller waits
+ * again for result.op_id with what is left of its own deadline.
  */
 struct gpusleep_wait {
 	__u64 op_id;
@@ -576,8 +578,9 @@ struct gpusleep_group_add {
  * returns that rank's errno with nothing changed on any rank; a started
  * operation without GPUSLEEP_OPF_NONBLOCK is waited for and returns 0 or
  * the failing rank's errno (its breakdown: GPUSLEEP_IOC_GROUP_WAIT). An
- * interrupted wait returns -EINTR with op_id written; the operation goes
- * on. -EBUSY: a group operation is in flight; -ENOENT: no ranks.
+ * interrupted wait returns -EINTR with op_id written, never restarted (as
+ * GPUSLEEP_IOC_RELEASE); the operation goes on. Output fields are ignored
+ * on input. -EBUSY: a group operation is in flight; -ENOENT: no ranks.
  */
 struct gpusleep_group_op {
 	__u32 tags;
@@ -635,9 +638,8 @@ struct gpusleep_group_result {
  * entries written, rank_size = the module's entry size. The results of
  * the last 8 group operations are kept, the entries of the newest only
  * (nr_ranks 0 for an older one). -ENOENT: an id never issued, or
- * finished too long ago; -ETIMEDOUT. Interrupted, it writes back op_id
- * and timeout_ms as GPUSLEEP_IOC_WAIT does (a restart goes on to the
- * same deadline; a new struct is a new wait).
+ * finished too long ago; -ETIMEDOUT. Interrupted, it writes result.op_id
+ * and is restarted or returns -EINTR as GPUSLEEP_IOC_WAIT does.
  */
 struct gpusleep_group_wait {
 	__u64 op_id;
