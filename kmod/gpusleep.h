@@ -435,6 +435,8 @@ struct gs_domain *gs_ids_next(u32 *id);
 unsigned int gs_ids_generation(void);
 
 /* op.c; all with domain->lock held unless noted */
+/* Would gs_op_release() start? 0, or its refusal (req's out fields). */
+int gs_op_release_check(struct gs_domain *d, struct gpusleep_op *req);
 int gs_op_release(struct gs_domain *d, struct gpusleep_op *req);
 int gs_op_resume(struct gs_domain *d, struct gpusleep_op *req);
 int gs_op_complete(struct gs_domain *d, struct gs_file *gf,

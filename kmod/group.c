@@ -643,26 +643,51 @@ static void gs_group_reset_members(struct gs_group *g)
 	}
 }
 
+/* rank d's release as the group asks it (d->lock not needed). */
+static void gs_group_rank_op(struct gpusleep_op *op,
+			     const struct gpusleep_group_op *req)
+{
+	memset(op, 0, sizeof(*op));
+	op->tags = req->tags;
+	op->flags = req->flags & GPUSLEEP_OPF_ABORT_INFLIGHT;
+	op->timeout_ms = req->timeout_ms;
+}
+
 /*
- * Start a held release on every rank; a refusal cancels the ranks
- * started before it and is returned, naming the rank.
+ * Validate, then commit: check every rank first, and a refusal (returned,
+ * naming the rank) changes nothing on any rank. Then start a held release
+ * on every rank. A rank that refuses despite the check (its own
+ * controller started something meanwhile) fails the started operation,
+ * which rolls the others back, as any failure does.
  */
 static int gs_group_start_release(struct gs_group *g,
 				  struct gpusleep_group_op *req)
 {
 	struct gpusleep_op op;
-	unsigned int i, j;
+	unsigned int i;
 	u32 reason;
 	int ret;
 
 	for (i = 0; i < g->nr; i++) {
+		struct gs_domain *d = g->m[i].d;
+
+		gs_group_rank_op(&op, req);
+		mutex_lock(&d->lock);
+		if (d->dead) {
+			op.reason = GPUSLEEP_R_ENGINE_GONE;
+			ret = gs_reason_errno(op.reason);
+		} else {
+			ret = gs_op_release_check(d, &op);
+		}
+		mutex_unlock(&d->lock);
+		if (ret)
+			return gs_group_refused(g, i, req, &op, op.reason);
+	}
+	for (i = 0; i < g->nr; i++) {
 		struct gs_member *m = &g->m[i];
 		struct gs_domain *d = m->d;
 
-		memset(&op, 0, sizeof(op));
-		op.tags = req->tags;
-		op.flags = req->flags & GPUSLEEP_OPF_ABORT_INFLIGHT;
-		op.timeout_ms = req->timeout_ms;
+		gs_group_rank_op(&op, req);
 		mutex_lock(&d->lock);
 		/* Woken once group->lock is dropped: gs_group_wake_engines(). */
 		gs_evq_hold(&d->engine_q);
@@ -678,24 +703,16 @@ static int gs_group_start_release(struct gs_group *g,
 			}
 		}
 		mutex_unlock(&d->lock);
-		if (ret)
-			goto err_undo;
+		if (ret) {
+			m->st = GS_M_FINISHED;
+			m->out.error = ret;
+			m->out.reason = reason;
+			continue;
+		}
 		m->out.op_id = op.op_id;
 		m->st = GS_M_RUNNING;
 	}
 	return 0;
-
-err_undo:
-	gs_group_refused(g, i, req, &op, reason);
-	for (j = 0; j < i; j++) {
-		struct gs_domain *d = g->m[j].d;
-
-		mutex_lock(&d->lock);
-		gs_op_group_cancel(d, g->m[j].out.op_id);
-		mutex_unlock(&d->lock);
-	}
-	gs_group_reset_members(g);
-	return ret;
 }
 
 /* May rank d resume tags now? GPUSLEEP_R_NONE or why not. */

@@ -558,7 +558,7 @@ static int gs_op_req_check(const struct gs_domain *d, struct gpusleep_op *req,
 	return 0;
 }
 
-int gs_op_release(struct gs_domain *d, struct gpusleep_op *req)
+int gs_op_release_check(struct gs_domain *d, struct gpusleep_op *req)
 {
 	u32 tags = req->tags ? req->tags : d->tags.all;
 	u32 already;
@@ -579,7 +579,17 @@ int gs_op_release(struct gs_domain *d, struct gpusleep_op *req)
 	/* Nothing new is unmapped before the agent said what it did. */
 	if (d->op_active || d->late.valid)
 		return gs_refuse(req, GPUSLEEP_R_BUSY, 0);
+	return 0;
+}
 
+int gs_op_release(struct gs_domain *d, struct gpusleep_op *req)
+{
+	u32 tags = req->tags ? req->tags : d->tags.all;
+	int ret;
+
+	ret = gs_op_release_check(d, req);
+	if (ret)
+		return ret;
 	gs_op_begin(d, GPUSLEEP_OP_RELEASE, tags, req);
 	req->reason = GPUSLEEP_R_NONE;
 	req->bad_tags = 0;

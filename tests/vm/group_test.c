@@ -18,6 +18,7 @@
 
 #include "kselftest_harness.h"
 #include "gs_test.h"
+#include "gs_nl.h"
 
 #define W	GPUSLEEP_TAG_WEIGHTS
 #define KV	GPUSLEEP_TAG_KV_CACHE
@@ -425,7 +426,7 @@ TEST_F(g, refused_already_released)
 	pump(self, 50);
 	expect_awake(_metadata, self, 0);
 	expect_awake(_metadata, self, 2);
-	/* The DRAIN of rank 0 was taken back unread. */
+	/* Checked before any rank started: no DRAIN reached rank 0. */
 	EXPECT_EQ(0, count_of(self, 0, GPUSLEEP_EV_DRAIN));
 }
 
@@ -1831,6 +1832,114 @@ TEST_F(g, sysfs_group_id)
 	self->grp = -1;
 	ASSERT_EQ(0, read_sysfs(self->id[0], "group_id", buf, sizeof(buf)));
 	EXPECT_STREQ("0\n", buf);
+}
+
+/*
+ * Issue 35, defect 2. A group release that rank 2 refuses (its weights
+ * are released already) changes nothing on any rank: ranks 0 and 1 get
+ * no operation (their last op id stays 0), count no failure or cancel in
+ * sysfs, signal no eventfd, send no netlink STATE_NTF or STEP_NTF, and
+ * their engines read nothing.
+ */
+TEST_F(g, refused_release_changes_no_other_rank)
+{
+	uint16_t family;
+	uint32_t nlgrp;
+	struct gpusleep_group_op o;
+	struct gpusleep_state st;
+	struct gpusleep_op op;
+	char buf[NL_BUF];
+	int lsn, efd[2], i, n;
+	uint64_t v;
+
+	for (i = 0; i < 2; i++) {
+		efd[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		ASSERT_LE(0, efd[i]);
+		ASSERT_EQ(0, gs_eventfd(self->eng[i], efd[i],
+					GPUSLEEP_EFD_ALL));
+	}
+	ASSERT_EQ(0, gs_release(self->eng[2], W, NB, &op));
+	pump(self, 50);
+	ASSERT_EQ(0, gs_finish(self->eng[2], op.op_id, NULL));
+	lsn = nl_open();
+	ASSERT_LE(0, lsn);
+	ASSERT_EQ(0, nl_resolve(lsn, &family, &nlgrp));
+	ASSERT_EQ(0, setsockopt(lsn, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP,
+				&nlgrp, sizeof(nlgrp)));
+
+	ASSERT_EQ(-EALREADY, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, 0,
+				 0, &o));
+	EXPECT_EQ(2, o.rank);
+	EXPECT_EQ(0, o.op_id);
+	pump(self, 50);
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, gs_state(self->eng[i], &st));
+		EXPECT_EQ(0, st.last_op_id);
+		EXPECT_EQ(0, st.last.op_id);
+		ASSERT_EQ(0, read_sysfs(self->id[i], "failures", buf,
+					sizeof(buf)));
+		EXPECT_STREQ("0\n", buf);
+		ASSERT_EQ(0, read_sysfs(self->id[i], "cancels", buf,
+					sizeof(buf)));
+		EXPECT_STREQ("0\n", buf);
+		EXPECT_EQ(-1, read(efd[i], &v, sizeof(v)));
+		EXPECT_EQ(EAGAIN, errno);
+		EXPECT_EQ(0, count_of(self, i, GPUSLEEP_EV_DRAIN));
+		EXPECT_EQ(0, count_of(self, i, GPUSLEEP_EV_DRAIN_CANCELLED));
+		close(efd[i]);
+	}
+	/* Not a word on netlink about ranks 0 and 1. */
+	while ((n = recv(lsn, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+		struct nlmsghdr *nh = (void *)buf;
+		struct nlattr *tb[NL_MAX_ATTR];
+
+		for (; NLMSG_OK(nh, n); nh = NLMSG_NEXT(nh, n)) {
+			nl_parse_genl(tb, nh);
+			if (!tb[GPUSLEEP_A_ID])
+				continue;
+			EXPECT_NE(self->id[0], nla_u32(tb[GPUSLEEP_A_ID]));
+			EXPECT_NE(self->id[1], nla_u32(tb[GPUSLEEP_A_ID]));
+		}
+	}
+	close(lsn);
+}
+
+/*
+ * Issue 35, defect 5. A group whose last fd closed while rank 0 unmaps
+ * lives on until its rollback ends, holding its ranks: its id is not
+ * given to a new group meanwhile (two live groups would share it in
+ * sysfs and gpusleepctl group list).
+ */
+TEST_F(g, group_id_not_reused_while_its_group_lives)
+{
+	struct gpusleep_group_create c;
+	struct gpusleep_group_op o;
+	char buf[32], old[32];
+	int fd, i;
+
+	ASSERT_EQ(0, read_sysfs(self->id[0], "group_id", old, sizeof(old)));
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, ALL, NB, 0,
+			 &o));
+	rank0_unmapping(_metadata, self, 0);
+	close(self->grp);
+	self->grp = -1;
+	/* Still the ranks' group, rolling back: the same id in sysfs. */
+	ASSERT_EQ(0, read_sysfs(self->id[0], "group_id", buf, sizeof(buf)));
+	EXPECT_STREQ(old, buf);
+	memset(&c, 0, sizeof(c));
+	snprintf(c.name, sizeof(c.name), "tn%d", getpid());
+	fd = gs_err(ioctl(self->dev, GPUSLEEP_IOC_CREATE_GROUP, &c));
+	ASSERT_LE(0, fd);
+	EXPECT_NE((uint32_t)atoi(old), c.id);
+	ASSERT_EQ(0, pump_until_resume(self, 1));
+	ASSERT_EQ(0, release_held(self, 0));
+	pump(self, 200);
+	for (i = 0; i < 3; i++)
+		expect_awake(_metadata, self, i);
+	/* The old group ended: its ranks are in no group. */
+	ASSERT_EQ(0, read_sysfs(self->id[0], "group_id", buf, sizeof(buf)));
+	EXPECT_STREQ("0\n", buf);
+	close(fd);
 }
 
 static int opengroup(int dev, const char *name)
