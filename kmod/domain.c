@@ -638,17 +638,14 @@ static long gs_ioc_complete(struct gs_file *gf, const struct gs_uarg *ua)
 		 * thread moves the group on itself after the unlock rather
 		 * than waking a kworker for it.
 		 */
-		d->group_stepper = current;
+		d->group_defer = true;
 		ret = gs_op_complete(d, gf, &c);
-		d->group_stepper = NULL;
-		if (d->group_due) {
-			d->group_due = false;
-			g = gs_group_rank_get(d);
-		}
+		d->group_defer = false;
+		g = gs_group_due(d);
 	}
 	mutex_unlock(&d->lock);
 	if (g)
-		gs_group_rank_step(g);
+		gs_group_answered(g);
 	return ret;
 }
 

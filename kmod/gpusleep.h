@@ -21,29 +21,32 @@
  *
  * Lock order (outer first):
  *   gs_domains_lock  (main.c: the id table, the domain count)
- *   gs_groups_lock   (group.c: names of live groups; nothing nests in it)
+ *   gs_groups_lock   (group.c: names and fd counts of live groups;
+ *                     nothing nests in it)
  *   group->lock      (group.c: a group's ranks and its operation)
  *     domain->lock   (everything mutable in a domain; at most ONE domain's
  *                     lock is held at a time, so ranks need no order)
  *       gs_users_lock (user.c: per-user counts; a spinlock, a leaf)
  * A domain tells its group of a change under domain->lock by queueing the
- * group's work (gs_group_kick()), never by taking group->lock. The one
- * exception runs after domain->lock: an engine's or agent's COMPLETE whose
- * answer the group waits for steps the group itself, with a reference on
- * it and only if group->lock is free (gs_group_rank_get(),
- * gs_group_rank_step()); else the lock's holder steps it on unlocking.
- * No copy_to_user()/copy_from_user() runs under domain->lock: records and
- * results are copied to the stack under the lock and to the user after it.
+ * group's work (gs_group_kick()), never by taking group->lock. An
+ * engine's or agent's COMPLETE whose answer the group waits for steps the
+ * group itself after domain->lock, with a reference on it, if group->lock
+ * is free; else the lock's holder steps it on unlocking
+ * (gs_group_answered()).
+ * No copy_to_user()/copy_from_user() runs under any of them: records and
+ * results are copied to the stack under the lock and to the user after.
  *
- * Lifetimes: each domain fd (engine, agent, controller) holds one kref on
- * its domain. The id table holds none: it is emptied of a domain when the
- * engine fd closes, and the engine fd's reference covers the time before.
- * The sysfs device of a domain lives from creation to the engine fd's close.
- * A group (kref: one per group fd) holds one kref on each member domain; domain->group
- * points back, set and cleared under domain->lock, and is cleared on every
- * member before the group's work is cancelled and the group freed. A group
- * whose last fd closes mid-operation lives on (holding the module) until
- * that operation and its rollback end, then frees itself from its work.
+ * Lifetimes (docs/blocking-and-lifetimes.md): each domain fd (engine,
+ * agent, controller) holds one kref on its domain. The id table holds
+ * none: it is emptied of a domain when the engine fd closes, and the
+ * engine fd's reference covers the time before. The sysfs device of a
+ * domain lives from creation to the engine fd's close. A group is freed
+ * with its last kref: one per group fd, one for its ranks' back-pointers
+ * (domain->group, set and cleared under domain->lock) until the group
+ * detaches from them, one per queued run of its work. A group holds one
+ * kref on each member domain, and its id, until it is freed. Blocking
+ * calls keep nothing once they return: an interrupted one returns -EINTR
+ * (or restarts, where that asks the same again).
  */
 #ifndef _GPUSLEEP_INTERNAL_H
 #define _GPUSLEEP_INTERNAL_H
@@ -190,11 +193,12 @@ struct gs_domain {
 	struct gs_group *group;	/* the group it is a rank of, or NULL */
 	u32 group_rank;		/* its rank in group, when group is set */
 	/*
-	 * A COMPLETE running under the lock that will step the group itself
-	 * once it drops the lock (gs_announce() leaves the work alone and
-	 * sets group_due instead).
+	 * An engine's or agent's COMPLETE is running: a change the group
+	 * acts on sets group_due instead of queueing the group's work, and
+	 * the answering thread steps the group itself after the unlock
+	 * (gs_group_answered()): no kworker per answer.
 	 */
-	struct task_struct *group_stepper;
+	bool group_defer;
 	bool group_due;
 	bool op_active;
 	struct gs_op op;
@@ -489,20 +493,17 @@ long gs_group_open(const struct gs_uarg *ua);
 int gs_groups_init(void);
 /*
  * Rank d's state changed (d->lock held, d->group set): its group looks
- * at it again, later.
+ * at it again, from its work (or, during a COMPLETE, from the answering
+ * thread: group_defer).
  */
 void gs_group_kick(struct gs_domain *d);
 /*
- * A rank's COMPLETE changed what its group waits for (domain->lock held):
- * a reference on the group for gs_group_rank_step() after the unlock, or
- * NULL (nothing runs, or the group has no fd left: its work was queued).
+ * After a COMPLETE set d->group_due (d->lock held): a reference on d's
+ * group, for gs_group_answered() once d->lock is dropped; or NULL.
  */
-struct gs_group *gs_group_rank_get(struct gs_domain *d);
-/*
- * Step g now if its lock is free, else leave the step to the lock's
- * holder, who takes it when it unlocks; put g.
- */
-void gs_group_rank_step(struct gs_group *g);
+struct gs_group *gs_group_due(struct gs_domain *d);
+/* Step g in the answering thread (no lock held), then put it. */
+void gs_group_answered(struct gs_group *g);
 /* Copy the group's name (fixed for its life) into buf. */
 void gs_group_name(const struct gs_group *g, char *buf, size_t size);
 /* Its id (fixed for its life, unique among live groups). */
