@@ -8,7 +8,9 @@
  * goes on to unmap; when every rank has finished, the group's operation
  * finishes. Any failure rolls the ranks back: drains are cancelled, ranks
  * that released something are resumed, and only then does the group's
- * operation finish, naming the first rank that failed.
+ * operation finish, naming the first rank that failed. An operation with
+ * a deadline finishes by it: what its ranks still do then (a rollback, a
+ * resume's remaps) goes on as the next operation id (settling).
  * docs/groups.md has the sequences, docs/blocking-and-lifetimes.md the
  * rules below.
  *
@@ -367,8 +369,13 @@ static u32 gs_member_late_reason(struct gs_member *m)
 	return reason;
 }
 
-/* Nothing runs any more: the operation ends, its result to its waiters. */
-static void gs_group_finish(struct gs_group *g)
+/*
+ * The result of the operation in flight, to its waiters, the eventfd and
+ * pollers; every rank's entry kept as the newest breakdown. flags and
+ * settle_op_id as the result says (a settling operation: ranks still at
+ * work are flagged GPUSLEEP_GRF_RUNNING).
+ */
+static void gs_group_publish(struct gs_group *g, u32 flags, u64 settle_id)
 {
 	struct gpusleep_group_result *res = &g->hist[g->op_id % GS_GROUP_HIST];
 	bool failed = g->fail_rank != GPUSLEEP_GROUP_NO_RANK;
@@ -383,6 +390,8 @@ static void gs_group_finish(struct gs_group *g)
 	res->nr_ranks = g->nr;
 	res->rank = g->fail_rank;
 	res->duration_ns = ktime_to_ns(ktime_sub(ktime_get(), g->start));
+	res->flags = flags;
+	res->settle_op_id = settle_id;
 	if (failed) {
 		res->error = g->fail_error;
 		res->reason = g->fail_reason;
@@ -395,14 +404,14 @@ static void gs_group_finish(struct gs_group *g)
 		mutex_lock(&d->lock);
 		m->out.released = d->released;
 		mutex_unlock(&d->lock);
-		/* A failed release that could not be undone on this rank. */
-		if (failed && g->kind == GPUSLEEP_OP_RELEASE &&
-		    (m->out.released & m->tags))
-			m->out.flags |= GPUSLEEP_GRF_STILL_RELEASED;
 		m->last = m->out;
-		m->st = GS_M_IDLE;
+		if (m->st == GS_M_RUNNING || m->st == GS_M_RB_RUNNING)
+			m->last.flags |= GPUSLEEP_GRF_RUNNING;
+		/* A failed release that could not be undone on this rank. */
+		else if (!settle_id && failed && g->kind == GPUSLEEP_OP_RELEASE &&
+			 (m->out.released & m->tags))
+			m->last.flags |= GPUSLEEP_GRF_STILL_RELEASED;
 	}
-	WRITE_ONCE(g->phase, GS_GP_IDLE);
 	WRITE_ONCE(g->last_done_id, g->op_id);
 	/* Every blocked call of this operation gets its own copy. */
 	list_for_each_entry_safe(w, tmp, &g->waiters, node) {
@@ -415,9 +424,35 @@ static void gs_group_finish(struct gs_group *g)
 	if (g->efd)
 		eventfd_signal(g->efd);
 	wake_up_all(&g->wq);
+}
+
+/* Nothing runs any more: the operation ends. */
+static void gs_group_finish(struct gs_group *g)
+{
+	unsigned int i;
+
+	gs_group_publish(g, 0, 0);
+	for (i = 0; i < g->nr; i++)
+		g->m[i]->st = GS_M_IDLE;
+	WRITE_ONCE(g->phase, GS_GP_IDLE);
 	/* An armed deadline has nothing left to do (and holds g). */
 	if (cancel_delayed_work(&g->work))
 		gs_group_put(g);	/* not the last: the caller has its own */
+}
+
+/*
+ * The deadline passed and ranks are still at work (a rollback's resume,
+ * the step a rank has read, a resume's remaps): the operation ends now,
+ * its result saying so, and what its ranks still do goes on as the next
+ * operation id, started by the kernel: the same kind, tags and failure,
+ * no deadline (each rank's steps time out on their own). The group takes
+ * no new operation (-EBUSY) until that one ends; GROUP_WAIT waits for it.
+ */
+static void gs_group_settle(struct gs_group *g)
+{
+	gs_group_publish(g, GPUSLEEP_GROUP_RF_SETTLING, g->last_id + 1);
+	g->op_id = ++g->last_id;
+	g->deadline = 0;
 }
 
 /*
@@ -566,8 +601,9 @@ static void gs_group_advance(struct gs_group *g, bool late)
 
 /*
  * Look at every rank that changed and move the group's operation on
- * (group->lock held). One with a deadline to come has the work armed for
- * it.
+ * (group->lock held). An operation still running at its deadline ends
+ * then (gs_group_settle()); one with a deadline to come has the work
+ * armed for it.
  */
 static void gs_group_step(struct gs_group *g)
 {
@@ -583,7 +619,11 @@ static void gs_group_step(struct gs_group *g)
 			gs_member_sync(g->m[i]);
 	late = g->deadline && ktime_compare(ktime_get(), g->deadline) >= 0;
 	gs_group_advance(g, late);
-	if (g->phase != GS_GP_IDLE && !late && g->deadline)
+	if (g->phase == GS_GP_IDLE)
+		return;
+	if (late)
+		gs_group_settle(g);
+	else if (g->deadline)
 		gs_group_queue_at(g, g->deadline);
 }
 

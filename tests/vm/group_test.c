@@ -1497,6 +1497,59 @@ TEST_F(g, group_closed_while_unmapping)
 }
 
 /*
+ * Issue 35: a group release ends by its deadline. Rank 0 holds its
+ * PAUSE_TAG and from then on nobody answers (the rollback's resumes
+ * neither): the operation still ends at its deadline, its result saying
+ * that ranks are still at work (GPUSLEEP_GROUP_RF_SETTLING, settle_op_id,
+ * their entries GPUSLEEP_GRF_RUNNING). The group refuses another
+ * operation until the settling one ends, and GROUP_WAIT for that one
+ * gives the final breakdown. No timed assertion: what the results say
+ * (before, the result came once the rollback had ended, settling
+ * nothing); GS_WAIT_MS is only a guard.
+ */
+TEST_F(g, deadline_ends_the_operation_rollback_settles)
+{
+	struct gpusleep_group_rank rk[MAXR];
+	struct gpusleep_group_result res, fin;
+	struct gpusleep_group_op o, busy;
+	int i;
+
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, ALL, NB,
+			 1000, &o));
+	rank0_unmapping(_metadata, self, 0);
+	/* Nobody answers from here: only the deadline ends it. */
+	ASSERT_EQ(0, gwait(self->grp, o.op_id, GS_WAIT_MS, &res, rk, MAXR));
+	EXPECT_EQ(o.op_id, res.op_id);
+	EXPECT_EQ(-ETIMEDOUT, res.error);
+	EXPECT_EQ(GPUSLEEP_GROUP_RF_SETTLING, res.flags);
+	EXPECT_EQ(o.op_id + 1, res.settle_op_id);
+	EXPECT_EQ(3, res.nr_ranks);
+	/* Ranks 1 and 2 released all: their rollback's resume runs. */
+	for (i = 1; i < 3; i++)
+		EXPECT_TRUE(rk[i].flags & GPUSLEEP_GRF_RUNNING);
+	EXPECT_EQ(-EBUSY, gop(self->grp, GPUSLEEP_IOC_GROUP_RESUME, 0, NB, 0,
+			      &busy));
+	/* Answered (late, maybe), and the rollback goes on to its end. */
+	release_held(self, 0);
+	ASSERT_EQ(0, drive(self, res.settle_op_id, &fin, rk));
+	EXPECT_EQ(res.settle_op_id, fin.op_id);
+	EXPECT_EQ(0, fin.flags);
+	EXPECT_EQ(-ETIMEDOUT, fin.error);
+	for (i = 0; i < 3; i++) {
+		EXPECT_FALSE(rk[i].flags & GPUSLEEP_GRF_RUNNING);
+		EXPECT_TRUE(rk[i].flags & (GPUSLEEP_GRF_ROLLED_BACK |
+					   GPUSLEEP_GRF_CANCELLED |
+					   GPUSLEEP_GRF_STILL_RELEASED));
+	}
+	/* Whatever a late answer left released, a group resume maps back. */
+	if (gop(self->grp, GPUSLEEP_IOC_GROUP_RESUME, 0, NB, 0, &o) == 0)
+		ASSERT_EQ(0, drive(self, o.op_id, NULL, NULL));
+	pump(self, 50);
+	for (i = 0; i < 3; i++)
+		expect_awake(_metadata, self, i);
+}
+
+/*
  * The group's last fd closes during a rollback (rank 1 failed, rank 0
  * still unmapping): the rollback goes on to its end.
  */

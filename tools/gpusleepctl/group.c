@@ -24,6 +24,8 @@ static const char *grf_name(uint32_t flags)
 {
 	if (flags & GPUSLEEP_GRF_STILL_RELEASED)
 		return "still_released";
+	if (flags & GPUSLEEP_GRF_RUNNING)
+		return "running";	/* settling: group wait for what follows */
 	if (flags & GPUSLEEP_GRF_FAILED)
 		return "failed";
 	if (flags & GPUSLEEP_GRF_ROLLED_BACK)

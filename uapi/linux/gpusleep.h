@@ -601,6 +601,7 @@ struct gpusleep_group_op {
 #define GPUSLEEP_GRF_CANCELLED		(1U << 2) /* called off, nothing unmapped */
 #define GPUSLEEP_GRF_ROLLED_BACK	(1U << 3) /* released, resumed again */
 #define GPUSLEEP_GRF_STILL_RELEASED	(1U << 4) /* could not be resumed */
+#define GPUSLEEP_GRF_RUNNING		(1U << 5) /* still at work (settling) */
 
 /* One rank of a group operation's result. */
 struct gpusleep_group_rank {
@@ -614,6 +615,19 @@ struct gpusleep_group_rank {
 	__u32 pad;
 };
 
+/*
+ * Flags of struct gpusleep_group_result.flags. SETTLING: the operation
+ * ended at its deadline while ranks were still at work (a release's
+ * rollback resuming them, a step a rank had read, a resume's remaps;
+ * their entries flagged GPUSLEEP_GRF_RUNNING): what they do goes on as
+ * group operation settle_op_id, started by the kernel (the same kind,
+ * tags and failure; no deadline, each rank's steps time out on their
+ * own). The group refuses new operations (-EBUSY) until it ends, and
+ * GPUSLEEP_IOC_GROUP_WAIT for settle_op_id returns then, with the final
+ * breakdown (ROLLED_BACK, STILL_RELEASED).
+ */
+#define GPUSLEEP_GROUP_RF_SETTLING	(1U << 0)
+
 /* The result of a finished group operation. */
 struct gpusleep_group_result {
 	__u64 op_id;
@@ -626,7 +640,9 @@ struct gpusleep_group_result {
 	__u32 nr_ranks;
 	__u32 pad;
 	__u64 duration_ns;
-	__u64 reserved[2];
+	__u32 flags;		/* GPUSLEEP_GROUP_RF_* */
+	__u32 pad2;
+	__u64 settle_op_id;	/* SETTLING: the operation that goes on */
 };
 
 /*
