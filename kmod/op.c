@@ -767,6 +767,12 @@ int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
 	    (gs_engine_step(c->type) &&
 	     (c->flags || c->freed_bytes || c->lost_bytes)))
 		return -EINVAL;
+	/*
+	 * A pause that succeeded unmapped its tag: no contents of it were
+	 * lost (the remap replaces the memory, and counts that once).
+	 */
+	if (c->type == GPUSLEEP_EV_PAUSE_TAG && !c->status && c->lost_bytes)
+		return -EINVAL;
 	if (!engine && d->late.valid && d->late.op_id == c->op_id &&
 	    d->late.step == c->step && d->late.type == c->type)
 		return gs_op_complete_late(d, c);

@@ -513,7 +513,9 @@ struct gpusleep_complete {
 /*
  * Flags of struct gpusleep_complete.flags. lost_bytes are contents a
  * failed pause lost when it mapped memory back fresh (zeros): kv_cache is
- * then repaired before the engine may schedule.
+ * then repaired before the engine may schedule. A PAUSE_TAG answer with
+ * status 0 unmapped the tag and lost nothing: with lost_bytes it is
+ * -EINVAL (the step stays awaited).
  */
 #define GPUSLEEP_CF_MEASURED	(1U << 0)	/* freed_bytes was measured */
 #define GPUSLEEP_CF_SHORTFALL	(1U << 1)	/* less came free than bytes */
