@@ -1016,8 +1016,8 @@ TEST_F(g, group_wait_for_the_newest_after_eintr)
 
 /*
  * Two threads blocked on one fd, the process stopped: the release returns
- * -EINTR and its thread waits by id, the wait by id restarts. Rank rank
- * holds its DRAIN while the threads block; both must end with the same
+ * -EINTR and its thread waits by id, the wait by id restarts. The rank
+ * given holds its DRAIN while the threads block; both must end with the same
  * operation's success, and no second operation may start.
  */
 static void two_blocked(struct __test_metadata *_metadata,
@@ -1283,21 +1283,22 @@ static int burst_child(void)
 	if (pthread_create(&t[BURST], NULL, burst_release, NULL))
 		return 10;
 	for (k = 0; !(burst->id = burst->grp >= 0 ? burst->gop.op_id :
-						  burst->op.op_id); k++)
+						  burst->op.op_id); k++) {
 		if (k > 20000)
 			return 11;
-		else
-			usleep(1000);
+		usleep(1000);
+	}
 	for (i = 0; i < BURST; i++)
 		if (pthread_create(&t[i], NULL, burst_wait,
 				   (void *)(intptr_t)i))
 			return 12;
-	for (i = 0; i <= BURST; i++)
-		for (k = 0; !burst->tid[i] || !in_ioctl(burst->tid[i]); k++)
+	for (i = 0; i <= BURST; i++) {
+		for (k = 0; !burst->tid[i] || !in_ioctl(burst->tid[i]); k++) {
 			if (k > 20000)
 				return 13;
-			else
-				usleep(1000);
+			usleep(1000);
+		}
+	}
 	/* The release first: its call is the oldest one interrupted. */
 	for (k = BURST; k >= 0; k--) {
 		i = k == BURST ? BURST : BURST - 1 - k;
