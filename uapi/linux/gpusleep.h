@@ -574,7 +574,8 @@ struct gpusleep_group_add {
  * GPUSLEEP_IOC_GROUP_RELEASE / GPUSLEEP_IOC_GROUP_RESUME (group fd): one
  * operation over every rank. In: tags (0: as for one domain), flags
  * (GPUSLEEP_OPF_*), timeout_ms (per step of every rank, and the group
- * release's deadline; 0: the module parameters). Out: op_id (0 when
+ * operation's deadline, by which it ends: see GPUSLEEP_GROUP_RF_SETTLING;
+ * 0: the module parameters, no deadline). Out: op_id (0 when
  * refused), and the first rank that refused or failed: reason, rank,
  * domain, bad_tags (GPUSLEEP_GROUP_NO_RANK and 0 on success). A refusal
  * returns that rank's errno with nothing changed on any rank; a started
