@@ -51,12 +51,8 @@ void gs_announce(struct gs_domain *d, const struct gs_change *c)
 	 * every step in between: each look is a kworker wake-up.
 	 */
 	if (d->group && (c->res || c->efd || c->agent_gone ||
-			 d->state == GPUSLEEP_S_DEAD)) {
-		if (d->group_stepper == current)
-			d->group_due = true;	/* stepped after the unlock */
-		else
-			gs_group_kick(d);
-	}
+			 d->state == GPUSLEEP_S_DEAD))
+		gs_group_kick(d);
 	if (c->res || d->state == GPUSLEEP_S_DEAD)
 		wake_up_all(&d->op_wq);
 	/* Readers of a dead domain see the hang-up (read() 0, EPOLLHUP). */

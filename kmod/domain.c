@@ -222,7 +222,6 @@ int gs_domain_open_fd(struct gs_domain *d, u32 role, bool granted)
 	gf->d = d;
 	gf->role = role;
 	gf->uid = uid;
-	gs_restarts_init(&gf->rs, &d->lock);
 
 	fd = gs_fault() ? -EMFILE : get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {
@@ -352,7 +351,6 @@ static int gs_domain_release(struct inode *inode, struct file *file)
 	if (gf->role == GPUSLEEP_ROLE_ENGINE)
 		gs_domain_kill(d);
 	mutex_lock(&d->lock);
-	gs_restarts_clear(&gf->rs);
 	gs_efd_drop_owner(d, gf);
 	if (gf->role == GPUSLEEP_ROLE_AGENT && d->agent == gf)
 		gs_op_agent_gone(d);
@@ -451,90 +449,6 @@ static void gs_seen(struct gs_file *gf, u64 id)
 	gs_seen_upto(&gf->seen_done, id);
 }
 
-void gs_restarts_init(struct gs_restarts *rs, struct mutex *lock)
-{
-	rs->lock = lock;
-	INIT_LIST_HEAD(&rs->list);
-	rs->nr = 0;
-}
-
-static void gs_restart_free(struct gs_restarts *rs, struct gs_restart *r)
-{
-	list_del(&r->node);
-	list_del_init(&r->w.node);
-	put_pid(r->pid);
-	kfree(r);
-	rs->nr--;
-}
-
-void gs_restarts_clear(struct gs_restarts *rs)
-{
-	struct gs_restart *r, *tmp;
-
-	lockdep_assert_held(rs->lock);
-	list_for_each_entry_safe(r, tmp, &rs->list, node)
-		gs_restart_free(rs, r);
-}
-
-/* Move waiter src, and its place on its list, to dst. */
-static void gs_waiter_move(struct gs_waiter *dst, struct gs_waiter *src)
-{
-	*dst = *src;
-	INIT_LIST_HEAD(&dst->node);
-	if (!src->done)
-		list_replace_init(&src->node, &dst->node);
-}
-
-bool gs_restart_take(struct gs_restarts *rs, unsigned int cmd, u64 asked,
-		     struct gs_waiter *w)
-{
-	struct gs_restart *r;
-
-	lockdep_assert_held(rs->lock);
-	if (!asked)
-		return false;
-	list_for_each_entry(r, &rs->list, node) {
-		if (r->pid != task_pid(current) || r->cmd != cmd ||
-		    r->asked != asked)
-			continue;
-		gs_waiter_move(w, &r->w);
-		gs_restart_free(rs, r);
-		return true;
-	}
-	return false;
-}
-
-/*
- * Keep an interrupted wait for its restart. A thread blocks in one call
- * at a time: its older record, and those of threads that are gone, are
- * dropped; past GS_RESTARTS_MAX the oldest goes. -ENOMEM: not kept.
- */
-static int gs_restart_keep(struct gs_restarts *rs, unsigned int cmd,
-			   u64 asked, struct gs_waiter *w)
-{
-	struct gs_restart *r, *tmp;
-
-	lockdep_assert_held(rs->lock);
-	list_for_each_entry_safe(r, tmp, &rs->list, node) {
-		if (r->pid == task_pid(current) ||
-		    !pid_has_task(r->pid, PIDTYPE_PID))
-			gs_restart_free(rs, r);
-	}
-	if (rs->nr >= GS_RESTARTS_MAX)
-		gs_restart_free(rs, list_first_entry(&rs->list,
-						     struct gs_restart, node));
-	r = gs_kzalloc(sizeof(*r), GFP_KERNEL);
-	if (!r)
-		return -ENOMEM;
-	r->pid = get_pid(task_pid(current));
-	r->cmd = cmd;
-	r->asked = asked;
-	gs_waiter_move(&r->w, w);
-	list_add_tail(&r->node, &rs->list);
-	rs->nr++;
-	return 0;
-}
-
 int gs_waiter_add(struct gs_domain *d, u64 id, struct gs_waiter *w)
 {
 	lockdep_assert_held(&d->lock);
@@ -551,37 +465,37 @@ int gs_waiter_add(struct gs_domain *d, u64 id, struct gs_waiter *w)
 	return 0;
 }
 
-int gs_waiter_wait(struct gs_restarts *rs, wait_queue_head_t *wq,
-		   unsigned int cmd, u64 asked, struct gs_waiter *w,
-		   ktime_t deadline)
+int gs_waiter_wait(struct mutex *lock, wait_queue_head_t *wq,
+		   struct gs_waiter *w, ktime_t deadline)
 {
 	int ret;
 
 	ret = gs_wait_until(*wq, READ_ONCE(w->done), deadline);
 
-	mutex_lock(rs->lock);
-	if (w->done) {
+	mutex_lock(lock);
+	if (w->done)
 		ret = 0;	/* finished meanwhile: the result wins */
-	} else if (ret == -ETIMEDOUT) {
-		list_del_init(&w->node);
-	} else if (gs_restart_keep(rs, cmd, asked, w)) {
-		/* Not kept: the operation goes on, this call ends. */
-		list_del_init(&w->node);
-		ret = -EINTR;
-	} else {
-		ret = -ERESTARTSYS;
-	}
-	mutex_unlock(rs->lock);
+	else
+		list_del_init(&w->node);	/* nothing is kept */
+	mutex_unlock(lock);
 	return ret;
 }
 
+/*
+ * RELEASE, RESUME. Blocking, the call waits for the operation it started
+ * and returns its outcome; interrupted by any signal (a stop signal too,
+ * as epoll_wait(2) is), it returns -EINTR with op_id written before the
+ * wait, never -ERESTARTSYS: a restart would start another operation. The
+ * operation goes on; the caller waits for it by id (WAIT). Nothing of the
+ * call is kept (docs/blocking-and-lifetimes.md).
+ */
 static long gs_ioc_op(struct gs_file *gf, unsigned int cmd,
 		      const struct gs_uarg *ua)
 {
 	struct gs_domain *d = gf->d;
 	struct gs_waiter w = { .node = LIST_HEAD_INIT(w.node) };
 	struct gpusleep_op req;
-	bool restart;
+	bool block;
 	long ret;
 
 	if (gf->role == GPUSLEEP_ROLE_AGENT)
@@ -589,38 +503,34 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd,
 	ret = gs_uarg_in(ua, &req, sizeof(req));
 	if (ret)
 		return ret;
+	block = !(req.flags & GPUSLEEP_OPF_NONBLOCK);
 
 	mutex_lock(&d->lock);
-	restart = req.op_id && !(req.flags & GPUSLEEP_OPF_NONBLOCK) &&
-		  gs_restart_take(&gf->rs, cmd, req.op_id, &w);
-	if (restart)
-		ret = 0;
-	else if (d->dead)
+	if (d->dead)
 		ret = -ENODEV;
 	else if (cmd == GPUSLEEP_IOC_RELEASE)
 		ret = gs_op_release(d, &req);
 	else
 		ret = gs_op_resume(d, &req);
 	/* Registered under the same lock: no result can slip by. */
-	if (!ret && !restart && !(req.flags & GPUSLEEP_OPF_NONBLOCK))
+	if (!ret && block)
 		ret = gs_waiter_add(d, req.op_id, &w);
 	mutex_unlock(&d->lock);
 	if (ret == -ENODEV)
 		return ret;
 
 	/* Tell the caller the id (or why it was refused) before waiting. */
-	if (!restart && gs_uarg_out(ua, &req, sizeof(req))) {
+	if (gs_uarg_out(ua, &req, sizeof(req))) {
 		ret = -EFAULT;
 		goto out_unwait;
 	}
-	if (ret || (req.flags & GPUSLEEP_OPF_NONBLOCK))
+	if (ret || !block)
 		return ret;
 
 	if (!w.done) {
-		ret = gs_waiter_wait(&gf->rs, &d->op_wq, cmd, req.op_id, &w,
-				     0);
+		ret = gs_waiter_wait(&d->lock, &d->op_wq, &w, 0);
 		if (ret)
-			return ret;
+			return -EINTR;	/* op_id is written: WAIT for it */
 	}
 	req.reason = w.res.reason;
 	if (gs_uarg_out(ua, &req, sizeof(req)))
@@ -635,6 +545,16 @@ out_unwait:
 	return ret;
 }
 
+/*
+ * WAIT. Interrupted, it writes result.op_id (the operation it waited for,
+ * 0 resolved; the rest of result zero) and leaves its inputs as they
+ * were. Only a wait for a named op_id without a deadline is restarted
+ * (-ERESTARTSYS: after a stop signal, or a handler with SA_RESTART): the
+ * restart asks exactly what the first call asked. A wait for the newest
+ * (op_id 0) could resolve to another operation, and a relative timeout
+ * would start again: those return -EINTR, and the caller goes on with
+ * result.op_id and what is left of its own deadline.
+ */
 static long gs_ioc_wait(struct gs_file *gf, const struct gs_uarg *ua)
 {
 	struct gs_domain *d = gf->d;
@@ -652,15 +572,10 @@ static long gs_ioc_wait(struct gs_file *gf, const struct gs_uarg *ua)
 		return -EINVAL;
 
 	mutex_lock(&d->lock);
-	if (gs_restart_take(&gf->rs, GPUSLEEP_IOC_WAIT, wt.op_id, &w)) {
-		id = wt.op_id;
-		ret = 0;
-	} else {
-		id = wt.op_id ? wt.op_id : d->next_op_id - 1;
-		ret = (!id || id >= d->next_op_id) ? -ENOENT : 0;
-		if (!ret)
-			ret = gs_waiter_add(d, id, &w);
-	}
+	id = wt.op_id ? wt.op_id : d->next_op_id - 1;
+	ret = (!id || id >= d->next_op_id) ? -ENOENT : 0;
+	if (!ret)
+		ret = gs_waiter_add(d, id, &w);
 	mutex_unlock(&d->lock);
 	if (ret)
 		return ret;
@@ -668,12 +583,12 @@ static long gs_ioc_wait(struct gs_file *gf, const struct gs_uarg *ua)
 		deadline = ktime_add_ms(ktime_get(), wt.timeout_ms);
 
 	if (!w.done) {
-		ret = gs_waiter_wait(&gf->rs, &d->op_wq, GPUSLEEP_IOC_WAIT,
-				     id, &w, deadline);
-		if (ret == -ERESTARTSYS || ret == -EINTR) {
-			/* What it waits for, and until when (see gs_restart). */
-			wt.op_id = id;
-			wt.timeout_ms = gs_ms_left(deadline);
+		ret = gs_waiter_wait(&d->lock, &d->op_wq, &w, deadline);
+		if (ret == -ERESTARTSYS) {
+			if (!wt.op_id || wt.timeout_ms)
+				ret = -EINTR;
+			memset(&wt.result, 0, sizeof(wt.result));
+			wt.result.op_id = id;
 			if (gs_uarg_out(ua, &wt, sizeof(wt)))
 				return -EFAULT;
 		}
@@ -723,17 +638,14 @@ static long gs_ioc_complete(struct gs_file *gf, const struct gs_uarg *ua)
 		 * thread moves the group on itself after the unlock rather
 		 * than waking a kworker for it.
 		 */
-		d->group_stepper = current;
+		d->group_defer = true;
 		ret = gs_op_complete(d, gf, &c);
-		d->group_stepper = NULL;
-		if (d->group_due) {
-			d->group_due = false;
-			g = gs_group_rank_get(d);
-		}
+		d->group_defer = false;
+		g = gs_group_due(d);
 	}
 	mutex_unlock(&d->lock);
 	if (g)
-		gs_group_rank_step(g);
+		gs_group_answered(g);
 	return ret;
 }
 

@@ -21,29 +21,32 @@
  *
  * Lock order (outer first):
  *   gs_domains_lock  (main.c: the id table, the domain count)
- *   gs_groups_lock   (group.c: names of live groups; nothing nests in it)
+ *   gs_groups_lock   (group.c: names and fd counts of live groups;
+ *                     nothing nests in it)
  *   group->lock      (group.c: a group's ranks and its operation)
  *     domain->lock   (everything mutable in a domain; at most ONE domain's
  *                     lock is held at a time, so ranks need no order)
  *       gs_users_lock (user.c: per-user counts; a spinlock, a leaf)
  * A domain tells its group of a change under domain->lock by queueing the
- * group's work (gs_group_kick()), never by taking group->lock. The one
- * exception runs after domain->lock: an engine's or agent's COMPLETE whose
- * answer the group waits for steps the group itself, with a reference on
- * it and only if group->lock is free (gs_group_rank_get(),
- * gs_group_rank_step()); else the lock's holder steps it on unlocking.
- * No copy_to_user()/copy_from_user() runs under domain->lock: records and
- * results are copied to the stack under the lock and to the user after it.
+ * group's work (gs_group_kick()), never by taking group->lock. An
+ * engine's or agent's COMPLETE whose answer the group waits for steps the
+ * group itself after domain->lock, with a reference on it, if group->lock
+ * is free; else the lock's holder steps it on unlocking
+ * (gs_group_answered()).
+ * No copy_to_user()/copy_from_user() runs under any of them: records and
+ * results are copied to the stack under the lock and to the user after.
  *
- * Lifetimes: each domain fd (engine, agent, controller) holds one kref on
- * its domain. The id table holds none: it is emptied of a domain when the
- * engine fd closes, and the engine fd's reference covers the time before.
- * The sysfs device of a domain lives from creation to the engine fd's close.
- * A group (kref: one per group fd) holds one kref on each member domain; domain->group
- * points back, set and cleared under domain->lock, and is cleared on every
- * member before the group's work is cancelled and the group freed. A group
- * whose last fd closes mid-operation lives on (holding the module) until
- * that operation and its rollback end, then frees itself from its work.
+ * Lifetimes (docs/blocking-and-lifetimes.md): each domain fd (engine,
+ * agent, controller) holds one kref on its domain. The id table holds
+ * none: it is emptied of a domain when the engine fd closes, and the
+ * engine fd's reference covers the time before. The sysfs device of a
+ * domain lives from creation to the engine fd's close. A group is freed
+ * with its last kref: one per group fd, one for its ranks' back-pointers
+ * (domain->group, set and cleared under domain->lock) until the group
+ * detaches from them, one per queued run of its work. A group holds one
+ * kref on each member domain, and its id, until it is freed. Blocking
+ * calls keep nothing once they return: an interrupted one returns -EINTR
+ * (or restarts, where that asks the same again).
  */
 #ifndef _GPUSLEEP_INTERNAL_H
 #define _GPUSLEEP_INTERNAL_H
@@ -190,11 +193,12 @@ struct gs_domain {
 	struct gs_group *group;	/* the group it is a rank of, or NULL */
 	u32 group_rank;		/* its rank in group, when group is set */
 	/*
-	 * A COMPLETE running under the lock that will step the group itself
-	 * once it drops the lock (gs_announce() leaves the work alone and
-	 * sets group_due instead).
+	 * An engine's or agent's COMPLETE is running: a change the group
+	 * acts on sets group_due instead of queueing the group's work, and
+	 * the answering thread steps the group itself after the unlock
+	 * (gs_group_answered()): no kworker per answer.
 	 */
-	struct task_struct *group_stepper;
+	bool group_defer;
 	bool group_due;
 	bool op_active;
 	struct gs_op op;
@@ -261,40 +265,12 @@ struct gs_waiter {
 	};
 };
 
-/*
- * A blocking call interrupted by a signal, kept so that its restart
- * (after a stop signal or an SA_RESTART handler) goes on waiting for the
- * same operation: one per blocked thread and fd. The record keeps only
- * the waiter (a result delivered meanwhile is not lost to the history's
- * end); what the call waits for and until when is in the caller's struct,
- * which the interrupted call rewrote (op_id resolved, timeout_ms what is
- * left), so a new call after an -EINTR has its own timeout.
- */
-struct gs_restart {
-	struct list_head node;	/* on its file's gs_restarts */
-	struct pid *pid;	/* the interrupted thread (referenced) */
-	unsigned int cmd;
-	u64 asked;		/* the op id waited for (never 0) */
-	struct gs_waiter w;	/* on its waiters list unless w.done */
-};
-
-/* A file's interrupted calls, under *lock (its domain's or group's). */
-struct gs_restarts {
-	struct mutex *lock;	/* the domain's or the group's lock */
-	struct list_head list;
-	unsigned int nr;
-};
-
-/* Interrupted calls kept per file, at most (the oldest goes first). */
-#define GS_RESTARTS_MAX	64
-
 /* private_data of every domain fd. */
 struct gs_file {
 	struct gs_domain *d;
 	u32 role;		/* GPUSLEEP_ROLE_* */
 	/* The user charged for this fd (GS_UC_FDS, agents and controllers). */
 	kuid_t uid;
-	struct gs_restarts rs;	/* under d->lock */
 	/*
 	 * Controller: the newest finished operation whose result this fd
 	 * fetched (WAIT, a blocking RELEASE/RESUME, GET_STATE's last);
@@ -380,27 +356,14 @@ bool gs_may_control(const struct gs_domain *d, const struct cred *cred);
 void gs_domain_kill(struct gs_domain *d);
 
 /*
- * Blocking calls (domain.c), for domain and group fds alike. The lock of
- * rs is held by the callers marked so.
+ * Blocking calls (domain.c), for domain and group fds alike: wait on wq
+ * for w until deadline (0: none), lock (the domain's or the group's, whose
+ * list w is on) not held. 0 when done; else -ETIMEDOUT or -ERESTARTSYS,
+ * with w unlinked: an interrupted call keeps nothing, and its caller
+ * decides whether the call may restart (docs/blocking-and-lifetimes.md).
  */
-void gs_restarts_init(struct gs_restarts *rs, struct mutex *lock);
-/* Drop every kept call (the file is closing); lock held. */
-void gs_restarts_clear(struct gs_restarts *rs);
-/*
- * A restart of this thread's interrupted cmd waiting for op id asked (0
- * never matches): take its waiter over into w; lock held. False if none.
- */
-bool gs_restart_take(struct gs_restarts *rs, unsigned int cmd, u64 asked,
-		     struct gs_waiter *w);
-/*
- * Wait on wq for w (for op id asked, not 0) until deadline (0: none);
- * lock not held. 0 when done, -ETIMEDOUT (w unlinked), -ERESTARTSYS with
- * w kept in rs for the restart, or -EINTR (w unlinked) when it cannot be
- * kept.
- */
-int gs_waiter_wait(struct gs_restarts *rs, wait_queue_head_t *wq,
-		   unsigned int cmd, u64 asked, struct gs_waiter *w,
-		   ktime_t deadline);
+int gs_waiter_wait(struct mutex *lock, wait_queue_head_t *wq,
+		   struct gs_waiter *w, ktime_t deadline);
 /*
  * Make w wait for d's operation id: at once from the history if it
  * finished, else on d->waiters; domain->lock held. -ENOENT if finished
@@ -449,22 +412,6 @@ static inline ktime_t gs_time_left(ktime_t deadline)
 }
 
 /*
- * What an interrupted wait writes back as its timeout_ms: 0 for none,
- * else the milliseconds left to deadline, rounded up, at least 1 (one
- * past its deadline times out at once when restarted).
- */
-static inline u32 gs_ms_left(ktime_t deadline)
-{
-	u64 ms;
-
-	if (!deadline)
-		return 0;
-	ms = DIV_ROUND_UP_ULL(ktime_to_ns(gs_time_left(deadline)),
-			      NSEC_PER_MSEC);
-	return clamp_t(u64, ms, 1, U32_MAX);
-}
-
-/*
  * Wait interruptibly for cond until deadline (ktime; 0: no deadline):
  * 0 once cond holds, -ETIMEDOUT at the deadline, or -ERESTARTSYS. The
  * timeout is an hrtimer: it never fires before the deadline.
@@ -492,6 +439,8 @@ struct gs_domain *gs_ids_next(u32 *id);
 unsigned int gs_ids_generation(void);
 
 /* op.c; all with domain->lock held unless noted */
+/* Would gs_op_release() start? 0, or its refusal (req's out fields). */
+int gs_op_release_check(struct gs_domain *d, struct gpusleep_op *req);
 int gs_op_release(struct gs_domain *d, struct gpusleep_op *req);
 int gs_op_resume(struct gs_domain *d, struct gpusleep_op *req);
 int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
@@ -544,20 +493,17 @@ long gs_group_open(const struct gs_uarg *ua);
 int gs_groups_init(void);
 /*
  * Rank d's state changed (d->lock held, d->group set): its group looks
- * at it again, later.
+ * at it again, from its work (or, during a COMPLETE, from the answering
+ * thread: group_defer).
  */
 void gs_group_kick(struct gs_domain *d);
 /*
- * A rank's COMPLETE changed what its group waits for (domain->lock held):
- * a reference on the group for gs_group_rank_step() after the unlock, or
- * NULL (nothing runs, or the group has no fd left: its work was queued).
+ * After a COMPLETE set d->group_due (d->lock held): a reference on d's
+ * group, for gs_group_answered() once d->lock is dropped; or NULL.
  */
-struct gs_group *gs_group_rank_get(struct gs_domain *d);
-/*
- * Step g now if its lock is free, else leave the step to the lock's
- * holder, who takes it when it unlocks; put g.
- */
-void gs_group_rank_step(struct gs_group *g);
+struct gs_group *gs_group_due(struct gs_domain *d);
+/* Step g in the answering thread (no lock held), then put it. */
+void gs_group_answered(struct gs_group *g);
 /* Copy the group's name (fixed for its life) into buf. */
 void gs_group_name(const struct gs_group *g, char *buf, size_t size);
 /* Its id (fixed for its life, unique among live groups). */

@@ -8,15 +8,33 @@
  * goes on to unmap; when every rank has finished, the group's operation
  * finishes. Any failure rolls the ranks back: drains are cancelled, ranks
  * that released something are resumed, and only then does the group's
- * operation finish, naming the first rank that failed. docs/groups.md has
- * the sequences.
+ * operation finish, naming the first rank that failed. An operation with
+ * a deadline finishes by it: what its ranks still do then (a rollback, a
+ * resume's remaps) goes on as the next operation id (settling).
+ * docs/groups.md has the sequences, docs/blocking-and-lifetimes.md the
+ * rules below.
  *
- * Locking: group->lock, then one domain->lock at a time (gpusleep.h). The
- * group decides in gs_group_step(), under group->lock, from the ioctls,
- * from its work, and from the COMPLETE of a rank's engine or agent after
- * it dropped domain->lock (gs_group_rank_step()); any other change of a
- * rank reaches it through gs_announce() -> gs_group_kick(), which only
- * queues that work. docs/groups.md, "Who steps the group".
+ * Lifetime. g->kref counts the references: one per group fd, one for the
+ * ranks' back-pointers (domain->group) from creation until
+ * gs_group_detach() has cleared every one of them, and one per queued
+ * run of g->work. nr_files counts the fds (under gs_groups_lock, with the
+ * name list): the last close detaches an idle group at once; a group
+ * closed mid-operation cancels a release (rollback) or lets a resume
+ * finish, from its work, which detaches it once idle. Freed with its last
+ * reference (gs_group_free()): the id, the members, the module reference.
+ * Nothing frees g while a lock of it is held: every put comes after the
+ * unlock, by a holder of another reference or by the work's own.
+ *
+ * Locking: gs_groups_lock (names, nr_files; nothing nests in it), then
+ * group->lock, then one domain->lock at a time (gpusleep.h). The group
+ * steps (gs_group_step()) under group->lock only: in the ioctl that
+ * starts an operation; in g->work, a delayed work on an ordered queue,
+ * queued by a change of a rank (gs_group_kick(), under that rank's
+ * domain->lock: it never takes group->lock) and armed for the deadline;
+ * and in the engine's or agent's thread whose COMPLETE changed what the
+ * group waits for (gs_group_answered(): if group->lock is held, its
+ * holder steps for it in gs_group_unlock()). A group release holds its
+ * engines' wake-ups until group->lock is dropped.
  */
 #include <linux/anon_inodes.h>
 #include <linux/bitmap.h>
@@ -45,7 +63,7 @@
 #include "gpusleep.h"
 
 #define GS_GROUP_HIST	8	/* finished group results remembered */
-#define GS_GF_PENDING	0	/* bit of gs_group.flags */
+#define GS_GF_STEP	0	/* bit of gs_group.flags */
 
 enum gs_gphase {
 	GS_GP_IDLE,
@@ -63,6 +81,7 @@ enum gs_mstate {
 	GS_M_RB_FINISHED,	/* nothing more to undo */
 };
 
+/* A rank: allocated when it joins, freed with its group. */
 struct gs_member {
 	struct gs_domain *d;	/* referenced */
 	u32 st;			/* enum gs_mstate */
@@ -72,42 +91,36 @@ struct gs_member {
 	/* On d->waiters for its running operation (or rollback): its result. */
 	struct gs_waiter w;
 	struct gpusleep_group_rank out;
+	/* Its entry in the newest result (g->last_done_id). */
+	struct gpusleep_group_rank last;
 };
 
-/*
- * A group lives as long as one of its fds (each holds a kref). Fixed for
- * its life: id, name, cred.
- */
+/* Fixed for its life: id, name, cred, pid. */
 struct gs_group {
 	struct kref kref;
-	struct list_head node;	/* on gs_groups, under gs_groups_lock */
+	struct list_head node;	/* on gs_groups while nr_files */
+	unsigned int nr_files;	/* under gs_groups_lock */
 	u32 id;
 	char name[GPUSLEEP_NAME_LEN];
 	const struct cred *cred;	/* the creator's */
 	struct pid *pid;		/* the creator's: its pid namespace */
 	struct mutex lock;	/* everything below */
-	/* The task stepping g (READ_ONCE outside the lock), and its re-look. */
-	struct task_struct *stepper;
-	bool due;
-	/*
-	 * GS_GF_PENDING (atomic, outside the lock): a rank's COMPLETE found
-	 * the lock held; whoever unlocks next steps the group for it.
-	 */
-	unsigned long flags;
 	/*
 	 * Ranks whose state changed since the group last looked at them
 	 * (atomic, set under the rank's domain->lock): a step looks at
 	 * those alone.
 	 */
 	DECLARE_BITMAP(changed, GPUSLEEP_GROUP_MAX_RANKS);
-	bool dying;
 	/*
-	 * The last fd closed while an operation ran: the group lives on,
-	 * holding the module, until that operation (and its rollback) ends.
+	 * GS_GF_STEP (atomic, outside the lock): a rank's answer found the
+	 * lock held; whoever unlocks next steps the group for it.
 	 */
-	bool abandoned;
+	unsigned long flags;
+	/* No fd is left: a release is cancelled, idle it detaches. */
+	bool closed;
+	bool detached;		/* no rank points here any more */
 	unsigned int nr;
-	struct gs_member m[GPUSLEEP_GROUP_MAX_RANKS];
+	struct gs_member *m[GPUSLEEP_GROUP_MAX_RANKS];
 
 	/* The operation in flight (phase != GS_GP_IDLE). */
 	u32 phase;
@@ -125,14 +138,12 @@ struct gs_group {
 	/* Finished operations. */
 	u64 last_done_id;	/* READ_ONCE outside the lock */
 	struct gpusleep_group_result hist[GS_GROUP_HIST];
-	struct gpusleep_group_rank ranks[GPUSLEEP_GROUP_MAX_RANKS]; /* newest */
 	struct eventfd_ctx *efd;
 
 	struct list_head waiters;	/* struct gs_waiter of blocked calls */
 	wait_queue_head_t wq;	/* an operation finished */
-	struct work_struct work;	/* a rank changed */
-	struct delayed_work deadline_work;
-	struct work_struct free_work;	/* abandoned: its operation ended */
+	/* Steps g: queued by a rank's change, or armed for the deadline. */
+	struct delayed_work work;
 };
 
 /* private_data of a group fd. */
@@ -140,7 +151,6 @@ struct gs_gfile {
 	struct gs_group *g;
 	kuid_t uid;		/* charged one GS_UC_FDS */
 	u64 seen_done;		/* newest result this fd fetched (poll) */
-	struct gs_restarts rs;	/* under g->lock */
 	/*
 	 * Ranks added through this fd (bit i: rank i), under g->lock: its
 	 * holder proved with an engine or controller fd that it may control
@@ -150,28 +160,80 @@ struct gs_gfile {
 };
 
 /*
- * Every group work runs here: module exit destroys it, so no work of an
- * abandoned group outlives the module.
+ * Every group's work runs here, one at a time (ordered): module exit
+ * destroys it, and no group outlives the module (each holds it).
  */
 static struct workqueue_struct *gs_group_wq;
 
-/* Live groups, for unique names. Nothing is taken while it is held. */
+/* Live groups' names, and their nr_files. Nothing is taken under it. */
 static DEFINE_MUTEX(gs_groups_lock);
 static LIST_HEAD(gs_groups);
 static DEFINE_IDA(gs_group_ids);
 
 static const struct file_operations gs_group_fops;
 
+/* The last reference is gone: no fd, no rank, no work can reach g. */
+static void gs_group_free(struct kref *kref)
+{
+	struct gs_group *g = container_of(kref, struct gs_group, kref);
+	unsigned int i;
+
+	WARN_ON(!g->detached || g->nr_files);
+	for (i = 0; i < g->nr; i++) {
+		gs_domain_put(g->m[i]->d);
+		kfree(g->m[i]);
+	}
+	if (g->efd)
+		eventfd_ctx_put(g->efd);
+	/* Its id is free only now: no rank shows it any more. */
+	ida_free(&gs_group_ids, g->id);
+	put_pid(g->pid);
+	put_cred(g->cred);
+	mutex_destroy(&g->lock);
+	kfree(g);
+	/* gs_groups_exit() waits for a work that puts the last one. */
+	module_put(THIS_MODULE);
+}
+
 /*
- * A rank's state changed (its domain->lock held): mark it changed and
- * look again, from the group's work (or, when the change comes from the
- * step itself, from that step: gs_group_run()), while an operation of
- * the group runs. Between operations there is nothing to move on
- * (gs_group_step() returns at once), and a queued work would only wake a
- * kworker per rank transition. A phase set
- * concurrently is seen: gs_group_start() steps itself once the phase is
- * set, and that step takes every running rank's domain->lock, after which
- * the rank's next change reads the phase.
+ * Put a reference. The last one frees g: it is put with no lock held (by
+ * a work run, an fd's release, an answer). A put under a lock (a
+ * redundant one of a queueing, a cancelled work's) is of a reference the
+ * caller does not live on, while it holds another: never the last.
+ */
+static void gs_group_put(struct gs_group *g)
+{
+	kref_put(&g->kref, gs_group_free);
+}
+
+/*
+ * Run g's work now, with a reference for the run. The caller holds a
+ * reference of its own (an fd, the back-pointer of a rank whose lock it
+ * holds, the running work's), so the put of a redundant one is never the
+ * last.
+ */
+static void gs_group_queue_now(struct gs_group *g)
+{
+	kref_get(&g->kref);
+	if (mod_delayed_work(gs_group_wq, &g->work, 0))
+		gs_group_put(g);	/* it was queued, with its reference */
+}
+
+/* Run g's work at when, unless it is queued already (sooner). */
+static void gs_group_queue_at(struct gs_group *g, ktime_t when)
+{
+	kref_get(&g->kref);
+	if (!queue_delayed_work(gs_group_wq, &g->work, gs_jiffies_until(when)))
+		gs_group_put(g);
+}
+
+/*
+ * A rank's state changed (its domain->lock held, d->group set: the
+ * back-pointers' reference holds g): mark it changed and have the work
+ * look again while an operation runs. Between operations there is
+ * nothing to move on, and a queued work would only wake a kworker per
+ * rank transition. A phase set concurrently is seen: gs_group_start()
+ * steps the group itself once the phase is set, looking at every rank.
  */
 void gs_group_kick(struct gs_domain *d)
 {
@@ -181,11 +243,21 @@ void gs_group_kick(struct gs_domain *d)
 	set_bit(d->group_rank, g->changed);
 	if (READ_ONCE(g->phase) == GS_GP_IDLE)
 		return;
-	/* From the step itself: it looks again once it is done. */
-	if (READ_ONCE(g->stepper) == current)
-		g->due = true;
+	if (d->group_defer)
+		d->group_due = true;	/* gs_group_answered() steps it */
 	else
-		queue_work(gs_group_wq, &g->work);
+		gs_group_queue_now(g);
+}
+
+struct gs_group *gs_group_due(struct gs_domain *d)
+{
+	lockdep_assert_held(&d->lock);
+	if (!d->group_due)
+		return NULL;
+	d->group_due = false;
+	/* d->group is set: the back-pointers' reference holds g. */
+	kref_get(&d->group->kref);
+	return d->group;
 }
 
 void gs_group_name(const struct gs_group *g, char *buf, size_t size)
@@ -207,7 +279,7 @@ static bool gs_zero(const void *p, size_t n)
 static void gs_group_fail(struct gs_group *g, unsigned int i, u32 reason,
 			  s32 error)
 {
-	g->m[i].out.flags |= GPUSLEEP_GRF_FAILED;
+	g->m[i]->out.flags |= GPUSLEEP_GRF_FAILED;
 	if (g->fail_rank != GPUSLEEP_GROUP_NO_RANK)
 		return;
 	g->fail_rank = i;
@@ -297,7 +369,13 @@ static u32 gs_member_late_reason(struct gs_member *m)
 	return reason;
 }
 
-static void gs_group_finish(struct gs_group *g)
+/*
+ * The result of the operation in flight, to its waiters, the eventfd and
+ * pollers; every rank's entry kept as the newest breakdown. flags and
+ * settle_op_id as the result says (a settling operation: ranks still at
+ * work are flagged GPUSLEEP_GRF_RUNNING).
+ */
+static void gs_group_publish(struct gs_group *g, u32 flags, u64 settle_id)
 {
 	struct gpusleep_group_result *res = &g->hist[g->op_id % GS_GROUP_HIST];
 	bool failed = g->fail_rank != GPUSLEEP_GROUP_NO_RANK;
@@ -312,27 +390,28 @@ static void gs_group_finish(struct gs_group *g)
 	res->nr_ranks = g->nr;
 	res->rank = g->fail_rank;
 	res->duration_ns = ktime_to_ns(ktime_sub(ktime_get(), g->start));
+	res->flags = flags;
+	res->settle_op_id = settle_id;
 	if (failed) {
 		res->error = g->fail_error;
 		res->reason = g->fail_reason;
-		res->domain = g->m[g->fail_rank].d->id;
+		res->domain = g->m[g->fail_rank]->d->id;
 	}
 	for (i = 0; i < g->nr; i++) {
-		struct gs_member *m = &g->m[i];
+		struct gs_member *m = g->m[i];
 		struct gs_domain *d = m->d;
 
 		mutex_lock(&d->lock);
 		m->out.released = d->released;
 		mutex_unlock(&d->lock);
+		m->last = m->out;
+		if (m->st == GS_M_RUNNING || m->st == GS_M_RB_RUNNING)
+			m->last.flags |= GPUSLEEP_GRF_RUNNING;
 		/* A failed release that could not be undone on this rank. */
-		if (failed && g->kind == GPUSLEEP_OP_RELEASE &&
-		    (m->out.released & m->tags))
-			m->out.flags |= GPUSLEEP_GRF_STILL_RELEASED;
-		g->ranks[i] = m->out;
-		m->st = GS_M_IDLE;
+		else if (!settle_id && failed && g->kind == GPUSLEEP_OP_RELEASE &&
+			 (m->out.released & m->tags))
+			m->last.flags |= GPUSLEEP_GRF_STILL_RELEASED;
 	}
-	WRITE_ONCE(g->phase, GS_GP_IDLE);
-	cancel_delayed_work(&g->deadline_work);
 	WRITE_ONCE(g->last_done_id, g->op_id);
 	/* Every blocked call of this operation gets its own copy. */
 	list_for_each_entry_safe(w, tmp, &g->waiters, node) {
@@ -345,8 +424,35 @@ static void gs_group_finish(struct gs_group *g)
 	if (g->efd)
 		eventfd_signal(g->efd);
 	wake_up_all(&g->wq);
-	if (g->abandoned)
-		queue_work(gs_group_wq, &g->free_work);
+}
+
+/* Nothing runs any more: the operation ends. */
+static void gs_group_finish(struct gs_group *g)
+{
+	unsigned int i;
+
+	gs_group_publish(g, 0, 0);
+	for (i = 0; i < g->nr; i++)
+		g->m[i]->st = GS_M_IDLE;
+	WRITE_ONCE(g->phase, GS_GP_IDLE);
+	/* An armed deadline has nothing left to do (and holds g). */
+	if (cancel_delayed_work(&g->work))
+		gs_group_put(g);	/* not the last: the caller has its own */
+}
+
+/*
+ * The deadline passed and ranks are still at work (a rollback's resume,
+ * the step a rank has read, a resume's remaps): the operation ends now,
+ * its result saying so, and what its ranks still do goes on as the next
+ * operation id, started by the kernel: the same kind, tags and failure,
+ * no deadline (each rank's steps time out on their own). The group takes
+ * no new operation (-EBUSY) until that one ends; GROUP_WAIT waits for it.
+ */
+static void gs_group_settle(struct gs_group *g)
+{
+	gs_group_publish(g, GPUSLEEP_GROUP_RF_SETTLING, g->last_id + 1);
+	g->op_id = ++g->last_id;
+	g->deadline = 0;
 }
 
 /*
@@ -362,7 +468,7 @@ static void gs_group_rollback(struct gs_group *g)
 	int ret;
 
 	for (i = 0; i < g->nr; i++) {
-		struct gs_member *m = &g->m[i];
+		struct gs_member *m = g->m[i];
 		struct gs_domain *d = m->d;
 
 		if (m->st == GS_M_RUNNING) {
@@ -407,27 +513,40 @@ static void gs_group_rollback(struct gs_group *g)
 		gs_group_finish(g);
 }
 
-/* Look at every rank and move the group's operation on. */
-static void gs_group_step(struct gs_group *g)
+/* Rank i, still at work at the deadline, makes the group late. */
+static void gs_group_late(struct gs_group *g)
 {
-	bool late, all_held = true, running = false;
-	unsigned int i;
+	struct gs_member *m;
+	unsigned int i, late = GPUSLEEP_GROUP_NO_RANK;
 
-	lockdep_assert_held(&g->lock);
-	if (g->dying || g->phase == GS_GP_IDLE)
-		return;
-	/* A rank that did not change has nothing new to say. */
-	for (i = 0; i < g->nr; i++)
-		if (test_and_clear_bit(i, g->changed))
-			gs_member_sync(&g->m[i]);
-	late = g->deadline && ktime_compare(ktime_get(), g->deadline) >= 0;
+	for (i = 0; i < g->nr; i++) {
+		m = g->m[i];
+		if (m->st != GS_M_RUNNING)
+			continue;
+		/* The first rank still at work; else the first held. */
+		if (!m->held) {
+			late = i;
+			break;
+		}
+		if (late == GPUSLEEP_GROUP_NO_RANK)
+			late = i;
+	}
+	if (late != GPUSLEEP_GROUP_NO_RANK)
+		gs_group_fail(g, late, gs_member_late_reason(g->m[late]), 0);
+}
+
+/* Look at the ranks that changed and move the group's operation on. */
+static void gs_group_advance(struct gs_group *g, bool late)
+{
+	bool all_held = true, running = false;
+	unsigned int i;
 
 	if (g->phase == GS_GP_ROLLBACK) {
 		gs_group_rollback(g);
 		return;
 	}
 	for (i = 0; i < g->nr; i++) {
-		struct gs_member *m = &g->m[i];
+		struct gs_member *m = g->m[i];
 
 		if (m->st == GS_M_FINISHED && m->out.error)
 			gs_group_fail(g, i, m->out.reason, m->out.error);
@@ -439,21 +558,12 @@ static void gs_group_step(struct gs_group *g)
 				all_held = false;
 		}
 	}
-	/* Its controller is gone: nobody wants it any more, roll back. */
-	if (g->abandoned && g->phase != GS_GP_RESUME)
+	/* Its last fd closed: nobody wants it any more, roll back. */
+	if (g->closed && g->phase != GS_GP_RESUME)
 		gs_group_fail(g, 0, GPUSLEEP_R_CANCELLED, 0);
 	/* Past the deadline: the first rank still at work is the late one. */
-	if (late && (g->phase != GS_GP_DRAIN || !all_held)) {
-		for (i = 0; i < g->nr; i++) {
-			struct gs_member *m = &g->m[i];
-
-			if (m->st == GS_M_RUNNING && !m->held) {
-				gs_group_fail(g, i, gs_member_late_reason(m),
-					      0);
-				break;
-			}
-		}
-	}
+	if (late && running)
+		gs_group_late(g);
 
 	switch (g->phase) {
 	case GS_GP_DRAIN:
@@ -467,14 +577,14 @@ static void gs_group_step(struct gs_group *g)
 			/* Every rank drained: every rank unmaps now. */
 			WRITE_ONCE(g->phase, GS_GP_UNMAP);
 			for (i = 0; i < g->nr; i++) {
-				struct gs_domain *d = g->m[i].d;
+				struct gs_domain *d = g->m[i]->d;
 
-				g->m[i].held = false;
+				g->m[i]->held = false;
 				mutex_lock(&d->lock);
-				gs_op_group_go(d, g->m[i].out.op_id);
+				gs_op_group_go(d, g->m[i]->out.op_id);
 				mutex_unlock(&d->lock);
 			}
-			return;	/* each rank's change kicks the work */
+			return;	/* each rank's change queues the work */
 		}
 		if (!running)
 			gs_group_finish(g);
@@ -490,121 +600,137 @@ static void gs_group_step(struct gs_group *g)
 }
 
 /*
- * Step g under its lock. What the step itself changes on a rank (the go,
- * a rollback's resume, a cancel) is announced under that rank's lock by
- * this same thread: gs_group_kick() then marks the group due instead of
- * waking the work for it, and the step runs again here.
+ * Look at every rank that changed and move the group's operation on
+ * (group->lock held). An operation still running at its deadline ends
+ * then (gs_group_settle()); one with a deadline to come has the work
+ * armed for it.
  */
-static void gs_group_run(struct gs_group *g)
+static void gs_group_step(struct gs_group *g)
 {
+	unsigned int i;
+	bool late;
+
 	lockdep_assert_held(&g->lock);
-	WRITE_ONCE(g->stepper, current);
-	do {
-		g->due = false;
-		gs_group_step(g);
-	} while (g->due);
-	WRITE_ONCE(g->stepper, NULL);
+	if (g->detached || g->phase == GS_GP_IDLE)
+		return;
+	/* A rank that did not change has nothing new to say. */
+	for (i = 0; i < g->nr; i++)
+		if (test_and_clear_bit(i, g->changed))
+			gs_member_sync(g->m[i]);
+	late = g->deadline && ktime_compare(ktime_get(), g->deadline) >= 0;
+	gs_group_advance(g, late);
+	if (g->phase == GS_GP_IDLE)
+		return;
+	if (late)
+		gs_group_settle(g);
+	else if (g->deadline)
+		gs_group_queue_at(g, g->deadline);
 }
 
 /*
- * Unlock g (the caller holds a reference, or g's work or deadline work is
- * running: g outlives this). A rank that found the lock held meanwhile
- * left its step here (GS_GF_PENDING): take the lock again and step.
+ * Detach g from its ranks (group->lock held, no operation): no rank
+ * points here any more, so nothing can queue its work again; the caller
+ * then puts the back-pointers' reference, after the unlock.
+ */
+static void gs_group_detach(struct gs_group *g)
+{
+	unsigned int i;
+
+	lockdep_assert_held(&g->lock);
+	for (i = 0; i < g->nr; i++) {
+		struct gs_member *m = g->m[i];
+		struct gs_domain *d = m->d;
+		struct gs_change c = { .efd = 0 };
+
+		mutex_lock(&d->lock);
+		list_del_init(&m->w.node);
+		d->group = NULL;
+		c.from = d->state;
+		gs_announce(d, &c);
+		mutex_unlock(&d->lock);
+	}
+	g->detached = true;
+}
+
+/*
+ * Unlock g; the caller holds a reference, so g outlives this. A rank's
+ * answer that found the lock held left its step here (GS_GF_STEP): take
+ * the lock again and step, before anyone else would have to. A closed
+ * group whose operation has ended detaches first, and the back-pointers'
+ * reference is put once the lock is dropped (never the last: the
+ * caller's).
  */
 static void gs_group_unlock(struct gs_group *g)
 {
-	mutex_unlock(&g->lock);
-	/* Pairs with smp_mb__after_atomic() in gs_group_rank_step(). */
-	smp_mb();
-	while (test_bit(GS_GF_PENDING, &g->flags) && mutex_trylock(&g->lock)) {
-		if (test_and_clear_bit(GS_GF_PENDING, &g->flags))
-			gs_group_run(g);
+	bool detached = false;
+
+	for (;;) {
+		if (g->closed && !g->detached && g->phase == GS_GP_IDLE) {
+			gs_group_detach(g);
+			detached = true;
+		}
 		mutex_unlock(&g->lock);
-		smp_mb();	/* as above, for the next look */
+		/* Pairs with smp_mb__after_atomic() in gs_group_answered(). */
+		smp_mb();
+		if (!test_bit(GS_GF_STEP, &g->flags) ||
+		    !mutex_trylock(&g->lock))
+			break;
+		if (test_and_clear_bit(GS_GF_STEP, &g->flags))
+			gs_group_step(g);
 	}
+	if (detached)
+		gs_group_put(g);	/* the back-pointers' */
 }
 
+/*
+ * The work: a rank changed, or the deadline came (a jiffies timer may run
+ * a tick early: gs_group_step() compares ktime and arms it again), or the
+ * last fd closed.
+ */
 static void gs_group_work(struct work_struct *work)
 {
-	struct gs_group *g = container_of(work, struct gs_group, work);
-
-	mutex_lock(&g->lock);
-	gs_group_run(g);
-	gs_group_unlock(g);
-}
-
-static void gs_group_deadline_work(struct work_struct *work)
-{
 	struct gs_group *g = container_of(to_delayed_work(work),
-					  struct gs_group, deadline_work);
+					  struct gs_group, work);
 
 	mutex_lock(&g->lock);
-	/* A jiffies timer may fire a little early: never fail early. */
-	if (g->phase != GS_GP_IDLE && g->deadline &&
-	    ktime_before(ktime_get(), g->deadline))
-		mod_delayed_work(gs_group_wq, &g->deadline_work,
-				 gs_jiffies_until(g->deadline));
-	else
-		gs_group_run(g);
+	gs_group_step(g);
 	gs_group_unlock(g);
+	gs_group_put(g);		/* this run's; may free g */
 }
 
-struct gs_group *gs_group_rank_get(struct gs_domain *d)
+/*
+ * A rank's answer changed what g waits for: step g here, in the
+ * answering thread, rather than wake a kworker for it. If group->lock is
+ * held, its holder steps for us as it unlocks (gs_group_unlock()): the
+ * flag is set before the lock is tried, and the holder unlocks before it
+ * reads the flag, so one of the two sees the other. Measured, both
+ * matter: with a kworker per answer, or an answer blocking on the lock,
+ * the group benchmarks 7a and 7c are missed (docs/benchmarks.md).
+ */
+void gs_group_answered(struct gs_group *g)
 {
-	struct gs_group *g = d->group;
-
-	lockdep_assert_held(&d->lock);
-	if (!g)
-		return NULL;
-	/*
-	 * d->group is cleared under d->lock before g is freed, so g is
-	 * alive here; with no fd left (an abandoned group, freed from its
-	 * own work) it is stepped from that work alone, and between
-	 * operations there is nothing to step: gs_group_kick() for both.
-	 */
-	if (READ_ONCE(g->phase) != GS_GP_IDLE &&
-	    kref_get_unless_zero(&g->kref)) {
-		set_bit(d->group_rank, g->changed);
-		return g;
-	}
-	gs_group_kick(d);
-	return NULL;
-}
-
-static void gs_group_put(struct gs_group *g);
-
-void gs_group_rank_step(struct gs_group *g)
-{
-	/*
-	 * Whoever holds the lock may have looked at this rank before its
-	 * change: the flag has the holder look again once it unlocks
-	 * (gs_group_unlock()), and no kworker is woken for it. The flag is
-	 * set before the lock is tried, and the holder unlocks before it
-	 * reads the flag: one of the two sees the other.
-	 */
-	set_bit(GS_GF_PENDING, &g->flags);
+	set_bit(GS_GF_STEP, &g->flags);
 	smp_mb__after_atomic();	/* the flag set before the lock is tried */
 	if (mutex_trylock(&g->lock)) {
-		if (test_and_clear_bit(GS_GF_PENDING, &g->flags))
-			gs_group_run(g);
+		if (test_and_clear_bit(GS_GF_STEP, &g->flags))
+			gs_group_step(g);
 		gs_group_unlock(g);
 	}
-	gs_group_put(g);
+	gs_group_put(g);	/* gs_group_due()'s; the holder has its own */
 }
 
 /*
  * The engines of ranks [0, nr) hear of their drains now, with group->lock
  * dropped (the caller holds a reference on g; a rank, once added, stays).
  * Woken under it, an engine would answer while the lock is held and
- * leave the group's next step to the starter: its drain answer then
- * steps the group itself, and the go reaches every agent from there.
+ * block on it.
  */
 static void gs_group_wake_engines(struct gs_group *g, unsigned int nr)
 {
 	unsigned int i;
 
 	for (i = 0; i < nr; i++) {
-		struct gs_domain *d = g->m[i].d;
+		struct gs_domain *d = g->m[i]->d;
 		bool due;
 
 		mutex_lock(&d->lock);
@@ -622,7 +748,7 @@ static int gs_group_refused(struct gs_group *g, unsigned int i,
 {
 	req->reason = reason;
 	req->rank = i;
-	req->domain = g->m[i].d->id;
+	req->domain = g->m[i]->d->id;
 	req->bad_tags = op ? op->bad_tags : 0;
 	return gs_reason_errno(reason);
 }
@@ -632,7 +758,7 @@ static void gs_group_reset_members(struct gs_group *g)
 	unsigned int i;
 
 	for (i = 0; i < g->nr; i++) {
-		struct gs_member *m = &g->m[i];
+		struct gs_member *m = g->m[i];
 
 		gs_member_unfollow(m);
 		memset(&m->out, 0, sizeof(m->out));
@@ -644,26 +770,51 @@ static void gs_group_reset_members(struct gs_group *g)
 	}
 }
 
+/* rank d's release as the group asks it (d->lock not needed). */
+static void gs_group_rank_op(struct gpusleep_op *op,
+			     const struct gpusleep_group_op *req)
+{
+	memset(op, 0, sizeof(*op));
+	op->tags = req->tags;
+	op->flags = req->flags & GPUSLEEP_OPF_ABORT_INFLIGHT;
+	op->timeout_ms = req->timeout_ms;
+}
+
 /*
- * Start a held release on every rank; a refusal cancels the ranks
- * started before it and is returned, naming the rank.
+ * Validate, then commit: check every rank first, and a refusal (returned,
+ * naming the rank) changes nothing on any rank. Then start a held release
+ * on every rank. A rank that refuses despite the check (its own
+ * controller started something meanwhile) fails the started operation,
+ * which rolls the others back, as any failure does.
  */
 static int gs_group_start_release(struct gs_group *g,
 				  struct gpusleep_group_op *req)
 {
 	struct gpusleep_op op;
-	unsigned int i, j;
+	unsigned int i;
 	u32 reason;
 	int ret;
 
 	for (i = 0; i < g->nr; i++) {
-		struct gs_member *m = &g->m[i];
+		struct gs_domain *d = g->m[i]->d;
+
+		gs_group_rank_op(&op, req);
+		mutex_lock(&d->lock);
+		if (d->dead) {
+			op.reason = GPUSLEEP_R_ENGINE_GONE;
+			ret = gs_reason_errno(op.reason);
+		} else {
+			ret = gs_op_release_check(d, &op);
+		}
+		mutex_unlock(&d->lock);
+		if (ret)
+			return gs_group_refused(g, i, req, &op, op.reason);
+	}
+	for (i = 0; i < g->nr; i++) {
+		struct gs_member *m = g->m[i];
 		struct gs_domain *d = m->d;
 
-		memset(&op, 0, sizeof(op));
-		op.tags = req->tags;
-		op.flags = req->flags & GPUSLEEP_OPF_ABORT_INFLIGHT;
-		op.timeout_ms = req->timeout_ms;
+		gs_group_rank_op(&op, req);
 		mutex_lock(&d->lock);
 		/* Woken once group->lock is dropped: gs_group_wake_engines(). */
 		gs_evq_hold(&d->engine_q);
@@ -679,24 +830,16 @@ static int gs_group_start_release(struct gs_group *g,
 			}
 		}
 		mutex_unlock(&d->lock);
-		if (ret)
-			goto err_undo;
+		if (ret) {
+			m->st = GS_M_FINISHED;
+			m->out.error = ret;
+			m->out.reason = reason;
+			continue;
+		}
 		m->out.op_id = op.op_id;
 		m->st = GS_M_RUNNING;
 	}
 	return 0;
-
-err_undo:
-	gs_group_refused(g, i, req, &op, reason);
-	for (j = 0; j < i; j++) {
-		struct gs_domain *d = g->m[j].d;
-
-		mutex_lock(&d->lock);
-		gs_op_group_cancel(d, g->m[j].out.op_id);
-		mutex_unlock(&d->lock);
-	}
-	gs_group_reset_members(g);
-	return ret;
 }
 
 /* May rank d resume tags now? GPUSLEEP_R_NONE or why not. */
@@ -732,7 +875,7 @@ static int gs_group_start_resume(struct gs_group *g,
 	int ret;
 
 	for (i = 0; i < g->nr; i++) {
-		struct gs_domain *d = g->m[i].d;
+		struct gs_domain *d = g->m[i]->d;
 
 		mutex_lock(&d->lock);
 		reason = gs_resume_check(d, req->tags, &op.bad_tags);
@@ -743,7 +886,7 @@ static int gs_group_start_resume(struct gs_group *g,
 		}
 	}
 	for (i = 0; i < g->nr; i++) {
-		struct gs_member *m = &g->m[i];
+		struct gs_member *m = g->m[i];
 		struct gs_domain *d = m->d;
 
 		memset(&op, 0, sizeof(op));
@@ -832,12 +975,12 @@ static int gs_group_check_control(struct gs_gfile *gf,
 	lockdep_assert_held(&g->lock);
 	for (i = 0; i < g->nr; i++) {
 		if ((gf->added & BIT_ULL(i)) ||
-		    gs_may_control(g->m[i].d, cred))
+		    gs_may_control(g->m[i]->d, cred))
 			continue;
 		if (capable(CAP_SYS_ADMIN))
 			return 0;
 		req->rank = i;
-		req->domain = g->m[i].d->id;
+		req->domain = g->m[i]->d->id;
 		return -EPERM;
 	}
 	return 0;
@@ -872,17 +1015,14 @@ static long gs_group_start(struct gs_group *g, u32 kind,
 	g->timeout_ms = req->timeout_ms;
 	g->start = start;
 	g->deadline = 0;
+	if (req->timeout_ms)
+		g->deadline = ktime_add_ms(g->start, req->timeout_ms);
 	WRITE_ONCE(g->phase, kind == GPUSLEEP_OP_RELEASE ? GS_GP_DRAIN :
 						       GS_GP_RESUME);
-	if (req->timeout_ms) {
-		g->deadline = ktime_add_ms(g->start, req->timeout_ms);
-		mod_delayed_work(gs_group_wq, &g->deadline_work,
-				 gs_jiffies_until(g->deadline));
-	}
 	req->op_id = g->op_id;
-	/* The first look is at every rank. */
+	/* The first look is at every rank; it arms the deadline. */
 	bitmap_fill(g->changed, GPUSLEEP_GROUP_MAX_RANKS);
-	gs_group_run(g);
+	gs_group_step(g);
 	return 0;
 }
 
@@ -897,7 +1037,7 @@ static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 	u32 mask = kind == GPUSLEEP_OP_RELEASE ? GPUSLEEP_OPF_RELEASE_MASK :
 						 GPUSLEEP_OPF_RESUME_MASK;
 	unsigned int held = 0;
-	bool block, restart;
+	bool block;
 	long ret;
 
 	ret = gs_uarg_in(ua, &req, sizeof(req));
@@ -910,41 +1050,33 @@ static long gs_group_ioc_op(struct gs_gfile *gf, unsigned int cmd,
 	block = !(req.flags & GPUSLEEP_OPF_NONBLOCK);
 
 	mutex_lock(&g->lock);
-	/* The restart of an interrupted blocking call waits for its op. */
-	restart = block && req.op_id &&
-		  gs_restart_take(&gf->rs, cmd, req.op_id, &w);
-	if (!restart) {
-		req.op_id = 0;
-		req.reason = GPUSLEEP_R_NONE;
-		req.rank = GPUSLEEP_GROUP_NO_RANK;
-		req.domain = 0;
-		req.bad_tags = 0;
-		ret = gs_group_check_control(gf, &req);
-		if (!ret && g->phase == GS_GP_IDLE &&
-		    kind == GPUSLEEP_OP_RELEASE)
-			held = g->nr;	/* their engines' wake-ups are held */
-		if (!ret)
-			ret = gs_group_start(g, kind, &req);
-		/* Registered under the same lock: no result can slip by. */
-		if (!ret && block)
-			ret = gs_group_waiter_add(g, req.op_id, &w);
-	}
+	req.op_id = 0;
+	req.reason = GPUSLEEP_R_NONE;
+	req.rank = GPUSLEEP_GROUP_NO_RANK;
+	req.domain = 0;
+	req.bad_tags = 0;
+	ret = gs_group_check_control(gf, &req);
+	if (!ret && g->phase == GS_GP_IDLE && kind == GPUSLEEP_OP_RELEASE)
+		held = g->nr;	/* their engines' wake-ups are held */
+	if (!ret)
+		ret = gs_group_start(g, kind, &req);
+	/* Registered under the same lock: no result can slip by. */
+	if (!ret && block)
+		ret = gs_group_waiter_add(g, req.op_id, &w);
 	gs_group_unlock(g);
 	gs_group_wake_engines(g, held);
 
 	/* Tell the caller the id (or who refused) before waiting. */
-	if (!restart && gs_uarg_out(ua, &req, sizeof(req))) {
+	if (gs_uarg_out(ua, &req, sizeof(req))) {
 		ret = -EFAULT;
 		goto out_unwait;
 	}
 	if (ret || !block)
 		return ret;
 
-	if (!w.done) {
-		ret = gs_waiter_wait(&gf->rs, &g->wq, cmd, req.op_id, &w, 0);
-		if (ret)
-			return ret;
-	}
+	/* Interrupted: -EINTR, never a restart (as a domain's RELEASE). */
+	if (!w.done && gs_waiter_wait(&g->lock, &g->wq, &w, 0))
+		return -EINTR;
 	req.op_id = w.op_id;
 	req.reason = w.gres.reason;
 	req.rank = w.gres.rank;
@@ -988,7 +1120,7 @@ static long gs_group_ioc_wait(struct gs_gfile *gf, const struct gs_uarg *ua)
 	struct gpusleep_group_rank *ranks = NULL;
 	struct gpusleep_group_wait wt;
 	ktime_t deadline = 0;
-	unsigned int n = 0;
+	unsigned int i, n = 0;
 	long ret;
 	u64 id;
 
@@ -1000,30 +1132,28 @@ static long gs_group_ioc_wait(struct gs_gfile *gf, const struct gs_uarg *ua)
 	     wt.rank_size < GPUSLEEP_GROUP_RANK_SIZE_VER0))
 		return -EINVAL;
 	if (wt.ranks && wt.nr_ranks) {
-		ranks = gs_kzalloc(sizeof(*ranks) * GPUSLEEP_GROUP_MAX_RANKS,
-				   GFP_KERNEL);
+		n = min_t(u32, wt.nr_ranks, GPUSLEEP_GROUP_MAX_RANKS);
+		ranks = gs_kzalloc(sizeof(*ranks) * n, GFP_KERNEL);
 		if (!ranks)
 			return -ENOMEM;
 	}
 
 	mutex_lock(&g->lock);
-	/* A restart: op_id and timeout_ms as the interrupted call wrote them. */
-	id = wt.op_id;
-	if (!gs_restart_take(&gf->rs, GPUSLEEP_IOC_GROUP_WAIT, id, &w)) {
-		id = wt.op_id ? wt.op_id : g->last_id;
-		ret = (!id || id > g->last_id) ? -ENOENT : 0;
-		if (!ret)
-			ret = gs_group_waiter_add(g, id, &w);
-	}
+	id = wt.op_id ? wt.op_id : g->last_id;
+	ret = (!id || id > g->last_id) ? -ENOENT : 0;
+	if (!ret)
+		ret = gs_group_waiter_add(g, id, &w);
 	gs_group_unlock(g);
 	if (!ret && wt.timeout_ms)
 		deadline = ktime_add_ms(ktime_get(), wt.timeout_ms);
+	/* Interrupted: as WAIT (domain.c, gs_ioc_wait()). */
 	if (!ret && !w.done) {
-		ret = gs_waiter_wait(&gf->rs, &g->wq, GPUSLEEP_IOC_GROUP_WAIT,
-				     id, &w, deadline);
-		if (ret == -ERESTARTSYS || ret == -EINTR) {
-			wt.op_id = id;
-			wt.timeout_ms = gs_ms_left(deadline);
+		ret = gs_waiter_wait(&g->lock, &g->wq, &w, deadline);
+		if (ret == -ERESTARTSYS) {
+			if (!wt.op_id || wt.timeout_ms)
+				ret = -EINTR;
+			memset(&wt.result, 0, sizeof(wt.result));
+			wt.result.op_id = id;
 			if (gs_uarg_out(ua, &wt, sizeof(wt)))
 				ret = -EFAULT;
 		}
@@ -1034,8 +1164,11 @@ static long gs_group_ioc_wait(struct gs_gfile *gf, const struct gs_uarg *ua)
 	mutex_lock(&g->lock);
 	/* The breakdown is kept for the newest operation only. */
 	if (ranks && w.op_id == g->last_done_id) {
-		n = min_t(unsigned int, wt.nr_ranks, w.gres.nr_ranks);
-		memcpy(ranks, g->ranks, sizeof(*ranks) * n);
+		n = min_t(unsigned int, n, w.gres.nr_ranks);
+		for (i = 0; i < n; i++)
+			ranks[i] = g->m[i]->last;
+	} else {
+		n = 0;
 	}
 	gs_group_seen(gf, w.op_id);
 	gs_group_unlock(g);
@@ -1058,6 +1191,7 @@ static long gs_group_ioc_add(struct gs_gfile *gf, const struct gs_uarg *ua)
 {
 	struct gs_group *g = gf->g;
 	struct gpusleep_group_add a;
+	struct gs_member *m;
 	struct gs_domain *d;
 	long ret;
 
@@ -1070,13 +1204,22 @@ static long gs_group_ioc_add(struct gs_gfile *gf, const struct gs_uarg *ua)
 	d = gs_domain_from_fd(a.fd);
 	if (IS_ERR(d))
 		return PTR_ERR(d);
+	/* A rank is allocated as it joins; the group frees it. */
+	m = gs_kzalloc(sizeof(*m), GFP_KERNEL_ACCOUNT);
+	if (!m) {
+		gs_domain_put(d);
+		return -ENOMEM;
+	}
+	INIT_LIST_HEAD(&m->w.node);
+	m->d = d;
+	m->out.domain = d->id;
 
 	mutex_lock(&g->lock);
 	if (g->phase != GS_GP_IDLE) {
 		ret = -EBUSY;
 	} else if (g->nr >= GPUSLEEP_GROUP_MAX_RANKS) {
 		ret = -ENOSPC;
-	} else if (g->nr && !gs_tags_same(&g->m[0].d->tags, &d->tags)) {
+	} else if (g->nr && !gs_tags_same(&g->m[0]->d->tags, &d->tags)) {
 		/* One tag mask means the same on every rank. */
 		ret = -EXDEV;
 	} else {
@@ -1097,15 +1240,14 @@ static long gs_group_ioc_add(struct gs_gfile *gf, const struct gs_uarg *ua)
 	if (!ret) {
 		a.rank = g->nr;
 		a.domain = d->id;
-		memset(&g->m[g->nr], 0, sizeof(g->m[g->nr]));
-		INIT_LIST_HEAD(&g->m[g->nr].w.node);
-		g->m[g->nr].d = d;
-		g->m[g->nr].out.domain = d->id;
+		m->last.domain = d->id;
+		g->m[g->nr] = m;
 		gf->added |= BIT_ULL(g->nr);
 		g->nr++;
 	}
 	gs_group_unlock(g);
 	if (ret) {
+		kfree(m);
 		gs_domain_put(d);
 		return ret;
 	}
@@ -1158,7 +1300,7 @@ static noinline_for_stack long gs_group_ioc_get_tags(struct gs_group *g,
 	memset(&t, 0, sizeof(t));
 	mutex_lock(&g->lock);
 	if (g->nr) {
-		struct gs_domain *d = g->m[0].d;
+		struct gs_domain *d = g->m[0]->d;
 
 		mutex_lock(&d->lock);
 		gs_tags_fill(d, &t);
@@ -1227,98 +1369,45 @@ static __poll_t gs_group_poll(struct file *file, poll_table *wait)
 	return 0;
 }
 
-static void gs_group_unlist(struct gs_group *g)
-{
-	mutex_lock(&gs_groups_lock);
-	list_del(&g->node);
-	mutex_unlock(&gs_groups_lock);
-	ida_free(&gs_group_ids, g->id);
-}
-
-/* The group's operation is over and no fd is left: free it. */
-static void gs_group_teardown(struct gs_group *g)
-{
-	unsigned int i;
-
-	mutex_lock(&g->lock);
-	g->dying = true;
-	for (i = 0; i < g->nr; i++) {
-		struct gs_member *m = &g->m[i];
-		struct gs_domain *d = m->d;
-		struct gs_change c = { .efd = 0 };
-
-		mutex_lock(&d->lock);
-		list_del_init(&m->w.node);
-		d->group = NULL;
-		c.from = d->state;
-		gs_announce(d, &c);
-		mutex_unlock(&d->lock);
-	}
-	mutex_unlock(&g->lock);	/* dying: nothing more to step */
-	/* No rank points here any more: nothing queues the work again. */
-	cancel_work_sync(&g->work);
-	cancel_delayed_work_sync(&g->deadline_work);
-	for (i = 0; i < g->nr; i++)
-		gs_domain_put(g->m[i].d);
-	if (g->efd)
-		eventfd_ctx_put(g->efd);
-	put_pid(g->pid);
-	put_cred(g->cred);
-	mutex_destroy(&g->lock);
-	kfree(g);
-}
-
-static void gs_group_free_work(struct work_struct *work)
-{
-	struct gs_group *g = container_of(work, struct gs_group, free_work);
-
-	gs_group_teardown(g);
-	/* gs_groups_exit() destroys the queue: it waits for this return. */
-	module_put(THIS_MODULE);
-}
-
 /*
- * The last group fd is gone (closed, or its process died). Between
- * operations the group ends now. During one, all or nothing still holds:
- * a release fails and rolls back as for any failure (a rank unmapping
- * finishes its step, then is resumed), a resume runs to its end; the
- * group ends after that, on its own.
+ * The last fd is gone (closed, or its process died). An idle group
+ * detaches now. Mid-operation, all or nothing still holds: its work fails
+ * a release as cancelled and rolls it back as for any failure (a rank
+ * unmapping finishes its step, then is resumed), lets a resume run to its
+ * end, and detaches the group after; the back-pointers' reference keeps
+ * it until then.
  */
-static void gs_group_destroy(struct kref *kref)
+static void gs_group_close(struct gs_group *g)
 {
-	struct gs_group *g = container_of(kref, struct gs_group, kref);
-
-	gs_group_unlist(g);
 	mutex_lock(&g->lock);
-	if (g->phase != GS_GP_IDLE) {
-		g->abandoned = true;
-		__module_get(THIS_MODULE);
-		gs_group_run(g);	/* its end queues free_work */
-		/*
-		 * Plain unlock: g may be freed right after it, and no rank
-		 * left a step here (that takes a reference, and none is left).
-		 */
-		mutex_unlock(&g->lock);
-		return;
-	}
-	mutex_unlock(&g->lock);
-	gs_group_teardown(g);
+	g->closed = true;
+	if (g->phase != GS_GP_IDLE)
+		gs_group_queue_now(g);
+	gs_group_unlock(g);	/* idle: it detaches */
 }
 
-static void gs_group_put(struct gs_group *g)
+/* An fd's hold on g ends: its nr_files and its reference. */
+static void gs_group_file_put(struct gs_group *g)
 {
-	kref_put(&g->kref, gs_group_destroy);
+	bool last;
+
+	mutex_lock(&gs_groups_lock);
+	last = !--g->nr_files;
+	/* The name is free again: OPEN_GROUP no longer finds it. */
+	if (last)
+		list_del_init(&g->node);
+	mutex_unlock(&gs_groups_lock);
+	if (last)
+		gs_group_close(g);
+	gs_group_put(g);
 }
 
 static int gs_group_file_release(struct inode *inode, struct file *file)
 {
 	struct gs_gfile *gf = file->private_data;
 
-	mutex_lock(&gf->g->lock);
-	gs_restarts_clear(&gf->rs);
-	gs_group_unlock(gf->g);
 	gs_user_uncharge(gf->uid, GS_UC_FDS);
-	gs_group_put(gf->g);
+	gs_group_file_put(gf->g);
 	kfree(gf);
 	return 0;
 }
@@ -1334,7 +1423,7 @@ static const struct file_operations gs_group_fops = {
 
 /*
  * A new fd (O_CLOEXEC) for g, charged as one fd to the caller's euid. The
- * caller's reference on g passes to it on success.
+ * caller's hold on g (gs_group_file_put()) passes to it on success.
  */
 static int gs_group_open_fd(struct gs_group *g)
 {
@@ -1352,7 +1441,6 @@ static int gs_group_open_fd(struct gs_group *g)
 	}
 	gf->g = g;
 	gf->uid = gs_user_current();
-	gs_restarts_init(&gf->rs, &g->lock);
 	fd = gs_fault() ? -EMFILE : get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {
 		ret = fd;
@@ -1392,7 +1480,10 @@ static bool gs_group_named(const struct gs_group *g, const char *name,
 	       ns_of_pid(g->pid) == ns && !strcmp(g->name, name);
 }
 
-/* List g under its name: 0, -EEXIST, -ENOMEM. */
+/*
+ * List g under its name, with an id and the first fd's place in
+ * nr_files: 0, -EEXIST, -ENOMEM.
+ */
 static int gs_group_list(struct gs_group *g)
 {
 	struct gs_group *o;
@@ -1409,13 +1500,18 @@ static int gs_group_list(struct gs_group *g)
 		ida_alloc_min(&gs_group_ids, 1, GFP_KERNEL);
 	if (id >= 0) {
 		g->id = id;
+		g->nr_files = 1;
 		list_add_tail(&g->node, &gs_groups);
 	}
 	mutex_unlock(&gs_groups_lock);
 	return id < 0 ? id : 0;
 }
 
-/* The caller's live group named name, referenced, or NULL. */
+/*
+ * The caller's group named name, with a hold for a new fd (a place in
+ * nr_files and a reference; gs_group_file_put() ends it), or NULL. A
+ * group whose last fd closed is off the list: it is gone for a lookup.
+ */
 static struct gs_group *gs_group_find(const char *name)
 {
 	struct gs_group *g, *found = NULL;
@@ -1424,9 +1520,9 @@ static struct gs_group *gs_group_find(const char *name)
 	list_for_each_entry(g, &gs_groups, node) {
 		if (gs_group_named(g, name, current_cred(),
 				   task_active_pid_ns(current))) {
-			/* One being destroyed is as good as gone. */
-			if (kref_get_unless_zero(&g->kref))
-				found = g;
+			g->nr_files++;
+			kref_get(&g->kref);	/* an fd holds one already */
+			found = g;
 			break;
 		}
 	}
@@ -1456,7 +1552,7 @@ static bool gs_group_may_open(struct gs_group *g)
 	mutex_lock(&g->lock);
 	ok = true;
 	for (i = 0; i < g->nr && ok; i++)
-		ok = gs_may_control(g->m[i].d, cred);
+		ok = gs_may_control(g->m[i]->d, cred);
 	gs_group_unlock(g);
 	return ok;
 }
@@ -1477,7 +1573,7 @@ static int gs_group_req(const struct gs_uarg *ua,
 
 /*
  * Tell the caller g's id and return a new fd for g, which takes over the
- * caller's reference; on failure that reference is put.
+ * caller's hold on g; on failure that hold ends.
  */
 static long gs_group_hand_out(const struct gs_uarg *ua,
 			      struct gpusleep_group_create *req,
@@ -1496,7 +1592,7 @@ static long gs_group_hand_out(const struct gs_uarg *ua,
 	return ret;
 
 err_put:
-	gs_group_put(g);
+	gs_group_file_put(g);
 	return ret;
 }
 
@@ -1519,7 +1615,7 @@ long gs_group_open(const struct gs_uarg *ua)
 	return gs_group_hand_out(ua, &req, g);
 
 err_put:
-	gs_group_put(g);
+	gs_group_file_put(g);
 	return ret;
 }
 
@@ -1535,17 +1631,17 @@ long gs_group_create(const struct gs_uarg *ua)
 	g = gs_kzalloc(sizeof(*g), GFP_KERNEL_ACCOUNT);
 	if (!g)
 		return -ENOMEM;
+	/* The first fd's reference. */
 	kref_init(&g->kref);
 	mutex_init(&g->lock);
 	memcpy(g->name, req.name, sizeof(g->name));
 	g->cred = get_current_cred();
 	g->pid = get_pid(task_tgid(current));
 	g->fail_rank = GPUSLEEP_GROUP_NO_RANK;
+	INIT_LIST_HEAD(&g->node);
 	INIT_LIST_HEAD(&g->waiters);
 	init_waitqueue_head(&g->wq);
-	INIT_WORK(&g->work, gs_group_work);
-	INIT_DELAYED_WORK(&g->deadline_work, gs_group_deadline_work);
-	INIT_WORK(&g->free_work, gs_group_free_work);
+	INIT_DELAYED_WORK(&g->work, gs_group_work);
 
 	ret = gs_group_list(g);
 	if (ret) {
@@ -1555,21 +1651,25 @@ long gs_group_create(const struct gs_uarg *ua)
 		kfree(g);
 		return ret;
 	}
-	/* The fd takes over the first reference. */
+	/* Its work may outlive every fd: g holds the module, as an fd does. */
+	__module_get(THIS_MODULE);
+	/* The ranks' back-pointers', until gs_group_detach(). */
+	kref_get(&g->kref);
 	return gs_group_hand_out(ua, &req, g);
 }
 
 int gs_groups_init(void)
 {
-	gs_group_wq = alloc_workqueue("gpusleep_group", 0, 0);
+	gs_group_wq = alloc_ordered_workqueue("gpusleep_group", 0);
 	return gs_group_wq ? 0 : -ENOMEM;
 }
 
 void gs_groups_exit(void)
 {
 	/*
-	 * Every group fd held the module, and every abandoned group holds
-	 * it until its last work: none is left but a work's return.
+	 * Every group holds the module until it is freed, and a queued
+	 * work holds its group: none is left but the return of a work that
+	 * put the last reference, which this waits for.
 	 */
 	destroy_workqueue(gs_group_wq);
 	WARN_ON(!list_empty(&gs_groups));

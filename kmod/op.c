@@ -558,7 +558,7 @@ static int gs_op_req_check(const struct gs_domain *d, struct gpusleep_op *req,
 	return 0;
 }
 
-int gs_op_release(struct gs_domain *d, struct gpusleep_op *req)
+int gs_op_release_check(struct gs_domain *d, struct gpusleep_op *req)
 {
 	u32 tags = req->tags ? req->tags : d->tags.all;
 	u32 already;
@@ -579,7 +579,17 @@ int gs_op_release(struct gs_domain *d, struct gpusleep_op *req)
 	/* Nothing new is unmapped before the agent said what it did. */
 	if (d->op_active || d->late.valid)
 		return gs_refuse(req, GPUSLEEP_R_BUSY, 0);
+	return 0;
+}
 
+int gs_op_release(struct gs_domain *d, struct gpusleep_op *req)
+{
+	u32 tags = req->tags ? req->tags : d->tags.all;
+	int ret;
+
+	ret = gs_op_release_check(d, req);
+	if (ret)
+		return ret;
 	gs_op_begin(d, GPUSLEEP_OP_RELEASE, tags, req);
 	req->reason = GPUSLEEP_R_NONE;
 	req->bad_tags = 0;
@@ -756,6 +766,12 @@ int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
 	if ((c->flags & ~GPUSLEEP_CF_MASK) ||
 	    (gs_engine_step(c->type) &&
 	     (c->flags || c->freed_bytes || c->lost_bytes)))
+		return -EINVAL;
+	/*
+	 * A pause that succeeded unmapped its tag: no contents of it were
+	 * lost (the remap replaces the memory, and counts that once).
+	 */
+	if (c->type == GPUSLEEP_EV_PAUSE_TAG && !c->status && c->lost_bytes)
 		return -EINVAL;
 	if (!engine && d->late.valid && d->late.op_id == c->op_id &&
 	    d->late.step == c->step && d->late.type == c->type)

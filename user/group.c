@@ -110,7 +110,7 @@ int gs_group_wait(int gfd, uint64_t op_id, uint32_t timeout_ms,
 	}
 	ret = group_ioctl(gfd, GPUSLEEP_IOC_GROUP_WAIT, &w);
 	if (ret == -EINTR && res)
-		res->op_id = w.op_id;	/* the one it waited for */
+		res->op_id = w.result.op_id;	/* the one it waited for */
 	if (ret)
 		return ret;
 	if (res)

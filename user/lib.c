@@ -176,11 +176,9 @@ int gs_wait(int fd, uint64_t op_id, uint32_t timeout_ms,
 	w.op_id = op_id;
 	w.timeout_ms = timeout_ms;
 	ret = sys_ioctl(fd, GPUSLEEP_IOC_WAIT, &w);
-	if (res) {
+	/* After -EINTR, result.op_id is the one it waited for. */
+	if (res)
 		*res = w.result;
-		if (ret == -EINTR)
-			res->op_id = w.op_id;	/* the one it waited for */
-	}
 	return ret < 0 ? ret : 0;
 }
 

@@ -223,7 +223,9 @@ int main(void)
 	F(gpusleep_group_result, nr_ranks);
 	F(gpusleep_group_result, pad);
 	F(gpusleep_group_result, duration_ns);
-	F(gpusleep_group_result, reserved);
+	F(gpusleep_group_result, flags);
+	F(gpusleep_group_result, pad2);
+	F(gpusleep_group_result, settle_op_id);
 	S(gpusleep_group_result);
 	F(gpusleep_group_wait, op_id);
 	F(gpusleep_group_wait, timeout_ms);

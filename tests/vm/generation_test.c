@@ -319,6 +319,32 @@ TEST_F(g, remap_with_lost_bytes_counts_once)
 	EXPECT_EQ(W, ev.tags);
 }
 
+/*
+ * Issue 35: a pause that succeeded unmapped its tag, so it has no
+ * contents to have lost: its answer carrying lost_bytes is refused
+ * (EINVAL, the step stays awaited), where it used to be taken and count
+ * a replacement on top of the remap's (+2 for one cycle). The proper
+ * answer then goes through, and the cycle counts once.
+ */
+TEST_F(g, successful_pause_with_lost_bytes_is_refused)
+{
+	struct gpusleep_event ev;
+	struct gpusleep_op op;
+
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RELEASE, W, 0, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
+	ASSERT_EQ(0, gs_expect(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, &ev));
+	EXPECT_EQ(-EINVAL, answer_full(self->agent, &ev, 0, 4096, 4096, 0, 0));
+	EXPECT_EQ(0, gen(self->ctl, GW));
+	ASSERT_EQ(0, answer_full(self->agent, &ev, 0, 4096, 0, 0, 0));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
+	ASSERT_EQ(0, gs_start(self->ctl, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0,
+				    4096));
+	ASSERT_EQ(0, gs_finish(self->ctl, op.op_id, NULL));
+	EXPECT_EQ(1, gen(self->ctl, GW));
+}
+
 /* A failed remap, lost contents or not, replaced nothing. */
 TEST_F(g, failed_remap_with_lost_bytes_does_not_count)
 {

@@ -14,9 +14,11 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include "kselftest_harness.h"
 #include "gs_test.h"
+#include "gs_nl.h"
 
 #define W	GPUSLEEP_TAG_WEIGHTS
 #define KV	GPUSLEEP_TAG_KV_CACHE
@@ -424,7 +426,7 @@ TEST_F(g, refused_already_released)
 	pump(self, 50);
 	expect_awake(_metadata, self, 0);
 	expect_awake(_metadata, self, 2);
-	/* The DRAIN of rank 0 was taken back unread. */
+	/* Checked before any rank started: no DRAIN reached rank 0. */
 	EXPECT_EQ(0, count_of(self, 0, GPUSLEEP_EV_DRAIN));
 }
 
@@ -696,10 +698,13 @@ TEST_F_TIMEOUT(g, deadlines_never_early, 240)
  * Blocking calls interrupted by stop signals and SA_RESTART handlers: a
  * child process (with one or two threads) blocks, the test stops and
  * continues it while it plays every rank, and the child reports through
- * shared memory what its calls returned.
+ * shared memory what its calls returned. An interrupted release returns
+ * -EINTR with its op id (never restarted): the child then waits for that
+ * id, as libgpusleep's callers do.
  */
 struct blocked {
 	int ret[2];
+	int eintr[2];		/* the call returned -EINTR first */
 	uint32_t rank[2], reason[2];
 	uint64_t id[2];		/* the operation the call was about */
 	uint64_t ns[2];		/* how long the call took */
@@ -724,20 +729,34 @@ static void on_usr1(int sig)
 	(void)sig;
 }
 
-/* A blocking GROUP_RELEASE of weights. */
+/* A blocking GROUP_RELEASE of weights (then its GROUP_WAIT if need be). */
 static void *blk_group_release(void *arg)
 {
 	struct blocked *b = arg;
+	struct gpusleep_group_result res;
 	struct gpusleep_group_op o;
 	uint64_t t0 = now_ns();
+	int r;
 
 	memset(&o, 0, sizeof(o));
 	o.tags = W;
-	b->ret[0] = gs_err(ioctl(b->grp, GPUSLEEP_IOC_GROUP_RELEASE, &o));
-	b->ns[0] = now_ns() - t0;
+	r = gs_err(ioctl(b->grp, GPUSLEEP_IOC_GROUP_RELEASE, &o));
 	b->id[0] = o.op_id;
 	b->rank[0] = o.rank;
 	b->reason[0] = o.reason;
+	if (r == -EINTR && o.op_id) {
+		b->eintr[0] = 1;
+		do
+			r = gwait(b->grp, o.op_id, 0, &res, NULL, 0);
+		while (r == -EINTR);
+		if (!r) {
+			r = res.error;
+			b->rank[0] = res.rank;
+			b->reason[0] = res.reason;
+		}
+	}
+	b->ns[0] = now_ns() - t0;
+	b->ret[0] = r;
 	return NULL;
 }
 
@@ -759,15 +778,28 @@ static void *blk_group_wait(void *arg)
 	return NULL;
 }
 
-/* A blocking RELEASE of weights through a domain fd. */
+/* A blocking RELEASE of weights through a domain fd (then its WAIT). */
 static void *blk_release(void *arg)
 {
 	struct blocked *b = arg;
+	struct gpusleep_result res;
 	struct gpusleep_op o;
+	int r;
 
-	b->ret[0] = gs_release(b->fd, W, 0, &o);
+	r = gs_release(b->fd, W, 0, &o);
 	b->id[0] = o.op_id;
 	b->reason[0] = o.reason;
+	if (r == -EINTR && o.op_id) {
+		b->eintr[0] = 1;
+		do
+			r = gs_wait(b->fd, o.op_id, 0, &res);
+		while (r == -EINTR);
+		if (!r) {
+			r = res.error;
+			b->reason[0] = res.reason;
+		}
+	}
+	b->ret[0] = r;
 	return NULL;
 }
 
@@ -847,10 +879,11 @@ static int pump_until_exit(FIXTURE_DATA(g) *self, pid_t pid)
 
 /*
  * A blocking GROUP_RELEASE stopped and continued, and interrupted by an
- * SA_RESTART handler, restarts transparently: the same operation, no
- * second one, its own result.
+ * SA_RESTART handler, is not restarted (that would start a second
+ * operation): -EINTR with its op id, whose GROUP_WAIT then gives its own
+ * result; one operation.
  */
-TEST_F(g, blocking_group_release_restarts)
+TEST_F(g, blocking_group_release_interrupted_returns_eintr)
 {
 	struct gpusleep_group_result res;
 	struct blocked *b = blocked_new();
@@ -870,6 +903,7 @@ TEST_F(g, blocking_group_release_restarts)
 	}
 	ASSERT_EQ(0, release_held(self, 2));
 	ASSERT_EQ(0, pump_until_exit(self, pid));
+	EXPECT_EQ(1, b->eintr[0]);
 	EXPECT_EQ(0, b->ret[0]);
 	EXPECT_EQ(NOR, b->rank[0]);
 	ASSERT_EQ(0, gwait(self->grp, 0, 1000, &res, NULL, 0));
@@ -879,8 +913,12 @@ TEST_F(g, blocking_group_release_restarts)
 	munmap(b, sizeof(*b));
 }
 
-/* GROUP_WAIT's timeout is absolute: stop signals neither end nor extend it. */
-TEST_F(g, group_wait_timeout_absolute)
+/*
+ * A GROUP_WAIT with a timeout is not restarted after a stop signal (its
+ * timeout would start again): -EINTR, with result.op_id the operation it
+ * waited for; the caller goes on to its own deadline.
+ */
+TEST_F(g, group_wait_with_timeout_not_restarted)
 {
 	struct gpusleep_group_op o;
 	struct blocked *b = blocked_new();
@@ -893,13 +931,13 @@ TEST_F(g, group_wait_timeout_absolute)
 	pump(self, 50);
 	b->grp = self->grp;
 	b->started = o.op_id;
-	b->wait_ms = 1000;
+	b->wait_ms = 60000;
 	pid = blocked_spawn(b, blk_group_wait, NULL);
 	ASSERT_LE(0, pid);
 	for (k = 0; k < 200 && waitpid(pid, &st, WNOHANG) != pid; k++)
-		stop_cont(pid, k & 1);
-	EXPECT_EQ(-ETIMEDOUT, b->ret[1]);
-	EXPECT_GE(b->ns[1], 1000000000ULL);
+		stop_cont(pid, 0);
+	EXPECT_EQ(-EINTR, b->ret[1]);
+	EXPECT_EQ(o.op_id, b->id[1]);
 	ASSERT_EQ(0, release_held(self, 2));
 	ASSERT_EQ(0, drive(self, o.op_id, NULL, NULL));
 	munmap(b, sizeof(*b));
@@ -907,7 +945,7 @@ TEST_F(g, group_wait_timeout_absolute)
 
 /*
  * GROUP_WAIT for the newest operation (op_id 0), interrupted by a handler
- * without SA_RESTART: -EINTR with op_id written. A new GROUP_WAIT for the
+ * without SA_RESTART: -EINTR with result.op_id written. A new GROUP_WAIT for the
  * newest, once a second operation is in flight, waits for that one, not
  * for the interrupted call's older, finished operation.
  */
@@ -936,7 +974,8 @@ TEST_F(g, group_wait_for_the_newest_after_eintr)
 		if (ioctl(self->grp, GPUSLEEP_IOC_GROUP_WAIT, &w) != -1 ||
 		    errno != EINTR)
 			_exit(10);
-		if (write(rep[1], &w.op_id, sizeof(w.op_id)) != sizeof(w.op_id))
+		if (write(rep[1], &w.result.op_id, sizeof(w.result.op_id)) !=
+		    sizeof(w.result.op_id))
 			_exit(11);
 		do
 			n = read(go[0], &t, 1);
@@ -976,10 +1015,10 @@ TEST_F(g, group_wait_for_the_newest_after_eintr)
 }
 
 /*
- * Two threads blocked on one fd, the process stopped: each restart finds
- * its own call (restart records are per blocked task, not per fd). Rank
- * rank holds its DRAIN while the threads block; both must end with the
- * same operation's success, and no second operation may start.
+ * Two threads blocked on one fd, the process stopped: the release returns
+ * -EINTR and its thread waits by id, the wait by id restarts. The rank
+ * given holds its DRAIN while the threads block; both must end with the same
+ * operation's success, and no second operation may start.
  */
 static void two_blocked(struct __test_metadata *_metadata,
 			FIXTURE_DATA(g) *self, struct blocked *b,
@@ -1006,7 +1045,7 @@ static void two_blocked(struct __test_metadata *_metadata,
 	EXPECT_EQ(1, count_of(self, rank, GPUSLEEP_EV_DRAIN));
 }
 
-TEST_F(g, restart_per_task_group_fd)
+TEST_F(g, stopped_release_and_wait_on_one_group_fd)
 {
 	struct blocked *b = blocked_new();
 
@@ -1016,7 +1055,7 @@ TEST_F(g, restart_per_task_group_fd)
 	munmap(b, sizeof(*b));
 }
 
-TEST_F(g, restart_per_task_domain_fd)
+TEST_F(g, stopped_release_and_wait_on_one_domain_fd)
 {
 	struct blocked *b = blocked_new();
 
@@ -1029,10 +1068,311 @@ TEST_F(g, restart_per_task_domain_fd)
 }
 
 /*
- * A blocked GROUP_RELEASE keeps its own result however many group
- * operations finish before it runs again.
+ * Issue 35, defect 1. A blocking release interrupted by a handler without
+ * SA_RESTART returns -EINTR with its op id; the caller waits for that id,
+ * resumes, then issues the release again with the same struct, into which
+ * the kernel wrote the id. op_id is output only: that is a new release,
+ * which drains every engine again and returns a new id, never the old
+ * operation's result.
  */
-TEST_F_TIMEOUT(g, blocked_caller_keeps_own_result, 120)
+struct again {
+	int ret;		/* the second call's */
+	uint64_t first, second;	/* op ids */
+};
+
+/* In a child, with no SA_RESTART: call, -EINTR, wait, resume, call again. */
+static int again_child(int fd, int grp, int rep)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 };	/* no SA_RESTART */
+	struct gpusleep_group_op go;
+	struct gpusleep_op op;
+	struct again a = { 0 };
+	sigset_t usr1;
+	int r;
+
+	sigaction(SIGUSR1, &sa, NULL);
+	memset(&op, 0, sizeof(op));
+	memset(&go, 0, sizeof(go));
+	op.tags = W;
+	go.tags = W;
+	r = grp >= 0 ? ioctl(grp, GPUSLEEP_IOC_GROUP_RELEASE, &go) :
+		       ioctl(fd, GPUSLEEP_IOC_RELEASE, &op);
+	a.first = grp >= 0 ? go.op_id : op.op_id;
+	if (r != -1 || errno != EINTR || !a.first)
+		return 10;
+	if (write(rep, &a.first, sizeof(a.first)) != sizeof(a.first))
+		return 11;
+	/* The rest is not interrupted: the test stops signalling. */
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &usr1, NULL);
+	if (grp >= 0) {
+		struct gpusleep_group_result res;
+
+		if (gwait(grp, a.first, 0, &res, NULL, 0) || res.error)
+			return 12;
+		if (gop(grp, GPUSLEEP_IOC_GROUP_RESUME, W, 0, 0, NULL))
+			return 13;
+		a.ret = gs_err(ioctl(grp, GPUSLEEP_IOC_GROUP_RELEASE, &go));
+		a.second = go.op_id;
+	} else {
+		struct gpusleep_result res;
+
+		if (gs_wait(fd, a.first, 0, &res) || res.error)
+			return 12;
+		if (gs_resume(fd, W, 0, NULL))
+			return 13;
+		a.ret = gs_err(ioctl(fd, GPUSLEEP_IOC_RELEASE, &op));
+		a.second = op.op_id;
+	}
+	return write(rep, &a, sizeof(a)) == sizeof(a) ? 0 : 14;
+}
+
+static void release_again(struct __test_metadata *_metadata,
+			  FIXTURE_DATA(g) *self, int fd, int grp, int rank)
+{
+	int rep[2], before = count_of(self, -1, GPUSLEEP_EV_DRAIN);
+	uint64_t first = 0;
+	struct again a;
+	pid_t pid;
+
+	ASSERT_EQ(0, pipe(rep));
+	self->sc[rank].hold = GPUSLEEP_EV_DRAIN;
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(again_child(fd, grp, rep[1]));
+	pump(self, 200);
+	ASSERT_TRUE(self->has_held[rank]);
+	for (;;) {
+		struct pollfd p = { .fd = rep[0], .events = POLLIN };
+
+		kill(pid, SIGUSR1);
+		if (poll(&p, 1, 50) == 1)
+			break;
+	}
+	ASSERT_EQ(sizeof(first), read(rep[0], &first, sizeof(first)));
+	ASSERT_EQ(0, release_held(self, rank));
+	/* 0: it waited, resumed and released again. */
+	ASSERT_EQ(0, pump_until_exit(self, pid));
+	ASSERT_EQ(sizeof(a), read(rep[0], &a, sizeof(a)));
+	EXPECT_EQ(first, a.first);
+	EXPECT_EQ(0, a.ret);
+	/* A new operation, not the interrupted one's result again. */
+	EXPECT_LT(first, a.second);
+	/* Every engine it covers drained twice. */
+	EXPECT_EQ(before + 2 * (grp >= 0 ? self->n : 1),
+		  count_of(self, -1, GPUSLEEP_EV_DRAIN));
+	close(rep[0]);
+	close(rep[1]);
+}
+
+TEST_F(g, release_again_after_eintr_is_a_new_release)
+{
+	int fd = gs_attach(self->dev, self->id[0], GPUSLEEP_ROLE_CONTROLLER);
+
+	ASSERT_LE(0, fd);
+	release_again(_metadata, self, fd, -1, 0);
+	close(fd);
+}
+
+TEST_F(g, group_release_again_after_eintr_is_a_new_release)
+{
+	release_again(_metadata, self, -1, self->grp, 2);
+}
+
+/*
+ * Issue 35, defect 3. A blocking release and 64 waits on one fd are
+ * interrupted together (each by an SA_RESTART handler, all in their
+ * handlers at once, as a process-wide stop, the freezer or ptrace has
+ * them), the release first. The release must not come back -EBUSY while
+ * its own operation runs (nor start another): it returns -EINTR with its
+ * op id, and every wait still gets the operation's result.
+ */
+#define BURST	64
+
+struct burst {
+	int fd, grp;
+	struct gpusleep_op op;		/* the release's struct */
+	struct gpusleep_group_op gop;
+	volatile uint64_t id;		/* its op id, once written */
+	int release_ret;
+	int wait_ret[BURST];
+	uint64_t wait_id[BURST];
+	volatile pid_t tid[BURST + 1];
+	volatile sig_atomic_t in_handler[BURST + 1];
+	volatile sig_atomic_t go;
+};
+
+static struct burst *burst;
+static __thread int burst_slot;
+
+/* Stay in the handler until every call has been interrupted. */
+static void on_burst(int sig)
+{
+	(void)sig;
+	burst->in_handler[burst_slot] = 1;
+	while (!burst->go)
+		usleep(1000);
+}
+
+static void *burst_release(void *arg)
+{
+	(void)arg;
+	burst_slot = BURST;
+	burst->tid[BURST] = gettid();
+	if (burst->grp >= 0) {
+		burst->gop.tags = W;
+		burst->release_ret = gs_err(ioctl(burst->grp,
+						  GPUSLEEP_IOC_GROUP_RELEASE,
+						  &burst->gop));
+	} else {
+		burst->op.tags = W;
+		burst->release_ret = gs_err(ioctl(burst->fd,
+						  GPUSLEEP_IOC_RELEASE,
+						  &burst->op));
+	}
+	return NULL;
+}
+
+static void *burst_wait(void *arg)
+{
+	int i = (int)(intptr_t)arg;
+
+	burst_slot = i;
+	burst->tid[i] = gettid();
+	if (burst->grp >= 0) {
+		struct gpusleep_group_result res;
+
+		burst->wait_ret[i] = gwait(burst->grp, burst->id, 0, &res,
+					   NULL, 0);
+		burst->wait_id[i] = res.op_id;
+	} else {
+		struct gpusleep_result res;
+
+		burst->wait_ret[i] = gs_wait(burst->fd, burst->id, 0, &res);
+		burst->wait_id[i] = res.op_id;
+	}
+	return NULL;
+}
+
+/* Is thread tid blocked in ioctl(2)? */
+static int in_ioctl(pid_t tid)
+{
+	char path[64], buf[32] = "";
+	int fd, n;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n > 0 && atoi(buf) == __NR_ioctl;
+}
+
+/* Interrupt the release, then each wait, then let them all go on. */
+static int burst_child(void)
+{
+	struct sigaction sa = { .sa_handler = on_burst,
+				.sa_flags = SA_RESTART };
+	pthread_t t[BURST + 1];
+	int i, k;
+
+	sigaction(SIGUSR1, &sa, NULL);
+	if (pthread_create(&t[BURST], NULL, burst_release, NULL))
+		return 10;
+	for (k = 0; !(burst->id = burst->grp >= 0 ? burst->gop.op_id :
+						  burst->op.op_id); k++) {
+		if (k > 20000)
+			return 11;
+		usleep(1000);
+	}
+	for (i = 0; i < BURST; i++)
+		if (pthread_create(&t[i], NULL, burst_wait,
+				   (void *)(intptr_t)i))
+			return 12;
+	for (i = 0; i <= BURST; i++) {
+		for (k = 0; !burst->tid[i] || !in_ioctl(burst->tid[i]); k++) {
+			if (k > 20000)
+				return 13;
+			usleep(1000);
+		}
+	}
+	/* The release first: its call is the oldest one interrupted. */
+	for (k = BURST; k >= 0; k--) {
+		i = k == BURST ? BURST : BURST - 1 - k;
+		pthread_kill(t[i], SIGUSR1);
+		while (!burst->in_handler[i])
+			usleep(1000);
+	}
+	burst->go = 1;
+	pthread_join(t[BURST], NULL);
+	for (i = 0; i < BURST; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+static void burst_run(struct __test_metadata *_metadata,
+		      FIXTURE_DATA(g) *self, int fd, int grp, int rank)
+{
+	int before = count_of(self, -1, GPUSLEEP_EV_DRAIN), i, st;
+	pid_t pid;
+
+	burst = mmap(NULL, sizeof(*burst), PROT_READ | PROT_WRITE,
+		     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, burst);
+	memset(burst, 0, sizeof(*burst));
+	burst->fd = fd;
+	burst->grp = grp;
+	burst->release_ret = 1;
+	self->sc[rank].hold = GPUSLEEP_EV_DRAIN;
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(burst_child());
+	/* Held until every call was interrupted and went on. */
+	for (i = 0; i < 2000 && burst->release_ret == 1; i++) {
+		pump(self, 10);
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			break;
+	}
+	ASSERT_TRUE(self->has_held[rank]);
+	/* Not -EBUSY: its operation is still running. */
+	EXPECT_EQ(-EINTR, burst->release_ret);
+	EXPECT_NE(0, burst->id);
+	ASSERT_EQ(0, release_held(self, rank));
+	EXPECT_EQ(0, pump_until_exit(self, pid));
+	for (i = 0; i < BURST; i++) {
+		EXPECT_EQ(0, burst->wait_ret[i]);
+		EXPECT_EQ(burst->id, burst->wait_id[i]);
+	}
+	/* One release, no second one. */
+	EXPECT_EQ(before + (grp >= 0 ? self->n : 1),
+		  count_of(self, -1, GPUSLEEP_EV_DRAIN));
+	munmap(burst, sizeof(*burst));
+}
+
+TEST_F_TIMEOUT(g, release_interrupted_with_64_waits, 120)
+{
+	int fd = gs_attach(self->dev, self->id[0], GPUSLEEP_ROLE_CONTROLLER);
+
+	ASSERT_LE(0, fd);
+	burst_run(_metadata, self, fd, -1, 0);
+	close(fd);
+}
+
+TEST_F_TIMEOUT(g, group_release_interrupted_with_64_group_waits, 120)
+{
+	burst_run(_metadata, self, -1, self->grp, 2);
+}
+
+/*
+ * A GROUP_RELEASE stopped through the end of its operation and 6 more
+ * (fewer than the 8 results a group remembers) returns -EINTR once
+ * continued, and its GROUP_WAIT by id gives its own result.
+ */
+TEST_F_TIMEOUT(g, stopped_group_release_finds_its_result_by_id, 120)
 {
 	struct gpusleep_group_result res;
 	struct gpusleep_group_op o;
@@ -1055,7 +1395,7 @@ TEST_F_TIMEOUT(g, blocked_caller_keeps_own_result, 120)
 	ASSERT_EQ(0, drive(self, 0, &res, NULL));
 	EXPECT_EQ(-EIO, res.error);
 	self->sc[0].fail = 0;
-	for (k = 0; k < 5; k++) {
+	for (k = 0; k < 3; k++) {
 		ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB,
 				 0, &o));
 		ASSERT_EQ(0, drive(self, o.op_id, NULL, NULL));
@@ -1065,7 +1405,9 @@ TEST_F_TIMEOUT(g, blocked_caller_keeps_own_result, 120)
 	}
 	kill(pid, SIGCONT);
 	ASSERT_EQ(0, pump_until_exit(self, pid));
-	EXPECT_EQ(-EREMOTEIO, b->ret[0]);
+	EXPECT_EQ(1, b->eintr[0]);
+	/* The result's error: the failing agent's own status. */
+	EXPECT_EQ(-EIO, b->ret[0]);
 	EXPECT_EQ(0, b->rank[0]);
 	EXPECT_EQ(GPUSLEEP_R_AGENT_FAILED, b->reason[0]);
 	munmap(b, sizeof(*b));
@@ -1151,6 +1493,59 @@ TEST_F(g, group_closed_while_unmapping)
 	ASSERT_EQ(0, release_held(self, 0));
 	pump(self, 200);
 	EXPECT_EQ(1, count_of(self, 0, GPUSLEEP_EV_PAUSE_TAG));
+	for (i = 0; i < 3; i++)
+		expect_awake(_metadata, self, i);
+}
+
+/*
+ * Issue 35: a group release ends by its deadline. Rank 0 holds its
+ * PAUSE_TAG and from then on nobody answers (the rollback's resumes
+ * neither): the operation still ends at its deadline, its result saying
+ * that ranks are still at work (GPUSLEEP_GROUP_RF_SETTLING, settle_op_id,
+ * their entries GPUSLEEP_GRF_RUNNING). The group refuses another
+ * operation until the settling one ends, and GROUP_WAIT for that one
+ * gives the final breakdown. No timed assertion: what the results say
+ * (before, the result came once the rollback had ended, settling
+ * nothing); GS_WAIT_MS is only a guard.
+ */
+TEST_F(g, deadline_ends_the_operation_rollback_settles)
+{
+	struct gpusleep_group_rank rk[MAXR];
+	struct gpusleep_group_result res, fin;
+	struct gpusleep_group_op o, busy;
+	int i;
+
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, ALL, NB,
+			 1000, &o));
+	rank0_unmapping(_metadata, self, 0);
+	/* Nobody answers from here: only the deadline ends it. */
+	ASSERT_EQ(0, gwait(self->grp, o.op_id, GS_WAIT_MS, &res, rk, MAXR));
+	EXPECT_EQ(o.op_id, res.op_id);
+	EXPECT_EQ(-ETIMEDOUT, res.error);
+	EXPECT_EQ(GPUSLEEP_GROUP_RF_SETTLING, res.flags);
+	EXPECT_EQ(o.op_id + 1, res.settle_op_id);
+	EXPECT_EQ(3, res.nr_ranks);
+	/* Ranks 1 and 2 released all: their rollback's resume runs. */
+	for (i = 1; i < 3; i++)
+		EXPECT_TRUE(rk[i].flags & GPUSLEEP_GRF_RUNNING);
+	EXPECT_EQ(-EBUSY, gop(self->grp, GPUSLEEP_IOC_GROUP_RESUME, 0, NB, 0,
+			      &busy));
+	/* Answered (late, maybe), and the rollback goes on to its end. */
+	release_held(self, 0);
+	ASSERT_EQ(0, drive(self, res.settle_op_id, &fin, rk));
+	EXPECT_EQ(res.settle_op_id, fin.op_id);
+	EXPECT_EQ(0, fin.flags);
+	EXPECT_EQ(-ETIMEDOUT, fin.error);
+	for (i = 0; i < 3; i++) {
+		EXPECT_FALSE(rk[i].flags & GPUSLEEP_GRF_RUNNING);
+		EXPECT_TRUE(rk[i].flags & (GPUSLEEP_GRF_ROLLED_BACK |
+					   GPUSLEEP_GRF_CANCELLED |
+					   GPUSLEEP_GRF_STILL_RELEASED));
+	}
+	/* Whatever a late answer left released, a group resume maps back. */
+	if (gop(self->grp, GPUSLEEP_IOC_GROUP_RESUME, 0, NB, 0, &o) == 0)
+		ASSERT_EQ(0, drive(self, o.op_id, NULL, NULL));
+	pump(self, 50);
 	for (i = 0; i < 3; i++)
 		expect_awake(_metadata, self, i);
 }
@@ -1491,6 +1886,114 @@ TEST_F(g, sysfs_group_id)
 	self->grp = -1;
 	ASSERT_EQ(0, read_sysfs(self->id[0], "group_id", buf, sizeof(buf)));
 	EXPECT_STREQ("0\n", buf);
+}
+
+/*
+ * Issue 35, defect 2. A group release that rank 2 refuses (its weights
+ * are released already) changes nothing on any rank: ranks 0 and 1 get
+ * no operation (their last op id stays 0), count no failure or cancel in
+ * sysfs, signal no eventfd, send no netlink STATE_NTF or STEP_NTF, and
+ * their engines read nothing.
+ */
+TEST_F(g, refused_release_changes_no_other_rank)
+{
+	uint16_t family;
+	uint32_t nlgrp;
+	struct gpusleep_group_op o;
+	struct gpusleep_state st;
+	struct gpusleep_op op;
+	char buf[NL_BUF];
+	int lsn, efd[2], i, n;
+	uint64_t v;
+
+	for (i = 0; i < 2; i++) {
+		efd[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		ASSERT_LE(0, efd[i]);
+		ASSERT_EQ(0, gs_eventfd(self->eng[i], efd[i],
+					GPUSLEEP_EFD_ALL));
+	}
+	ASSERT_EQ(0, gs_release(self->eng[2], W, NB, &op));
+	pump(self, 50);
+	ASSERT_EQ(0, gs_finish(self->eng[2], op.op_id, NULL));
+	lsn = nl_open();
+	ASSERT_LE(0, lsn);
+	ASSERT_EQ(0, nl_resolve(lsn, &family, &nlgrp));
+	ASSERT_EQ(0, setsockopt(lsn, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP,
+				&nlgrp, sizeof(nlgrp)));
+
+	ASSERT_EQ(-EALREADY, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, 0,
+				 0, &o));
+	EXPECT_EQ(2, o.rank);
+	EXPECT_EQ(0, o.op_id);
+	pump(self, 50);
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, gs_state(self->eng[i], &st));
+		EXPECT_EQ(0, st.last_op_id);
+		EXPECT_EQ(0, st.last.op_id);
+		ASSERT_EQ(0, read_sysfs(self->id[i], "failures", buf,
+					sizeof(buf)));
+		EXPECT_STREQ("0\n", buf);
+		ASSERT_EQ(0, read_sysfs(self->id[i], "cancels", buf,
+					sizeof(buf)));
+		EXPECT_STREQ("0\n", buf);
+		EXPECT_EQ(-1, read(efd[i], &v, sizeof(v)));
+		EXPECT_EQ(EAGAIN, errno);
+		EXPECT_EQ(0, count_of(self, i, GPUSLEEP_EV_DRAIN));
+		EXPECT_EQ(0, count_of(self, i, GPUSLEEP_EV_DRAIN_CANCELLED));
+		close(efd[i]);
+	}
+	/* Not a word on netlink about ranks 0 and 1. */
+	while ((n = recv(lsn, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+		struct nlmsghdr *nh = (void *)buf;
+		struct nlattr *tb[NL_MAX_ATTR];
+
+		for (; NLMSG_OK(nh, n); nh = NLMSG_NEXT(nh, n)) {
+			nl_parse_genl(tb, nh);
+			if (!tb[GPUSLEEP_A_ID])
+				continue;
+			EXPECT_NE(self->id[0], nla_u32(tb[GPUSLEEP_A_ID]));
+			EXPECT_NE(self->id[1], nla_u32(tb[GPUSLEEP_A_ID]));
+		}
+	}
+	close(lsn);
+}
+
+/*
+ * Issue 35, defect 5. A group whose last fd closed while rank 0 unmaps
+ * lives on until its rollback ends, holding its ranks: its id is not
+ * given to a new group meanwhile (two live groups would share it in
+ * sysfs and gpusleepctl group list).
+ */
+TEST_F(g, group_id_not_reused_while_its_group_lives)
+{
+	struct gpusleep_group_create c;
+	struct gpusleep_group_op o;
+	char buf[32], old[32];
+	int fd, i;
+
+	ASSERT_EQ(0, read_sysfs(self->id[0], "group_id", old, sizeof(old)));
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, ALL, NB, 0,
+			 &o));
+	rank0_unmapping(_metadata, self, 0);
+	close(self->grp);
+	self->grp = -1;
+	/* Still the ranks' group, rolling back: the same id in sysfs. */
+	ASSERT_EQ(0, read_sysfs(self->id[0], "group_id", buf, sizeof(buf)));
+	EXPECT_STREQ(old, buf);
+	memset(&c, 0, sizeof(c));
+	snprintf(c.name, sizeof(c.name), "tn%d", getpid());
+	fd = gs_err(ioctl(self->dev, GPUSLEEP_IOC_CREATE_GROUP, &c));
+	ASSERT_LE(0, fd);
+	EXPECT_NE((uint32_t)atoi(old), c.id);
+	ASSERT_EQ(0, pump_until_resume(self, 1));
+	ASSERT_EQ(0, release_held(self, 0));
+	pump(self, 200);
+	for (i = 0; i < 3; i++)
+		expect_awake(_metadata, self, i);
+	/* The old group ended: its ranks are in no group. */
+	ASSERT_EQ(0, read_sysfs(self->id[0], "group_id", buf, sizeof(buf)));
+	EXPECT_STREQ("0\n", buf);
+	close(fd);
 }
 
 static int opengroup(int dev, const char *name)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/gpusleep.h>
@@ -24,6 +25,8 @@ static const char *grf_name(uint32_t flags)
 {
 	if (flags & GPUSLEEP_GRF_STILL_RELEASED)
 		return "still_released";
+	if (flags & GPUSLEEP_GRF_RUNNING)
+		return "running";	/* settling: group wait for what follows */
 	if (flags & GPUSLEEP_GRF_FAILED)
 		return "failed";
 	if (flags & GPUSLEEP_GRF_ROLLED_BACK)
@@ -33,6 +36,41 @@ static const char *grf_name(uint32_t flags)
 	if (flags & GPUSLEEP_GRF_DONE)
 		return "done";
 	return "not_started";
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * gs_group_wait() to one deadline: an interrupted wait (-EINTR, a stop
+ * signal too) goes on for the operation it waited for (op 0 resolved),
+ * with what is left of timeout_ms (0: none).
+ */
+static int wait_to_deadline(int gfd, uint64_t op, uint32_t timeout_ms,
+			    struct gpusleep_group_result *res,
+			    struct gpusleep_group_rank *rk, uint32_t *n)
+{
+	uint64_t end = now_ms() + timeout_ms, t;
+	uint32_t left = timeout_ms, cap = *n;
+	int r;
+
+	for (;;) {
+		*n = cap;
+		r = gs_group_wait(gfd, op, left, res, rk, n);
+		if (r != -EINTR)
+			return r;
+		if (res->op_id)
+			op = res->op_id;
+		if (timeout_ms) {
+			t = now_ms();
+			left = t >= end ? 1 : (uint32_t)(end - t);
+		}
+	}
 }
 
 /* The result, one line per rank (text) or one JSON object. */
@@ -330,9 +368,7 @@ int group_op(const char *name, bool release, const char *tag_list,
 		close(gfd);
 		return EX_OK;
 	}
-	do {
-		r = gs_group_wait(gfd, op.op_id, 0, &res, rk, &n);
-	} while (r == -EINTR);
+	r = wait_to_deadline(gfd, op.op_id, 0, &res, rk, &n);
 	close(gfd);
 	if (r) {
 		errmsg("group %s: op %llu: %s", name,
@@ -353,9 +389,7 @@ int group_wait(const char *name, uint64_t op, uint32_t timeout_ms)
 	gfd = open_group(name, &decl, false);
 	if (gfd < 0)
 		return -gfd;
-	do {
-		r = gs_group_wait(gfd, op, timeout_ms, &res, rk, &n);
-	} while (r == -EINTR);
+	r = wait_to_deadline(gfd, op, timeout_ms, &res, rk, &n);
 	close(gfd);
 	if (r) {
 		jerr.err = r;

@@ -229,15 +229,16 @@ struct gpusleep_attach {
  * flags, timeout_ms (per step; 0 = the module parameters).
  * Out, on success and on failure alike: reason, bad_tags (the tags a
  * refusal names), op_id (0 when refused before an operation started).
+ * Output fields are ignored on input: every call is a new request.
  * A refusal returns its errno and changes nothing. A started operation
  * without GPUSLEEP_OPF_NONBLOCK is waited for: the ioctl returns 0 or the
  * errno of the operation's reason (docs/errors.md), however many other
- * operations finish meanwhile. A stop signal (SIGSTOP, ptrace, freezer) or
- * a handler with SA_RESTART restarts the wait transparently; a handler
- * without SA_RESTART gets -EINTR with op_id written, the operation goes on,
- * and GPUSLEEP_IOC_WAIT with op_id picks it up (so does calling the same
- * ioctl again on the same fd with op_id left as written: one interrupted
- * call per fd is remembered).
+ * operations finish meanwhile. Any signal ends that wait with -EINTR, op_id
+ * written: a handler with or without SA_RESTART, and a stop signal
+ * (SIGSTOP, ptrace, the freezer) too, as for epoll_wait(2) in signal(7);
+ * the call is never restarted, since a restart would start another
+ * operation. The operation goes on; GPUSLEEP_IOC_WAIT with op_id waits for
+ * it. The kernel keeps nothing of an interrupted call.
  */
 struct gpusleep_op {
 	__u32 tags;
@@ -278,14 +279,15 @@ struct gpusleep_result {
  * operation cut short by the engine's death has -EOWNERDEAD there);
  * -ENOENT for an id never issued or finished too long ago to be remembered
  * (the last 16 finished are; an operation that is waited for when it
- * finishes is always delivered); -ETIMEDOUT. The timeout is a deadline:
- * an interrupted call writes back op_id (the operation it waits for, 0
- * resolved) and timeout_ms (what is left of it, at least 1; 0 stays 0),
- * so a restart after a stop signal or an SA_RESTART handler goes on to
- * the same deadline (one interrupted call per thread and fd is
- * remembered); a handler without SA_RESTART gets -EINTR (the operation
- * goes on) with both written: passing the struct again goes on the same
- * way, a new struct with its own op_id and timeout_ms is a new wait.
+ * finishes is always delivered); -ETIMEDOUT. Interrupted by a signal, the
+ * call writes result.op_id (the operation it waited for, 0 resolved; the
+ * rest of result zero) and leaves op_id and timeout_ms as they were. A
+ * wait for a named op_id without a timeout asks the same whenever it is
+ * asked: it is restarted after a stop signal or an SA_RESTART handler
+ * (-EINTR after a handler without SA_RESTART). Any other wait (op_id 0,
+ * which could resolve to a newer operation, or a timeout, which would
+ * start again) returns -EINTR, stop signals included: the caller waits
+ * again for result.op_id with what is left of its own deadline.
  */
 struct gpusleep_wait {
 	__u64 op_id;
@@ -511,7 +513,9 @@ struct gpusleep_complete {
 /*
  * Flags of struct gpusleep_complete.flags. lost_bytes are contents a
  * failed pause lost when it mapped memory back fresh (zeros): kv_cache is
- * then repaired before the engine may schedule.
+ * then repaired before the engine may schedule. A PAUSE_TAG answer with
+ * status 0 unmapped the tag and lost nothing: with lost_bytes it is
+ * -EINVAL (the step stays awaited).
  */
 #define GPUSLEEP_CF_MEASURED	(1U << 0)	/* freed_bytes was measured */
 #define GPUSLEEP_CF_SHORTFALL	(1U << 1)	/* less came free than bytes */
@@ -570,14 +574,16 @@ struct gpusleep_group_add {
  * GPUSLEEP_IOC_GROUP_RELEASE / GPUSLEEP_IOC_GROUP_RESUME (group fd): one
  * operation over every rank. In: tags (0: as for one domain), flags
  * (GPUSLEEP_OPF_*), timeout_ms (per step of every rank, and the group
- * release's deadline; 0: the module parameters). Out: op_id (0 when
+ * operation's deadline, by which it ends: see GPUSLEEP_GROUP_RF_SETTLING;
+ * 0: the module parameters, no deadline). Out: op_id (0 when
  * refused), and the first rank that refused or failed: reason, rank,
  * domain, bad_tags (GPUSLEEP_GROUP_NO_RANK and 0 on success). A refusal
  * returns that rank's errno with nothing changed on any rank; a started
  * operation without GPUSLEEP_OPF_NONBLOCK is waited for and returns 0 or
  * the failing rank's errno (its breakdown: GPUSLEEP_IOC_GROUP_WAIT). An
- * interrupted wait returns -EINTR with op_id written; the operation goes
- * on. -EBUSY: a group operation is in flight; -ENOENT: no ranks.
+ * interrupted wait returns -EINTR with op_id written, never restarted (as
+ * GPUSLEEP_IOC_RELEASE); the operation goes on. Output fields are ignored
+ * on input. -EBUSY: a group operation is in flight; -ENOENT: no ranks.
  */
 struct gpusleep_group_op {
 	__u32 tags;
@@ -598,6 +604,7 @@ struct gpusleep_group_op {
 #define GPUSLEEP_GRF_CANCELLED		(1U << 2) /* called off, nothing unmapped */
 #define GPUSLEEP_GRF_ROLLED_BACK	(1U << 3) /* released, resumed again */
 #define GPUSLEEP_GRF_STILL_RELEASED	(1U << 4) /* could not be resumed */
+#define GPUSLEEP_GRF_RUNNING		(1U << 5) /* still at work (settling) */
 
 /* One rank of a group operation's result. */
 struct gpusleep_group_rank {
@@ -611,6 +618,19 @@ struct gpusleep_group_rank {
 	__u32 pad;
 };
 
+/*
+ * Flags of struct gpusleep_group_result.flags. SETTLING: the operation
+ * ended at its deadline while ranks were still at work (a release's
+ * rollback resuming them, a step a rank had read, a resume's remaps;
+ * their entries flagged GPUSLEEP_GRF_RUNNING): what they do goes on as
+ * group operation settle_op_id, started by the kernel (the same kind,
+ * tags and failure; no deadline, each rank's steps time out on their
+ * own). The group refuses new operations (-EBUSY) until it ends, and
+ * GPUSLEEP_IOC_GROUP_WAIT for settle_op_id returns then, with the final
+ * breakdown (ROLLED_BACK, STILL_RELEASED).
+ */
+#define GPUSLEEP_GROUP_RF_SETTLING	(1U << 0)
+
 /* The result of a finished group operation. */
 struct gpusleep_group_result {
 	__u64 op_id;
@@ -623,7 +643,9 @@ struct gpusleep_group_result {
 	__u32 nr_ranks;
 	__u32 pad;
 	__u64 duration_ns;
-	__u64 reserved[2];
+	__u32 flags;		/* GPUSLEEP_GROUP_RF_* */
+	__u32 pad2;
+	__u64 settle_op_id;	/* SETTLING: the operation that goes on */
 };
 
 /*
@@ -635,9 +657,8 @@ struct gpusleep_group_result {
  * entries written, rank_size = the module's entry size. The results of
  * the last 8 group operations are kept, the entries of the newest only
  * (nr_ranks 0 for an older one). -ENOENT: an id never issued, or
- * finished too long ago; -ETIMEDOUT. Interrupted, it writes back op_id
- * and timeout_ms as GPUSLEEP_IOC_WAIT does (a restart goes on to the
- * same deadline; a new struct is a new wait).
+ * finished too long ago; -ETIMEDOUT. Interrupted, it writes result.op_id
+ * and is restarted or returns -EINTR as GPUSLEEP_IOC_WAIT does.
  */
 struct gpusleep_group_wait {
 	__u64 op_id;

@@ -79,6 +79,8 @@ int gs_grant(int engine_fd, uint32_t role);
  * released); flags GPUSLEEP_OPF_*; timeout_ms 0 = module defaults. out
  * (may be NULL) receives reason, bad_tags and op_id on success and on
  * failure alike. Returns 0 or -errno (the operation's or the refusal's).
+ * A blocking call interrupted by a signal (a stop signal too) returns
+ * -EINTR with out->op_id set: the operation goes on, gs_wait() for it.
  */
 int gs_release(int fd, uint32_t tags, uint32_t flags, uint32_t timeout_ms,
 	       struct gpusleep_op *out);
@@ -93,9 +95,11 @@ int gs_get_state(int fd, struct gpusleep_state *st);
  * Wait for operation op_id (0 = newest), timeout_ms 0 = forever. Returns 0
  * with *res filled (the operation's own outcome is res->error, -EOWNERDEAD
  * if the engine died), or -errno (-ETIMEDOUT, -ENOENT, -EINTR). After
- * -EINTR (a signal handler ran), res->op_id is the operation it waited for
- * (op_id 0 resolved): wait again for that id with what is left of the
- * timeout to go on; a new call with op_id 0 waits for the newest then.
+ * -EINTR (a signal handler ran; with a timeout or op_id 0, a stop signal
+ * too), res->op_id is the operation it waited for (op_id 0 resolved):
+ * wait again for that id with what is left of your deadline to go on; a
+ * new call with op_id 0 waits for the newest then. A wait for a named
+ * op_id without a timeout is restarted by the kernel.
  */
 int gs_wait(int fd, uint64_t op_id, uint32_t timeout_ms,
 	    struct gpusleep_result *res);

@@ -249,6 +249,8 @@ GRF_FAILED = 1 << 1
 GRF_CANCELLED = 1 << 2
 GRF_ROLLED_BACK = 1 << 3
 GRF_STILL_RELEASED = 1 << 4
+GRF_RUNNING = 1 << 5
+GROUP_RF_SETTLING = 1 << 0
 
 
 class gpusleep_group_create(ctypes.Structure):
@@ -278,7 +280,8 @@ class gpusleep_group_result(ctypes.Structure):
     _fields_ = [("op_id", u64), ("kind", u32), ("tags", u32),
                 ("error", ctypes.c_int32), ("reason", u32), ("rank", u32),
                 ("domain", u32), ("nr_ranks", u32), ("pad", u32),
-                ("duration_ns", u64), ("reserved", u64 * 2)]
+                ("duration_ns", u64), ("flags", u32), ("pad2", u32),
+                ("settle_op_id", u64)]
 
 
 class gpusleep_group_wait(ctypes.Structure):

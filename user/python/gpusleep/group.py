@@ -53,10 +53,12 @@ class RankResult:
         self.cancelled = bool(r.flags & _lib.GRF_CANCELLED)
         self.rolled_back = bool(r.flags & _lib.GRF_ROLLED_BACK)
         self.still_released = bool(r.flags & _lib.GRF_STILL_RELEASED)
+        self.running = bool(r.flags & _lib.GRF_RUNNING)
 
     def __repr__(self) -> str:
         what = [n for n in ("done", "failed", "cancelled", "rolled_back",
-                            "still_released") if getattr(self, n)]
+                            "still_released", "running")
+                if getattr(self, n)]
         return (f"RankResult(rank={self.rank}, domain={self.domain}, "
                 f"{'|'.join(what) or 'not_started'}, "
                 f"reason={self.reason_name}, released={self.released!r})")
@@ -77,6 +79,10 @@ class GroupResult:
         self.domain = r.domain or None
         self.duration = r.duration_ns / 1e9
         self.ranks = ranks
+        # Ended at its deadline with ranks still at work: they go on as
+        # group operation settle_op_id (wait() for it); None otherwise.
+        self.settle_op_id: Optional[int] = \
+            r.settle_op_id if r.flags & _lib.GROUP_RF_SETTLING else None
 
     @property
     def ok(self) -> bool:
@@ -89,9 +95,11 @@ class GroupResult:
         return self
 
     def __repr__(self) -> str:
+        settling = f", settle_op_id={self.settle_op_id}" \
+            if self.settle_op_id else ""
         return (f"GroupResult(op_id={self.op_id}, kind={self.kind!r}, "
                 f"error={self.error}, reason={self.reason_name}, "
-                f"rank={self.rank}, ranks={self.ranks!r})")
+                f"rank={self.rank}{settling}, ranks={self.ranks!r})")
 
 
 def _group_error(err, reason, rank, domain, *, op_id=0, result=None,
