@@ -382,13 +382,18 @@ static ssize_t gs_domain_read(struct file *file, char __user *buf,
 	struct gs_file *gf = file->private_data;
 	struct gs_domain *d = gf->d;
 	struct gs_evq *q = gs_file_queue(gf);
-	struct gpusleep_event ev;
+	struct gpusleep_event ev, out;
 	bool got, dead;
 	int ret;
 
 	if (!q || count < GPUSLEEP_EVENT_SIZE_VER0)
 		return -EINVAL;
-	count = min(count, sizeof(ev));
+	/*
+	 * Whole records only: the largest version that fits the buffer (a
+	 * reader built against an older struct gets that version, never the
+	 * start of a newer one cut short), and size says which.
+	 */
+	count = count >= sizeof(ev) ? sizeof(ev) : GPUSLEEP_EVENT_SIZE_VER0;
 	if (gf->role == GPUSLEEP_ROLE_ENGINE && !gs_engine_here(d))
 		return READ_ONCE(d->dead) ? 0 : -EPERM;
 	for (;;) {
@@ -408,7 +413,12 @@ static ssize_t gs_domain_read(struct file *file, char __user *buf,
 		if (ret)
 			return ret;
 	}
-	if (gs_copy_to_user(buf, &ev, count)) {
+	out = ev;
+	out.size = count;
+	/* An absolute CLOCK_MONOTONIC time, as the reader's clock reads it. */
+	if (out.deadline_ns)
+		out.deadline_ns = gs_mono_for_reader(out.deadline_ns);
+	if (gs_copy_to_user(buf, &out, count)) {
 		/* Unseen: back in line if still current (op.c decides). */
 		mutex_lock(&d->lock);
 		if (!d->dead)
@@ -589,6 +599,11 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd,
 	ret = gs_uarg_in(ua, &req, sizeof(req));
 	if (ret)
 		return ret;
+	/* The request's own form first, before any state is read. */
+	ret = gs_op_req_valid(cmd == GPUSLEEP_IOC_RELEASE ? GPUSLEEP_OP_RELEASE :
+			      GPUSLEEP_OP_RESUME, &req);
+	if (ret)
+		return gs_uarg_out(ua, &req, sizeof(req)) ? -EFAULT : ret;
 
 	mutex_lock(&d->lock);
 	restart = req.op_id && !(req.flags & GPUSLEEP_OPF_NONBLOCK) &&
@@ -711,6 +726,10 @@ static long gs_ioc_complete(struct gs_file *gf, const struct gs_uarg *ua)
 	     (gf->role != GPUSLEEP_ROLE_AGENT ||
 	      c.type != GPUSLEEP_EV_PAUSE_TAG)))
 		return -EINVAL;
+	/* The answer's own form, before the domain's state is read. */
+	ret = gs_op_complete_valid(&c);
+	if (ret)
+		return ret;
 
 	mutex_lock(&d->lock);
 	if (d->dead) {

@@ -61,6 +61,7 @@
 #include <linux/lockdep.h>
 #include <linux/uidgid.h>
 #include <linux/ktime.h>
+#include <linux/time_namespace.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -437,6 +438,21 @@ static inline unsigned long gs_jiffies_until(ktime_t deadline)
 	return ns > 0 ? DIV_ROUND_UP_ULL(ns, TICK_NSEC) + 1 : 0;
 }
 
+/*
+ * An absolute CLOCK_MONOTONIC time (ns, the host's) as the calling task
+ * reads that clock: in its time namespace, whose offset a process moved
+ * by CRIU carries. Every such time that leaves the module passes here,
+ * in the reader's context (timens_add_monotonic() adds nothing outside a
+ * time namespace, or without CONFIG_TIME_NS).
+ */
+static inline u64 gs_mono_for_reader(u64 ns)
+{
+	struct timespec64 ts = ns_to_timespec64(ns);
+
+	timens_add_monotonic(&ts);
+	return timespec64_to_ns(&ts);
+}
+
 /* What is left until deadline (0: none, KTIME_MAX), never negative. */
 static inline ktime_t gs_time_left(ktime_t deadline)
 {
@@ -491,7 +507,14 @@ struct gs_domain *gs_ids_next(u32 *id);
 /* Bumped on every add and remove: the dump's consistency check (genl.c). */
 unsigned int gs_ids_generation(void);
 
-/* op.c; all with domain->lock held unless noted */
+/*
+ * op.c; all with domain->lock held unless noted. The *_valid() checks read
+ * no state and need no lock: a request's own form (flags, padding,
+ * reserved fields) is checked before anything about the domain, 0 or
+ * -EINVAL (a RELEASE/RESUME refusal is written into req, reason invalid).
+ */
+int gs_op_req_valid(u32 kind, struct gpusleep_op *req);
+int gs_op_complete_valid(const struct gpusleep_complete *c);
 int gs_op_release(struct gs_domain *d, struct gpusleep_op *req);
 int gs_op_resume(struct gs_domain *d, struct gpusleep_op *req);
 int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
