@@ -670,9 +670,15 @@ TEST_F(dev, refuse_kv_without_prefix_reset)
 	ASSERT_LE(0, e);
 	a = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
 	ASSERT_LE(0, a);
-	EXPECT_EQ(-EPERM, gs_release(e, 0, 0, &op));
+	/*
+	 * Issue 35: one errno, one meaning. EPERM is the caller's (an agent
+	 * fd may not release); a KV release this domain cannot do is
+	 * EOPNOTSUPP.
+	 */
+	EXPECT_EQ(-EPERM, gs_release(a, GPUSLEEP_TAG_WEIGHTS, 0, &op));
+	EXPECT_EQ(-EOPNOTSUPP, gs_release(e, 0, 0, &op));
 	EXPECT_EQ(GPUSLEEP_R_KV_NOT_ALLOWED, op.reason);
-	EXPECT_EQ(-EPERM, gs_release(e, GPUSLEEP_TAG_KV_CACHE, 0, &op));
+	EXPECT_EQ(-EOPNOTSUPP, gs_release(e, GPUSLEEP_TAG_KV_CACHE, 0, &op));
 	EXPECT_EQ(GPUSLEEP_R_KV_NOT_ALLOWED, op.reason);
 	ASSERT_EQ(0, gs_state(e, &st));
 	EXPECT_EQ(GPUSLEEP_S_AWAKE, st.state);

@@ -112,7 +112,7 @@ enum gpusleep_reason {
 	GPUSLEEP_R_NONE = 0,
 	GPUSLEEP_R_NOT_ENABLED = 1,	/* ENOTCONN: no agent attached */
 	GPUSLEEP_R_INVALID = 2,		/* EINVAL: tags, flags, reserved */
-	GPUSLEEP_R_KV_NOT_ALLOWED = 3,	/* EPERM: prefix cache, no reset */
+	GPUSLEEP_R_KV_NOT_ALLOWED = 3,	/* EOPNOTSUPP: prefix cache, no reset */
 	GPUSLEEP_R_ALREADY_RELEASED = 4,/* EALREADY: bad_tags names them */
 	GPUSLEEP_R_BUSY = 5,		/* EBUSY: pause/release in progress */
 	GPUSLEEP_R_NOT_RELEASED = 6,	/* ENOENT: resume of awake tags */
