@@ -16,6 +16,7 @@
 #include <linux/fdtable.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/nsproxy.h>
 #include <linux/pid.h>
 #include <linux/pid_namespace.h>
 #include <linux/poll.h>
@@ -23,6 +24,7 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <net/net_namespace.h>
 
 #include "gpusleep.h"
 
@@ -106,7 +108,9 @@ static void gs_domain_free(struct kref *kref)
 	cancel_delayed_work_sync(&d->timeout_work);
 	WARN_ON(!list_empty(&d->efds));
 	WARN_ON(!list_empty(&d->waiters));
+	WARN_ON(!list_empty(&d->ntf_resync));
 	mutex_destroy(&d->lock);
+	put_net(d->net);
 	gs_user_uncharge(d->charged, GS_UC_DOMAINS);
 	put_pid(d->owner_pid);
 	put_cred(d->cred);
@@ -143,6 +147,8 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 	d->cred = get_current_cred();
 	d->owner_pid = get_pid(task_tgid(current));
 	d->shared = req->flags & GPUSLEEP_CREATEF_SHARED;
+	d->net = get_net(current->nsproxy->net_ns);
+	INIT_LIST_HEAD(&d->ntf_resync);
 	mutex_init(&d->lock);
 	d->state = GPUSLEEP_S_AWAKE;
 	d->next_op_id = 1;

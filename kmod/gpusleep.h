@@ -26,6 +26,8 @@
  *     domain->lock   (everything mutable in a domain; at most ONE domain's
  *                     lock is held at a time, so ranks need no order)
  *       gs_users_lock (user.c: per-user counts; a spinlock, a leaf)
+ *       gs_ntf_lock   (genl.c: the notification pool and queue; a
+ *                     spinlock, a leaf)
  * A domain tells its group of a change under domain->lock by queueing the
  * group's work (gs_group_kick()), never by taking group->lock. The one
  * exception runs after domain->lock: an engine's or agent's COMPLETE whose
@@ -67,6 +69,7 @@
 
 #include <linux/gpusleep.h>
 
+struct net;
 /*
  * Records queued per reader, at most. op.c keeps at most one step record
  * (unread ones are taken back when their step ends) and one of each
@@ -235,6 +238,16 @@ struct gs_domain {
 	u64 timer_op;		/* the step the timer is armed for */
 	u32 timer_step;
 	ktime_t timer_deadline;	/* when that step times out (ktime) */
+
+	/*
+	 * The network namespace the creator was in (referenced): netlink
+	 * shows the domain there only. ntf_dropped: notifications dropped
+	 * since the last sent (domain->lock); ntf_resync: on genl.c's list of
+	 * domains owed their state, with a reference (under its lock).
+	 */
+	struct net *net;
+	u32 ntf_dropped;
+	struct list_head ntf_resync;
 
 	struct device *dev;	/* sysfs; NULL when sysfs is unavailable */
 	struct kernfs_node *kn_state;	/* sysfs_notify targets (sysfs.c) */

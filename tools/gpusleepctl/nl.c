@@ -24,6 +24,7 @@ struct nla_policy gs_nl_policy[GPUSLEEP_A_MAX + 1] = {
 	[GPUSLEEP_A_STEP_TYPE]	= { .type = NLA_U32 },
 	[GPUSLEEP_A_STEP_PHASE]	= { .type = NLA_U32 },
 	[GPUSLEEP_A_STEP_TAGS]	= { .type = NLA_U32 },
+	[GPUSLEEP_A_DROPPED]	= { .type = NLA_U32 },
 };
 
 static struct nla_policy gs_nl_tag_policy[GPUSLEEP_A_TAG_MAX + 1] = {
@@ -109,9 +110,13 @@ int gs_nl_join(struct gs_nl *n, const char **what)
 		n->family = -1;
 		return r;
 	}
+	/*
+	 * Refused (-NLE_PERM: the group takes CAP_NET_ADMIN over the
+	 * network namespace): the family is there all the same.
+	 */
 	*what = "join group " GPUSLEEP_MCGRP_EVENTS;
 	r = nl_socket_add_membership(n->evs, n->grp);
-	if (r)
+	if (r && r != -NLE_PERM)
 		n->family = -1;
 	return r;
 }

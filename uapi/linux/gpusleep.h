@@ -471,8 +471,8 @@ struct gpusleep_event {
 	 * RESUME_TAG, ...): when the step times out, as CLOCK_MONOTONIC
 	 * nanoseconds in the time namespace of the task that called read()
 	 * (what its clock_gettime(CLOCK_MONOTONIC) reads); an answer after
-	 * it is -ESTALE and the operation has failed. The agent bounds its waits for the GPU by it. 0 on
-	 * notifications.
+	 * it is -ESTALE and the operation has failed. The agent bounds its
+	 * waits for the GPU by it. 0 on notifications.
 	 */
 	__u64 deadline_ns;
 };
