@@ -125,7 +125,7 @@ void gs_domain_put(struct gs_domain *d)
 struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 				   const struct gs_tagset *ts)
 {
-	kuid_t charged = gs_user_current();
+	struct gs_uid charged = gs_user_current();
 	struct gs_domain *d;
 	int ret;
 
@@ -206,7 +206,7 @@ static const char *gs_role_name(u32 role)
  */
 int gs_domain_open_fd(struct gs_domain *d, u32 role, bool granted)
 {
-	kuid_t uid = gs_user_current();
+	struct gs_uid uid = gs_user_current();
 	struct gs_file *gf;
 	struct file *file;
 	int fd, ret;

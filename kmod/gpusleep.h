@@ -10,7 +10,7 @@
  *   announce.c fans a change out to its observers: sysfs, netlink,
  *             eventfds, waiters of blocking calls
  *   evq.c     the bounded event queues read by the engine and the agent
- *   user.c    what one user (euid) may hold: domains, fds, eventfds
+ *   user.c    what one user (a uid in a user namespace) may hold
  *   uarg.c    ioctl arguments that can grow (sizes, copy in and out)
  *   tags.c    the tags a domain declares (names, kinds, their bits)
  *   efd.c     eventfd registrations and their signalling
@@ -70,6 +70,17 @@
 #include <linux/gpusleep.h>
 
 struct net;
+struct user_namespace;
+
+/*
+ * A user: a uid (kuid) in a user namespace. While something is charged to
+ * it, user.c holds a reference on ns.
+ */
+struct gs_uid {
+	struct user_namespace *ns;
+	kuid_t uid;
+};
+
 /*
  * Records queued per reader, at most. op.c keeps at most one step record
  * (unread ones are taken back when their step ends) and one of each
@@ -166,7 +177,7 @@ struct gs_domain {
 	u32 caps;
 	struct gs_tagset tags;
 	kuid_t owner;
-	kuid_t charged;		/* charged GS_UC_DOMAINS (gs_user_current()) */
+	struct gs_uid charged;	/* charged GS_UC_DOMAINS (gs_user_current()) */
 	const struct cred *cred;	/* the creator's (its user namespace) */
 	struct pid *owner_pid;	/* the creating process (referenced) */
 	bool shared;		/* GPUSLEEP_CREATEF_SHARED */
@@ -307,7 +318,7 @@ struct gs_file {
 	struct gs_domain *d;
 	u32 role;		/* GPUSLEEP_ROLE_* */
 	/* The user charged for this fd (GS_UC_FDS, agents and controllers). */
-	kuid_t uid;
+	struct gs_uid uid;
 	struct gs_restarts rs;	/* under d->lock */
 	/*
 	 * Controller: the newest finished operation whose result this fd
@@ -360,14 +371,15 @@ enum gs_ucount {
 	GS_UC_MAX
 };
 
+/* The user charged for what the caller makes: its euid in its namespace. */
+struct gs_uid gs_user_current(void);
+bool gs_uid_eq(struct gs_uid a, struct gs_uid b);
 /*
- * The user charged for what the caller makes: its euid, or in a user
- * namespace the owner of the outermost one below the initial namespace.
+ * Count one more of what for who, and for the owners of who's namespaces
+ * up the chain (user.c): 0, -EDQUOT past a limit, -ENOMEM.
  */
-kuid_t gs_user_current(void);
-/* Count one more of what for uid: 0, -EDQUOT past its limit, -ENOMEM. */
-int gs_user_charge(kuid_t uid, enum gs_ucount what);
-void gs_user_uncharge(kuid_t uid, enum gs_ucount what);
+int gs_user_charge(struct gs_uid who, enum gs_ucount what);
+void gs_user_uncharge(struct gs_uid who, enum gs_ucount what);
 
 /* domain.c */
 /*
