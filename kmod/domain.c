@@ -106,6 +106,7 @@ static void gs_domain_free(struct kref *kref)
 	gs_owner_unwatch(d);
 	/* No fd is left: nobody can arm the timer any more. */
 	cancel_delayed_work_sync(&d->timeout_work);
+	cancel_delayed_work_sync(&d->sysfs_work);
 	WARN_ON(!list_empty(&d->efds));
 	WARN_ON(!list_empty(&d->waiters));
 	WARN_ON(!list_empty(&d->ntf_resync));
@@ -158,6 +159,7 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 	INIT_LIST_HEAD(&d->waiters);
 	init_waitqueue_head(&d->op_wq);
 	INIT_DELAYED_WORK(&d->timeout_work, gs_op_timeout_work);
+	gs_sysfs_init_domain(d);
 	gs_owner_watch(d);
 	return d;
 }

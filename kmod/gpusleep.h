@@ -263,8 +263,16 @@ struct gs_domain {
 	struct device *dev;	/* sysfs; NULL when sysfs is unavailable */
 	struct kernfs_node *kn_state;	/* sysfs_notify targets (sysfs.c) */
 	struct kernfs_node *kn_released;
-	u32 notified_state;	/* values pollers were last woken for */
+	u32 notified_state;	/* values last noted for the watchers */
 	u32 notified_released;
+	/*
+	 * Changes notified late (sysfs.c): the nodes owed a notification,
+	 * the work that sends it, and until when (jiffies) a change waits
+	 * for it rather than being notified at once.
+	 */
+	u32 sysfs_owed;
+	struct delayed_work sysfs_work;
+	unsigned long sysfs_quiet_until;
 };
 
 /*
@@ -640,6 +648,8 @@ int gs_sysfs_init(void);
 void gs_sysfs_exit(void);
 int gs_sysfs_add(struct gs_domain *d);
 void gs_sysfs_remove(struct gs_domain *d);
+/* Set up a new domain's delayed notification (before any change). */
+void gs_sysfs_init_domain(struct gs_domain *d);
 void gs_sysfs_changed(struct gs_domain *d);
 
 /* genl.c */
