@@ -109,7 +109,6 @@ static void gs_domain_free(struct kref *kref)
 	cancel_delayed_work_sync(&d->sysfs_work);
 	WARN_ON(!list_empty(&d->efds));
 	WARN_ON(!list_empty(&d->waiters));
-	WARN_ON(!list_empty(&d->ntf_resync));
 	mutex_destroy(&d->lock);
 	put_net(d->net);
 	gs_user_uncharge(d->charged, GS_UC_DOMAINS);
@@ -149,7 +148,6 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 	d->owner_pid = get_pid(task_tgid(current));
 	d->shared = req->flags & GPUSLEEP_CREATEF_SHARED;
 	d->net = get_net(current->nsproxy->net_ns);
-	INIT_LIST_HEAD(&d->ntf_resync);
 	mutex_init(&d->lock);
 	d->state = GPUSLEEP_S_AWAKE;
 	d->next_op_id = 1;

@@ -21,19 +21,21 @@
  * Notifications are built outside domain->lock. Under it, gs_genl_notify()
  * and gs_genl_step_notify() only copy what the message needs into an
  * entry taken from a module-wide pool (struct gs_ntf, preallocated) and
- * queue it with a reference on the domain; gs_ntf_work, one work item,
+ * queue it with a reference on the domain's network namespace (not on
+ * the domain, whose end and quota a queued message must not hold
+ * back); gs_ntf_work, one work item,
  * builds and multicasts the queued entries in order (so one domain's
  * notifications keep their order), then refills the pool. A notification
- * that finds the pool empty is counted on its domain (d->ntf_dropped),
- * and the work later sends that domain's state as it is then, with the
- * count (GPUSLEEP_A_DROPPED): a listener always learns that it missed
- * something, and what holds now.
+ * that finds the pool empty is dropped, and the listeners of its
+ * namespace are told as netlink tells a listener that overran its socket:
+ * their next receive fails with ENOBUFS (genl_set_err()), after which
+ * they dump again.
  *
  * Locking: doit and dumpit look a domain up in the id table (taking and
  * dropping gs_domains_lock), then take domain->lock for a snapshot and
  * fill the message after dropping it. gs_ntf_lock (a spinlock, a leaf
  * like gs_users_lock: nothing is taken or allocated under it) guards the
- * pool and the queues; it nests inside domain->lock.
+ * pool and the queue; it nests inside domain->lock.
  */
 #include <linux/capability.h>
 #include <linux/cred.h>
@@ -70,8 +72,17 @@ static const struct genl_multicast_group gs_nl_mcgrps[] = {
 
 static struct genl_family gs_nl_family;
 
-/* What a message says about a domain, copied under domain->lock. */
+/*
+ * What a message says about a domain, copied under domain->lock: a
+ * notification needs nothing of the domain after (it holds no reference:
+ * the domain, and what is charged for it, go with its last fd).
+ */
 struct gs_nl_snap {
+	u32 id;
+	kuid_t owner;
+	char name[GPUSLEEP_NAME_LEN];
+	char gpu[GPUSLEEP_GPU_LEN];
+	struct gs_tagset tags;
 	struct gpusleep_state st;	/* st.last: a finished op's result */
 	struct gs_counters cnt;
 	u32 last_reason;
@@ -83,6 +94,11 @@ struct gs_nl_snap {
 static void gs_nl_snap(struct gs_domain *d, struct gs_nl_snap *s)
 {
 	lockdep_assert_held(&d->lock);
+	s->id = d->id;
+	s->owner = d->owner;
+	memcpy(s->name, d->name, sizeof(s->name));
+	memcpy(s->gpu, d->gpu, sizeof(s->gpu));
+	s->tags = d->tags;
 	gs_fill_state(d, &s->st);
 	s->cnt = d->cnt;
 	s->last_reason = d->last_reason;
@@ -103,7 +119,6 @@ struct gs_nl_extra {
 	u64 op_id;
 	u64 time_ns;		/* CLOCK_REALTIME of the transition */
 	bool res;		/* carries the finished op's result (st.last) */
-	u32 dropped;		/* notifications dropped before this one */
 };
 
 static int gs_nl_put_u64(struct sk_buff *skb, int type, u64 v, int pad)
@@ -137,17 +152,17 @@ static int gs_nl_put_counters(struct sk_buff *skb, const struct gs_counters *c)
 
 /*
  * One GPUSLEEP_A_TAG-like nest (type) per tag of mask: its index, and for
- * the domain's own list (d) its name, kind and generation; bytes and freed
- * from the arrays given. The declaration is fixed: read without a lock.
+ * the domain's own list (gen given) its name, kind and generation; bytes
+ * and freed from the arrays given. ts: the domain's declaration.
  */
 static int gs_nl_put_tags(struct sk_buff *skb, int type,
-			  const struct gs_domain *d, u32 mask,
+			  const struct gs_tagset *ts, u32 mask,
 			  const u64 *bytes, const u64 *freed, const u64 *gen)
 {
 	struct nlattr *nest;
 	u32 i;
 
-	for (i = 0; i < d->tags.nr; i++) {
+	for (i = 0; i < ts->nr; i++) {
 		if (!(mask & BIT(i)))
 			continue;
 		nest = nla_nest_start(skb, type);
@@ -156,9 +171,9 @@ static int gs_nl_put_tags(struct sk_buff *skb, int type,
 		if (nla_put_u32(skb, GPUSLEEP_A_TAG_INDEX, i) ||
 		    (gen &&
 		     (nla_put_string(skb, GPUSLEEP_A_TAG_NAME,
-				     d->tags.tag[i].name) ||
+				     ts->tag[i].name) ||
 		      nla_put_u32(skb, GPUSLEEP_A_TAG_KIND,
-				  d->tags.tag[i].kind) ||
+				  ts->tag[i].kind) ||
 		      gs_nl_put_u64(skb, GPUSLEEP_A_TAG_GENERATION, gen[i],
 				    GPUSLEEP_A_TAG_PAD))) ||
 		    gs_nl_put_u64(skb, GPUSLEEP_A_TAG_BYTES, bytes[i],
@@ -171,7 +186,7 @@ static int gs_nl_put_tags(struct sk_buff *skb, int type,
 	return 0;
 }
 
-static int gs_nl_put_result(struct sk_buff *skb, const struct gs_domain *d,
+static int gs_nl_put_result(struct sk_buff *skb, const struct gs_tagset *ts,
 			    const struct gpusleep_result *r)
 {
 	struct nlattr *nest;
@@ -190,7 +205,7 @@ static int gs_nl_put_result(struct sk_buff *skb, const struct gs_domain *d,
 			  GPUSLEEP_A_RES_PAD) ||
 	    nla_put_u32(skb, GPUSLEEP_A_RES_SHORTFALL_TAGS, r->shortfall_tags) ||
 	    nla_put_u32(skb, GPUSLEEP_A_RES_LOST_TAGS, r->lost_tags) ||
-	    gs_nl_put_tags(skb, GPUSLEEP_A_RES_TAG, d, r->tags, r->bytes,
+	    gs_nl_put_tags(skb, GPUSLEEP_A_RES_TAG, ts, r->tags, r->bytes,
 			   r->freed_bytes, NULL))
 		return -EMSGSIZE;
 	nla_nest_end(skb, nest);
@@ -198,13 +213,14 @@ static int gs_nl_put_result(struct sk_buff *skb, const struct gs_domain *d,
 }
 
 /*
- * One message about d from its snapshot s, plus what x adds; no lock
- * (what it reads of d is fixed for d's life). With cb (a dump), the
- * message is checked against the id table's generation.
+ * One message about a domain from its snapshot s, plus what x adds; no
+ * lock. owner_pid: the domain's creator, for a reply (a notification
+ * carries no pid: NULL). With cb (a dump), the message is checked
+ * against the id table's generation.
  */
-static int gs_nl_fill(struct sk_buff *skb, const struct gs_domain *d,
-		      const struct gs_nl_snap *s, u32 portid, u32 seq,
-		      int flags, u8 cmd, const struct gs_nl_extra *x,
+static int gs_nl_fill(struct sk_buff *skb, const struct gs_nl_snap *s,
+		      struct pid *owner_pid, u32 portid, u32 seq, int flags,
+		      u8 cmd, const struct gs_nl_extra *x,
 		      struct netlink_callback *cb)
 {
 	const struct gpusleep_state *st = &s->st;
@@ -216,11 +232,11 @@ static int gs_nl_fill(struct sk_buff *skb, const struct gs_domain *d,
 	if (cb)
 		genl_dump_check_consistent(cb, hdr);
 
-	if (nla_put_u32(skb, GPUSLEEP_A_ID, d->id) ||
-	    nla_put_string(skb, GPUSLEEP_A_NAME, d->name) ||
-	    nla_put_string(skb, GPUSLEEP_A_GPU, d->gpu) ||
+	if (nla_put_u32(skb, GPUSLEEP_A_ID, s->id) ||
+	    nla_put_string(skb, GPUSLEEP_A_NAME, s->name) ||
+	    nla_put_string(skb, GPUSLEEP_A_GPU, s->gpu) ||
 	    nla_put_u32(skb, GPUSLEEP_A_OWNER_UID,
-			from_kuid_munged(&init_user_ns, d->owner)) ||
+			from_kuid_munged(&init_user_ns, s->owner)) ||
 	    nla_put_u32(skb, GPUSLEEP_A_STATE, st->state) ||
 	    nla_put_u32(skb, GPUSLEEP_A_RELEASED, st->released) ||
 	    nla_put_u32(skb, GPUSLEEP_A_FLAGS, st->flags) ||
@@ -237,7 +253,7 @@ static int gs_nl_fill(struct sk_buff *skb, const struct gs_domain *d,
 	    gs_nl_put_counters(skb, &s->cnt) ||
 	    nla_put_u32(skb, GPUSLEEP_A_UNCONFIRMED, st->unconfirmed) ||
 	    nla_put_u32(skb, GPUSLEEP_A_SHORTFALL, st->shortfall) ||
-	    gs_nl_put_tags(skb, GPUSLEEP_A_TAG, d, d->tags.all,
+	    gs_nl_put_tags(skb, GPUSLEEP_A_TAG, &s->tags, s->tags.all,
 			   st->bytes_released, st->freed_bytes, st->generation))
 		goto err_cancel;
 
@@ -246,8 +262,8 @@ static int gs_nl_fill(struct sk_buff *skb, const struct gs_domain *d,
 	 * if not there), as /proc shows it. A notification is one message
 	 * for listeners in any namespace: it carries none.
 	 */
-	if (!(x && x->ntf) &&
-	    nla_put_u32(skb, GPUSLEEP_A_OWNER_PID, pid_vnr(d->owner_pid)))
+	if (owner_pid &&
+	    nla_put_u32(skb, GPUSLEEP_A_OWNER_PID, pid_vnr(owner_pid)))
 		goto err_cancel;
 
 	/* What stays resident: absent while not reported (its enum has no 0). */
@@ -273,9 +289,7 @@ static int gs_nl_fill(struct sk_buff *skb, const struct gs_domain *d,
 	     gs_nl_put_u64(skb, GPUSLEEP_A_OP_ID, x->op_id, GPUSLEEP_A_PAD) ||
 	     gs_nl_put_u64(skb, GPUSLEEP_A_TIME_NS, x->time_ns,
 			   GPUSLEEP_A_PAD) ||
-	     (x->res && gs_nl_put_result(skb, d, &st->last)) ||
-	     (x->dropped &&
-	      nla_put_u32(skb, GPUSLEEP_A_DROPPED, x->dropped))))
+	     (x->res && gs_nl_put_result(skb, &s->tags, &st->last))))
 		goto err_cancel;
 
 	genlmsg_end(skb, hdr);
@@ -326,8 +340,8 @@ int gpusleep_nl_get_doit(struct sk_buff *skb, struct genl_info *info)
 	mutex_lock(&d->lock);
 	gs_nl_snap(d, snap);
 	mutex_unlock(&d->lock);
-	ret = gs_nl_fill(msg, d, snap, info->snd_portid, info->snd_seq, 0,
-			 GPUSLEEP_CMD_GET, NULL, NULL);
+	ret = gs_nl_fill(msg, snap, d->owner_pid, info->snd_portid,
+			 info->snd_seq, 0, GPUSLEEP_CMD_GET, NULL, NULL);
 	if (ret)
 		goto err;
 	kfree(snap);
@@ -366,7 +380,7 @@ int gpusleep_nl_get_dumpit(struct sk_buff *skb, struct netlink_callback *cb)
 			mutex_lock(&d->lock);
 			gs_nl_snap(d, snap);
 			mutex_unlock(&d->lock);
-			ret = gs_nl_fill(skb, d, snap,
+			ret = gs_nl_fill(skb, snap, d->owner_pid,
 					 NETLINK_CB(cb->skb).portid,
 					 cb->nlh->nlmsg_seq, NLM_F_MULTI,
 					 GPUSLEEP_CMD_GET, NULL, cb);
@@ -508,8 +522,8 @@ static int gs_nl_op(struct sk_buff *skb, struct genl_info *info, u32 kind)
 		goto out;
 	}
 	x.op = &req;
-	ret = gs_nl_fill(msg, d, snap, info->snd_portid, info->snd_seq, 0,
-			 info->genlhdr->cmd, &x, NULL);
+	ret = gs_nl_fill(msg, snap, d->owner_pid, info->snd_portid,
+			 info->snd_seq, 0, info->genlhdr->cmd, &x, NULL);
 	if (ret)
 		goto out;
 	kfree(snap);
@@ -551,10 +565,13 @@ static struct genl_family gs_nl_family __ro_after_init = {
 /* ------------------------------------------------------------------ */
 /* Notifications, built outside domain->lock                           */
 
-/* A notification queued for gs_ntf_work; in the pool while d is NULL. */
+/*
+ * A notification queued for gs_ntf_work: all its message says, and the
+ * domain's network namespace (referenced while queued; NULL in the pool).
+ */
 struct gs_ntf {
 	struct list_head node;
-	struct gs_domain *d;	/* referenced while queued */
+	struct net *net;
 	u8 cmd;			/* GPUSLEEP_CMD_STATE_NTF or _STEP_NTF */
 	u64 time_ns;		/* CLOCK_REALTIME, under domain->lock */
 	union {
@@ -564,6 +581,8 @@ struct gs_ntf {
 		} state;
 		struct {
 			struct gs_step_ntf s;
+			u32 id;
+			char name[GPUSLEEP_NAME_LEN];
 			char group[GPUSLEEP_NAME_LEN];
 		} step;
 	};
@@ -572,8 +591,8 @@ struct gs_ntf {
 /*
  * The pool: GS_NTF_MIN entries from module init on, refilled up to
  * GS_NTF_POOL by the work once notifications flow (someone listens).
- * An entry is a kmalloc of about 650 bytes (1 KiB): at most 64 KiB for
- * the module, however many domains.
+ * An entry is a kmalloc of under 1 KiB: at most 64 KiB for the module,
+ * however many domains.
  */
 #define GS_NTF_MIN	16
 #define GS_NTF_POOL	64
@@ -582,7 +601,6 @@ static DEFINE_SPINLOCK(gs_ntf_lock);
 static LIST_HEAD(gs_ntf_free);		/* the pool */
 static unsigned int gs_ntf_nr_free;
 static LIST_HEAD(gs_ntf_queue);		/* to send, in order */
-static LIST_HEAD(gs_ntf_resyncs);	/* domains owed their state */
 static void gs_ntf_workfn(struct work_struct *work);
 static DECLARE_WORK(gs_ntf_work, gs_ntf_workfn);
 
@@ -620,8 +638,11 @@ static void gs_ntf_drain_pool(void)
 
 /*
  * Under domain->lock: an entry from the pool for a notification about d,
- * with a reference on d; NULL when the pool is empty, the notification
- * then counted dropped and d's state owed to listeners.
+ * with a reference on d's network namespace; NULL when the pool is empty:
+ * the notification is dropped, and the listeners in d's namespace get
+ * ENOBUFS at their next receive, as for an overrun socket
+ * (netlink_set_err(): it sets their sockets' error and wakes them, no
+ * allocation), so that they dump again.
  */
 static struct gs_ntf *gs_ntf_get(struct gs_domain *d, u8 cmd)
 {
@@ -633,20 +654,15 @@ static struct gs_ntf *gs_ntf_get(struct gs_domain *d, u8 cmd)
 		e = list_first_entry(&gs_ntf_free, struct gs_ntf, node);
 		list_del(&e->node);
 		gs_ntf_nr_free--;
-	} else {
-		d->ntf_dropped++;
-		if (list_empty(&d->ntf_resync)) {
-			kref_get(&d->kref);
-			list_add_tail(&d->ntf_resync, &gs_ntf_resyncs);
-		}
 	}
 	spin_unlock(&gs_ntf_lock);
 	if (!e) {
-		queue_work(system_wq, &gs_ntf_work);	/* the resync */
+		genl_set_err(&gs_nl_family, d->net, 0, GPUSLEEP_NLGRP_EVENTS,
+			     -ENOBUFS);
+		queue_work(system_wq, &gs_ntf_work);	/* the refill */
 		return NULL;
 	}
-	kref_get(&d->kref);
-	e->d = d;
+	e->net = get_net(d->net);
 	e->cmd = cmd;
 	e->time_ns = ktime_get_real_ns();
 	return e;
@@ -678,7 +694,6 @@ static void gs_ntf_put(struct gs_ntf *e)
 static struct sk_buff *gs_ntf_build_step(const struct gs_ntf *e)
 {
 	const struct gs_step_ntf *s = &e->step.s;
-	const struct gs_domain *d = e->d;
 	struct sk_buff *msg;
 	void *hdr;
 
@@ -688,8 +703,8 @@ static struct sk_buff *gs_ntf_build_step(const struct gs_ntf *e)
 	hdr = genlmsg_put(msg, 0, 0, &gs_nl_family, 0, GPUSLEEP_CMD_STEP_NTF);
 	if (!hdr)
 		goto err_free;
-	if (nla_put_u32(msg, GPUSLEEP_A_ID, d->id) ||
-	    nla_put_string(msg, GPUSLEEP_A_NAME, d->name) ||
+	if (nla_put_u32(msg, GPUSLEEP_A_ID, e->step.id) ||
+	    nla_put_string(msg, GPUSLEEP_A_NAME, e->step.name) ||
 	    (e->step.group[0] &&
 	     nla_put_string(msg, GPUSLEEP_A_GROUP, e->step.group)) ||
 	    gs_nl_put_u64(msg, GPUSLEEP_A_OP_ID, s->op_id, GPUSLEEP_A_PAD) ||
@@ -719,7 +734,7 @@ static void gs_ntf_send(struct gs_ntf *e)
 		msg = gs_ntf_build_step(e);
 	} else {
 		msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
-		if (msg && gs_nl_fill(msg, e->d, &e->state.snap, 0, 0, 0,
+		if (msg && gs_nl_fill(msg, &e->state.snap, NULL, 0, 0, 0,
 				      GPUSLEEP_CMD_STATE_NTF, &e->state.x,
 				      NULL)) {
 			nlmsg_free(msg);
@@ -727,69 +742,42 @@ static void gs_ntf_send(struct gs_ntf *e)
 		}
 	}
 	if (msg)
-		gs_genl_multicast_admin(&gs_nl_family, e->d->net, msg,
+		gs_genl_multicast_admin(&gs_nl_family, e->net, msg,
 					GPUSLEEP_NLGRP_EVENTS);
 }
 
-/*
- * A domain whose notifications were dropped: its state now, with how many
- * (from an entry allocated here, outside its lock).
- */
-static void gs_ntf_resync(struct gs_domain *d)
+/* Move the queue, in order, to the end of batch. */
+static void gs_ntf_take_queue(struct list_head *batch)
 {
-	struct gs_ntf *e = kzalloc(sizeof(*e), GFP_KERNEL);
+	spin_lock(&gs_ntf_lock);
+	list_splice_tail_init(&gs_ntf_queue, batch);
+	spin_unlock(&gs_ntf_lock);
+}
 
-	if (!e)
-		return;		/* still counted: the next drop queues it again */
-	e->d = d;
-	e->cmd = GPUSLEEP_CMD_STATE_NTF;
-	mutex_lock(&d->lock);
-	gs_nl_snap(d, &e->state.snap);
-	e->time_ns = ktime_get_real_ns();
-	e->state.x.ntf = true;
-	e->state.x.from = d->state;
-	e->state.x.op_id = d->op_active ? d->op.id : 0;
-	e->state.x.time_ns = e->time_ns;
-	e->state.x.dropped = d->ntf_dropped;
-	d->ntf_dropped = 0;
-	mutex_unlock(&d->lock);
-	gs_ntf_send(e);
-	kfree(e);
+/* Send batch's entries in order; each goes back to the pool. */
+static void gs_ntf_send_batch(struct list_head *batch)
+{
+	struct gs_ntf *e, *tmp;
+
+	list_for_each_entry_safe(e, tmp, batch, node) {
+		list_del(&e->node);
+		gs_ntf_send(e);
+		put_net(e->net);
+		e->net = NULL;
+		gs_ntf_put(e);
+	}
 }
 
 /*
- * Send what is queued, in order, then what resyncs are owed, then refill
- * the pool. One work item: never two runs at once, so order holds.
+ * Send what is queued, in order, then refill the pool. One work item:
+ * never two runs at once, so order holds.
  */
 static void gs_ntf_workfn(struct work_struct *work)
 {
-	struct gs_ntf *e, *tmp;
-	struct gs_domain *d;
 	LIST_HEAD(batch);
 
-	spin_lock(&gs_ntf_lock);
-	list_splice_init(&gs_ntf_queue, &batch);
-	spin_unlock(&gs_ntf_lock);
-	list_for_each_entry_safe(e, tmp, &batch, node) {
-		list_del(&e->node);
-		gs_ntf_send(e);
-		d = e->d;
-		e->d = NULL;
-		gs_ntf_put(e);
-		gs_domain_put(d);
-	}
-	for (;;) {
-		spin_lock(&gs_ntf_lock);
-		d = list_first_entry_or_null(&gs_ntf_resyncs, struct gs_domain,
-					     ntf_resync);
-		if (d)
-			list_del_init(&d->ntf_resync);
-		spin_unlock(&gs_ntf_lock);
-		if (!d)
-			break;
-		gs_ntf_resync(d);
-		gs_domain_put(d);
-	}
+	gs_ntf_take_queue(&batch);
+	gs_ntf_send_batch(&batch);
 	gs_ntf_fill(GS_NTF_POOL);
 }
 
@@ -811,10 +799,7 @@ err_pool:
 	return ret;
 }
 
-/*
- * No domain fd is left: what is queued still holds its domains. Sent
- * (and those domains freed) before the family goes.
- */
+/* What is queued is sent before the family goes. */
 void gs_genl_exit(void)
 {
 	flush_work(&gs_ntf_work);
@@ -868,6 +853,8 @@ void gs_genl_step_notify(struct gs_domain *d, const struct gs_step_ntf *s)
 	if (!e)
 		return;
 	e->step.s = *s;
+	e->step.id = d->id;
+	memcpy(e->step.name, d->name, sizeof(e->step.name));
 	e->step.group[0] = '\0';
 	if (d->group)
 		gs_group_name(d->group, e->step.group, sizeof(e->step.group));

@@ -252,13 +252,9 @@ struct gs_domain {
 
 	/*
 	 * The network namespace the creator was in (referenced): netlink
-	 * shows the domain there only. ntf_dropped: notifications dropped
-	 * since the last sent (domain->lock); ntf_resync: on genl.c's list of
-	 * domains owed their state, with a reference (under its lock).
+	 * shows the domain there only.
 	 */
 	struct net *net;
-	u32 ntf_dropped;
-	struct list_head ntf_resync;
 
 	struct device *dev;	/* sysfs; NULL when sysfs is unavailable */
 	struct kernfs_node *kn_state;	/* sysfs_notify targets (sysfs.c) */

@@ -815,6 +815,37 @@ TEST_F(nl, unprivileged_listener_sees_no_transitions)
 	close(rep[0]);
 }
 
+/*
+ * A notification waiting to be sent holds nothing of its domain: a
+ * domain closed while its last notifications are queued gives its
+ * creator's share back at once (with a share of 1, close and create again
+ * at once, with a listener that the work must send to).
+ */
+TEST_F(nl, queued_notifications_hold_no_share)
+{
+	char old[32];
+	int lsn, i, e;
+
+	lsn = join_events(self->group);
+	ASSERT_LE(0, lsn);
+	/* the fixture's domain goes with its last fd: its share back */
+	close(self->ctl);
+	close(self->agent);
+	close(self->engine);
+	self->ctl = self->agent = self->engine = -1;
+	ASSERT_EQ(0, gs_param_set("max_domains_per_user", "1", old,
+				  sizeof(old)));
+	for (i = 0; i < 200; i++) {
+		e = gs_create(self->dev, "share", 0, NULL);
+		EXPECT_LE(0, e) TH_LOG("create %d: %s", i, strerror(-e));
+		if (e < 0)
+			break;
+		close(e);	/* awake -> dead, announced */
+	}
+	gs_param_set("max_domains_per_user", old, NULL, 0);
+	close(lsn);
+}
+
 /* The ids a dump of the family lists (at most n), or -errno. */
 static int dump_ids(int sk, uint16_t family, uint32_t *ids, int n)
 {

@@ -362,7 +362,7 @@ static int mon_valid(struct nl_msg *msg, void *arg)
 	struct out *o = &m->o;
 	bool ntf = gh->cmd == GPUSLEEP_CMD_STATE_NTF;
 	bool step = gh->cmd == GPUSLEEP_CMD_STEP_NTF;
-	const char *name, *group, *kind = m->kind;
+	const char *name, *group;
 	uint32_t id;
 
 	if (genlmsg_parse(nlmsg_hdr(msg), 0, tb, GPUSLEEP_A_MAX, gs_nl_policy) ||
@@ -379,18 +379,6 @@ static int mon_valid(struct nl_msg *msg, void *arg)
 	group = tb[GPUSLEEP_A_GROUP] ? nla_get_string(tb[GPUSLEEP_A_GROUP]) : "";
 	if (!mon_match(m, id, name, group))
 		return NL_OK;
-	/*
-	 * The module dropped some of this domain's notifications (its
-	 * buffers ran out): say so; this one is the domain's state now.
-	 */
-	if (ntf && tb[GPUSLEEP_A_DROPPED]) {
-		mon_event(m, "events %s (the module dropped some); state now:",
-			  "lost");
-		m->when = tb[GPUSLEEP_A_TIME_NS] ?
-			(double)nla_get_u64(tb[GPUSLEEP_A_TIME_NS]) / 1e9 : 0;
-		ntf = false;
-		kind = "resync";
-	}
 	/* A step is a part of a timeline, not a line of its own. */
 	if (step) {
 		if (m->timeline)
@@ -406,7 +394,7 @@ static int mon_valid(struct nl_msg *msg, void *arg)
 
 	out_obj_open(o, NULL);
 	mon_stamp(m);
-	out_str(o, "event", ntf ? "%.0s" : "%s: ", ntf ? "transition" : kind);
+	out_str(o, "event", ntf ? "%.0s" : "%s: ", ntf ? "transition" : m->kind);
 	out_text(o, "domain %u (%s): ", id, name);
 	out_domain(o, "domain", NULL, id, name);
 	if (group[0])

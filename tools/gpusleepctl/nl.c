@@ -24,7 +24,6 @@ struct nla_policy gs_nl_policy[GPUSLEEP_A_MAX + 1] = {
 	[GPUSLEEP_A_STEP_TYPE]	= { .type = NLA_U32 },
 	[GPUSLEEP_A_STEP_PHASE]	= { .type = NLA_U32 },
 	[GPUSLEEP_A_STEP_TAGS]	= { .type = NLA_U32 },
-	[GPUSLEEP_A_DROPPED]	= { .type = NLA_U32 },
 };
 
 static struct nla_policy gs_nl_tag_policy[GPUSLEEP_A_TAG_MAX + 1] = {
