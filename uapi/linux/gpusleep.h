@@ -5,7 +5,11 @@
  * The one header shared by the kernel module and userspace. Every struct is
  * fixed-size, made of __u8..__u64 only, naturally aligned, a multiple of 8
  * bytes, with explicit padding; reserved fields and padding must be zero on
- * input (else -EINVAL) and are zero on output. See docs/uapi.md.
+ * input (else -EINVAL) and are zero on output. Arguments are checked
+ * before any state is read. Times: struct gpusleep_event.deadline_ns is
+ * the one absolute time handed out (CLOCK_MONOTONIC, in the time namespace
+ * of the task that read() it); every other *_ns field is a duration. See
+ * docs/uapi.md.
  *
  * Objects:
  *   /dev/gpusleep        the device: handshake, create a domain, attach.
