@@ -8,9 +8,9 @@
  * group. op.c also calls gs_step_started() and gs_step_ended() at each
  * boundary of a step, for the timelines of netlink listeners only. Nothing
  * here calls back into op.c. Runs with domain->lock held (every callee
- * only queues or wakes: kernfs_notify(), genlmsg_multicast() with
- * GFP_KERNEL outside any spinlock, eventfd_signal(), wake_up_all(),
- * queue_work()).
+ * only queues or wakes: kernfs_notify(), genl.c's notifications (a copy
+ * into a preallocated entry, built and sent by its work: nothing is
+ * allocated here), eventfd_signal(), wake_up_all(), queue_work()).
  */
 #include <linux/list.h>
 #include <linux/lockdep.h>

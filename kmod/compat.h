@@ -35,6 +35,15 @@
  *   missing-attribute report (NL_SET_ERR_ATTR_MISS). Before 6.1 the same
  *   test, with a text message in the extended ack instead.
  *   GS_HAVE_GENL_REQ_ATTR_CHECK.
+ * - a multicast group that needs CAP_NET_ADMIN to join
+ *   (GENL_MCAST_CAP_NET_ADMIN): 6.7, and the stable updates of 6.1 and
+ *   6.6 (Debian's 6.1 has it; its 5.10 does not). Where it is missing,
+ *   gs_genl_multicast_admin() sends through netlink_broadcast_filtered()
+ *   (5.10 has it) with a filter that skips every socket whose opener
+ *   lacks CAP_NET_ADMIN over the network namespace: such a listener joins
+ *   but is sent nothing. Where both are missing the group carries
+ *   nothing (never every user's domains to anyone). GS_HAVE_GENL_MCAST_CAP,
+ *   GS_HAVE_NETLINK_BROADCAST_FILTERED.
  *
  * No compat needed (checked in each version's source):
  * - struct class.owner: removed in 6.4; it was never used,
@@ -49,6 +58,10 @@
  * - per-op policies (genl_ops.policy, .maxattr): new in 5.10,
  *   the oldest kernel supported.
  * - sysfs_emit(): new in 5.10.
+ * - timens_add_monotonic() (time namespaces): new in 5.6, a no-op without
+ *   CONFIG_TIME_NS.
+ * - genl_family.netnsok, genlmsg_multicast_netns(), genl_info_net():
+ *   unchanged from 5.10 to 7.3.
  * - anon_inode_getfile(), get_unused_fd_flags(), fd_install(), misc_register(),
  *   eventfd_ctx_fdget()/_put(), delayed work (mod_delayed_work,
  *   cancel_delayed_work_sync), wait_event_interruptible_hrtimeout(),
@@ -75,6 +88,7 @@
 #define GS_HAVE_CLASS_ATTR_CONST 1
 #define GS_HAVE_GENL_REQ_ATTR_CHECK 1
 #define GS_HAVE_GENL_SPLIT_OPS 1
+#define GS_HAVE_GENL_MCAST_CAP 1
 #endif
 
 #ifndef GS_HAVE_EVENTFD_SIGNAL_1ARG
@@ -143,6 +157,61 @@ static inline void gs_genl_fold_split_ops(struct genl_family *f,
 									\
 	gs_genl_fold_split_ops((family), __gs_folded);			\
 } while (0)
+#endif
+
+/*
+ * Multicast skb to group of family in net, to the listeners that have
+ * CAP_NET_ADMIN over net only; the group is declared with
+ * GS_MCAST_CAP_NET_ADMIN in its flags.
+ */
+#ifdef GS_HAVE_GENL_MCAST_CAP
+#define GS_MCAST_CAP_NET_ADMIN	GENL_MCAST_CAP_NET_ADMIN
+
+static inline int gs_genl_multicast_admin(const struct genl_family *family,
+					  struct net *net, struct sk_buff *skb,
+					  unsigned int group)
+{
+	/* The kernel refused every other listener at the join. */
+	return genlmsg_multicast_netns(family, net, skb, 0, group, GFP_KERNEL);
+}
+#elif defined(GS_HAVE_NETLINK_BROADCAST_FILTERED)
+#include <linux/capability.h>
+#include <linux/net.h>
+#include <net/sock.h>
+
+#define GS_MCAST_CAP_NET_ADMIN	0
+
+/* Skip (non-zero) a listener whose socket's opener is no admin of net. */
+static inline int gs_genl_mcast_filter(struct sock *dsk, struct sk_buff *skb,
+				       void *data)
+{
+	const struct net *net = data;
+	const struct socket *sock = dsk->sk_socket;
+
+	return !(sock && sock->file &&
+		 file_ns_capable(sock->file, net->user_ns, CAP_NET_ADMIN));
+}
+
+static inline int gs_genl_multicast_admin(const struct genl_family *family,
+					  struct net *net, struct sk_buff *skb,
+					  unsigned int group)
+{
+	group += family->mcgrp_offset;
+	NETLINK_CB(skb).dst_group = group;
+	return netlink_broadcast_filtered(net->genl_sock, skb, 0, group,
+					  GFP_KERNEL, gs_genl_mcast_filter, net);
+}
+#else
+#define GS_MCAST_CAP_NET_ADMIN	0
+
+static inline int gs_genl_multicast_admin(const struct genl_family *family,
+					  struct net *net, struct sk_buff *skb,
+					  unsigned int group)
+{
+	/* No way to keep it to the namespace's admins: send nothing. */
+	nlmsg_free(skb);
+	return 0;
+}
 #endif
 
 #endif /* _GPUSLEEP_COMPAT_H */

@@ -107,5 +107,31 @@ struct genl_family gs_probe_family = {
 };
 EOF
 
+# 6.7, and Debian's 6.1 and 6.6 stable updates ("genetlink: add
+# CAP_NET_ADMIN test for multicast bind"): a multicast group may ask
+# CAP_NET_ADMIN (GENL_MCAST_CAP_NET_ADMIN) of whoever joins it.
+run GENL_MCAST_CAP "$@" <<'EOF'
+#include <net/genetlink.h>
+const struct genl_multicast_group gs_probe_grp = {
+	.name = "x",
+	.flags = GENL_MCAST_CAP_NET_ADMIN,
+};
+EOF
+
+# netlink_broadcast_filtered(): a multicast that asks a filter about each
+# listening socket. Exported up to 5.x, removed, back in 6.8; only used
+# where GENL_MCAST_CAP is missing.
+run NETLINK_BROADCAST_FILTERED "$@" <<'EOF'
+#include <linux/netlink.h>
+#include <linux/skbuff.h>
+int gs_probe_filter(struct sock *dsk, struct sk_buff *skb, void *data);
+int gs_probe(struct sock *ssk, struct sk_buff *skb);
+int gs_probe(struct sock *ssk, struct sk_buff *skb)
+{
+	return netlink_broadcast_filtered(ssk, skb, 0, 1, GFP_KERNEL,
+					  gs_probe_filter, NULL);
+}
+EOF
+
 echo "#endif" >> "$dir/out.h"
 mv "$dir/out.h" "$out"

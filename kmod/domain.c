@@ -16,6 +16,7 @@
 #include <linux/fdtable.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/nsproxy.h>
 #include <linux/pid.h>
 #include <linux/pid_namespace.h>
 #include <linux/poll.h>
@@ -23,6 +24,7 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <net/net_namespace.h>
 
 #include "gpusleep.h"
 
@@ -104,9 +106,11 @@ static void gs_domain_free(struct kref *kref)
 	gs_owner_unwatch(d);
 	/* No fd is left: nobody can arm the timer any more. */
 	cancel_delayed_work_sync(&d->timeout_work);
+	cancel_delayed_work_sync(&d->sysfs_work);
 	WARN_ON(!list_empty(&d->efds));
 	WARN_ON(!list_empty(&d->waiters));
 	mutex_destroy(&d->lock);
+	put_net(d->net);
 	gs_user_uncharge(d->charged, GS_UC_DOMAINS);
 	put_pid(d->owner_pid);
 	put_cred(d->cred);
@@ -121,7 +125,7 @@ void gs_domain_put(struct gs_domain *d)
 struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 				   const struct gs_tagset *ts)
 {
-	kuid_t charged = gs_user_current();
+	struct gs_uid charged = gs_user_current();
 	struct gs_domain *d;
 	int ret;
 
@@ -143,6 +147,7 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 	d->cred = get_current_cred();
 	d->owner_pid = get_pid(task_tgid(current));
 	d->shared = req->flags & GPUSLEEP_CREATEF_SHARED;
+	d->net = get_net(current->nsproxy->net_ns);
 	mutex_init(&d->lock);
 	d->state = GPUSLEEP_S_AWAKE;
 	d->next_op_id = 1;
@@ -152,6 +157,7 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 	INIT_LIST_HEAD(&d->waiters);
 	init_waitqueue_head(&d->op_wq);
 	INIT_DELAYED_WORK(&d->timeout_work, gs_op_timeout_work);
+	gs_sysfs_init_domain(d);
 	gs_owner_watch(d);
 	return d;
 }
@@ -200,7 +206,7 @@ static const char *gs_role_name(u32 role)
  */
 int gs_domain_open_fd(struct gs_domain *d, u32 role, bool granted)
 {
-	kuid_t uid = gs_user_current();
+	struct gs_uid uid = gs_user_current();
 	struct gs_file *gf;
 	struct file *file;
 	int fd, ret;
@@ -380,13 +386,18 @@ static ssize_t gs_domain_read(struct file *file, char __user *buf,
 	struct gs_file *gf = file->private_data;
 	struct gs_domain *d = gf->d;
 	struct gs_evq *q = gs_file_queue(gf);
-	struct gpusleep_event ev;
+	struct gpusleep_event ev, out;
 	bool got, dead;
 	int ret;
 
 	if (!q || count < GPUSLEEP_EVENT_SIZE_VER0)
 		return -EINVAL;
-	count = min(count, sizeof(ev));
+	/*
+	 * Whole records only: the largest version that fits the buffer (a
+	 * reader built against an older struct gets that version, never the
+	 * start of a newer one cut short), and size says which.
+	 */
+	count = count >= sizeof(ev) ? sizeof(ev) : GPUSLEEP_EVENT_SIZE_VER0;
 	if (gf->role == GPUSLEEP_ROLE_ENGINE && !gs_engine_here(d))
 		return READ_ONCE(d->dead) ? 0 : -EPERM;
 	for (;;) {
@@ -406,7 +417,12 @@ static ssize_t gs_domain_read(struct file *file, char __user *buf,
 		if (ret)
 			return ret;
 	}
-	if (gs_copy_to_user(buf, &ev, count)) {
+	out = ev;
+	out.size = count;
+	/* An absolute CLOCK_MONOTONIC time, as the reader's clock reads it. */
+	if (out.deadline_ns)
+		out.deadline_ns = gs_mono_for_reader(out.deadline_ns);
+	if (gs_copy_to_user(buf, &out, count)) {
 		/* Unseen: back in line if still current (op.c decides). */
 		mutex_lock(&d->lock);
 		if (!d->dead)
@@ -503,6 +519,11 @@ static long gs_ioc_op(struct gs_file *gf, unsigned int cmd,
 	ret = gs_uarg_in(ua, &req, sizeof(req));
 	if (ret)
 		return ret;
+	/* The request's own form first, before any state is read. */
+	ret = gs_op_req_valid(cmd == GPUSLEEP_IOC_RELEASE ? GPUSLEEP_OP_RELEASE :
+			      GPUSLEEP_OP_RESUME, &req);
+	if (ret)
+		return gs_uarg_out(ua, &req, sizeof(req)) ? -EFAULT : ret;
 	block = !(req.flags & GPUSLEEP_OPF_NONBLOCK);
 
 	mutex_lock(&d->lock);
@@ -626,6 +647,10 @@ static long gs_ioc_complete(struct gs_file *gf, const struct gs_uarg *ua)
 	     (gf->role != GPUSLEEP_ROLE_AGENT ||
 	      c.type != GPUSLEEP_EV_PAUSE_TAG)))
 		return -EINVAL;
+	/* The answer's own form, before the domain's state is read. */
+	ret = gs_op_complete_valid(&c);
+	if (ret)
+		return ret;
 
 	mutex_lock(&d->lock);
 	if (d->dead) {

@@ -31,7 +31,7 @@ struct gs_efd {
 	struct list_head node;
 	struct eventfd_ctx *ctx;
 	struct gs_file *owner;
-	kuid_t uid;		/* charged one GS_UC_EVENTFDS */
+	struct gs_uid uid;	/* charged one GS_UC_EVENTFDS */
 	u32 events;
 };
 
@@ -66,7 +66,7 @@ void gs_efd_drop_owner(struct gs_domain *d, struct gs_file *owner)
 }
 
 /* Within uid's share of d's registrations? 0 or -EDQUOT. */
-static int gs_efd_user_room(struct gs_domain *d, kuid_t uid)
+static int gs_efd_user_room(struct gs_domain *d, struct gs_uid uid)
 {
 	unsigned int limit = READ_ONCE(gs_max_efds_user_domain);
 	unsigned int n = 0;
@@ -75,7 +75,7 @@ static int gs_efd_user_room(struct gs_domain *d, kuid_t uid)
 	if (!limit)
 		return 0;
 	list_for_each_entry(e, &d->efds, node)
-		if (uid_eq(e->uid, uid) && ++n >= limit)
+		if (gs_uid_eq(e->uid, uid) && ++n >= limit)
 			return -EDQUOT;
 	return 0;
 }
@@ -83,7 +83,7 @@ static int gs_efd_user_room(struct gs_domain *d, kuid_t uid)
 int gs_efd_set(struct gs_domain *d, struct gs_file *owner,
 	       const struct gpusleep_eventfd *req)
 {
-	kuid_t uid = gs_user_current();
+	struct gs_uid uid = gs_user_current();
 	struct eventfd_ctx *ctx;
 	struct gs_efd *e, *new = NULL;
 	bool add = false;

@@ -9,21 +9,44 @@
  * GET (do and dump) reads domains; RELEASE and RESUME start an operation
  * without waiting for it; STATE_NTF goes to the "events" multicast group at
  * every state transition, STEP_NTF at each start and end of a step. One
- * fill function, gs_nl_fill(), writes a domain for all but STEP_NTF,
- * always under domain->lock.
+ * fill function, gs_nl_fill(), writes a domain for all but STEP_NTF, from
+ * a snapshot (struct gs_nl_snap) taken under domain->lock.
+ *
+ * Namespaces: the family is in every network namespace (netnsok); a
+ * domain belongs to the one its creator was in (d->net) and is seen there
+ * only, by GET, dump, RELEASE/RESUME and the events group, which needs
+ * CAP_NET_ADMIN over that namespace to join (compat.h: kernels without
+ * GENL_MCAST_CAP_NET_ADMIN filter the listeners instead).
+ *
+ * Notifications are built outside domain->lock. Under it, gs_genl_notify()
+ * and gs_genl_step_notify() only copy what the message needs into an
+ * entry taken from a module-wide pool (struct gs_ntf, preallocated) and
+ * queue it with a reference on the domain's network namespace (not on
+ * the domain, whose end and quota a queued message must not hold
+ * back); gs_ntf_work, one work item,
+ * builds and multicasts the queued entries in order (so one domain's
+ * notifications keep their order), then refills the pool. A notification
+ * that finds the pool empty is dropped, and the listeners of its
+ * namespace are told as netlink tells a listener that overran its socket:
+ * their next receive fails with ENOBUFS (genl_set_err()), after which
+ * they dump again.
  *
  * Locking: doit and dumpit look a domain up in the id table (taking and
- * dropping gs_domains_lock), then take domain->lock to fill; the two are
- * never held together here. gs_genl_notify() and gs_genl_step_notify()
- * are called with domain->lock held and only allocate (GFP_KERNEL) and
- * multicast.
+ * dropping gs_domains_lock), then take domain->lock for a snapshot and
+ * fill the message after dropping it. gs_ntf_lock (a spinlock, a leaf
+ * like gs_users_lock: nothing is taken or allocated under it) guards the
+ * pool and the queue; it nests inside domain->lock.
  */
 #include <linux/capability.h>
 #include <linux/cred.h>
 #include <linux/fs.h>
+#include <linux/list.h>
 #include <linux/lockdep.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
 #include <linux/uidgid.h>
 #include <linux/pid.h>
+#include <linux/workqueue.h>
 #include <net/genetlink.h>
 #include <net/sock.h>
 #include <net/net_namespace.h>
@@ -41,23 +64,61 @@
  * family and its groups are here, indexed by the generated ids.
  */
 static const struct genl_multicast_group gs_nl_mcgrps[] = {
-	[GPUSLEEP_NLGRP_EVENTS] = { .name = GPUSLEEP_MCGRP_EVENTS, },
+	[GPUSLEEP_NLGRP_EVENTS] = {
+		.name = GPUSLEEP_MCGRP_EVENTS,
+		.flags = GS_MCAST_CAP_NET_ADMIN,
+	},
 };
 
 static struct genl_family gs_nl_family;
+
+/*
+ * What a message says about a domain, copied under domain->lock: a
+ * notification needs nothing of the domain after (it holds no reference:
+ * the domain, and what is charged for it, go with its last fd).
+ */
+struct gs_nl_snap {
+	u32 id;
+	kuid_t owner;
+	char name[GPUSLEEP_NAME_LEN];
+	char gpu[GPUSLEEP_GPU_LEN];
+	struct gs_tagset tags;
+	struct gpusleep_state st;	/* st.last: a finished op's result */
+	struct gs_counters cnt;
+	u32 last_reason;
+	u64 last_release_ns;
+	u64 last_resume_ns;
+	char group[GPUSLEEP_NAME_LEN];	/* "" when in none */
+};
+
+static void gs_nl_snap(struct gs_domain *d, struct gs_nl_snap *s)
+{
+	lockdep_assert_held(&d->lock);
+	s->id = d->id;
+	s->owner = d->owner;
+	memcpy(s->name, d->name, sizeof(s->name));
+	memcpy(s->gpu, d->gpu, sizeof(s->gpu));
+	s->tags = d->tags;
+	gs_fill_state(d, &s->st);
+	s->cnt = d->cnt;
+	s->last_reason = d->last_reason;
+	s->last_release_ns = d->last_release_ns;
+	s->last_resume_ns = d->last_resume_ns;
+	s->group[0] = '\0';
+	if (d->group)
+		gs_group_name(d->group, s->group, sizeof(s->group));
+}
 
 /* What a message adds to the domain's own attributes. */
 struct gs_nl_extra {
 	/* RELEASE / RESUME reply */
 	const struct gpusleep_op *op;
-	int err;
 	/* STATE_NTF */
 	bool ntf;
 	u32 from;
-	u32 to;
 	u64 op_id;
 	u64 time_ns;		/* CLOCK_REALTIME of the transition */
-	const struct gpusleep_result *res;
+	bool res;		/* carries the finished op's result (st.last) */
 };
 
 static int gs_nl_put_u64(struct sk_buff *skb, int type, u64 v, int pad)
@@ -91,17 +152,17 @@ static int gs_nl_put_counters(struct sk_buff *skb, const struct gs_counters *c)
 
 /*
  * One GPUSLEEP_A_TAG-like nest (type) per tag of mask: its index, and for
- * the domain's own list (d) its name, kind and generation; bytes and freed
- * from the arrays given.
+ * the domain's own list (gen given) its name, kind and generation; bytes
+ * and freed from the arrays given. ts: the domain's declaration.
  */
 static int gs_nl_put_tags(struct sk_buff *skb, int type,
-			  const struct gs_domain *d, u32 mask,
+			  const struct gs_tagset *ts, u32 mask,
 			  const u64 *bytes, const u64 *freed, const u64 *gen)
 {
 	struct nlattr *nest;
 	u32 i;
 
-	for (i = 0; i < d->tags.nr; i++) {
+	for (i = 0; i < ts->nr; i++) {
 		if (!(mask & BIT(i)))
 			continue;
 		nest = nla_nest_start(skb, type);
@@ -110,9 +171,9 @@ static int gs_nl_put_tags(struct sk_buff *skb, int type,
 		if (nla_put_u32(skb, GPUSLEEP_A_TAG_INDEX, i) ||
 		    (gen &&
 		     (nla_put_string(skb, GPUSLEEP_A_TAG_NAME,
-				     d->tags.tag[i].name) ||
+				     ts->tag[i].name) ||
 		      nla_put_u32(skb, GPUSLEEP_A_TAG_KIND,
-				  d->tags.tag[i].kind) ||
+				  ts->tag[i].kind) ||
 		      gs_nl_put_u64(skb, GPUSLEEP_A_TAG_GENERATION, gen[i],
 				    GPUSLEEP_A_TAG_PAD))) ||
 		    gs_nl_put_u64(skb, GPUSLEEP_A_TAG_BYTES, bytes[i],
@@ -125,7 +186,7 @@ static int gs_nl_put_tags(struct sk_buff *skb, int type,
 	return 0;
 }
 
-static int gs_nl_put_result(struct sk_buff *skb, const struct gs_domain *d,
+static int gs_nl_put_result(struct sk_buff *skb, const struct gs_tagset *ts,
 			    const struct gpusleep_result *r)
 {
 	struct nlattr *nest;
@@ -144,7 +205,7 @@ static int gs_nl_put_result(struct sk_buff *skb, const struct gs_domain *d,
 			  GPUSLEEP_A_RES_PAD) ||
 	    nla_put_u32(skb, GPUSLEEP_A_RES_SHORTFALL_TAGS, r->shortfall_tags) ||
 	    nla_put_u32(skb, GPUSLEEP_A_RES_LOST_TAGS, r->lost_tags) ||
-	    gs_nl_put_tags(skb, GPUSLEEP_A_RES_TAG, d, r->tags, r->bytes,
+	    gs_nl_put_tags(skb, GPUSLEEP_A_RES_TAG, ts, r->tags, r->bytes,
 			   r->freed_bytes, NULL))
 		return -EMSGSIZE;
 	nla_nest_end(skb, nest);
@@ -152,20 +213,18 @@ static int gs_nl_put_result(struct sk_buff *skb, const struct gs_domain *d,
 }
 
 /*
- * One message about d: its attributes, plus what x adds. With cb (a dump),
- * the message is checked against the id table's generation.
+ * One message about a domain from its snapshot s, plus what x adds; no
+ * lock. owner_pid: the domain's creator, for a reply (a notification
+ * carries no pid: NULL). With cb (a dump), the message is checked
+ * against the id table's generation.
  */
-static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
-		      u32 seq, int flags, u8 cmd, const struct gs_nl_extra *x,
+static int gs_nl_fill(struct sk_buff *skb, const struct gs_nl_snap *s,
+		      struct pid *owner_pid, u32 portid, u32 seq, int flags,
+		      u8 cmd, const struct gs_nl_extra *x,
 		      struct netlink_callback *cb)
 {
-	struct gpusleep_state st;
+	const struct gpusleep_state *st = &s->st;
 	void *hdr;
-
-	lockdep_assert_held(&d->lock);
-	gs_fill_state(d, &st);
-	if (x && x->ntf)
-		st.state = x->to;
 
 	hdr = genlmsg_put(skb, portid, seq, &gs_nl_family, flags, cmd);
 	if (!hdr)
@@ -173,29 +232,29 @@ static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
 	if (cb)
 		genl_dump_check_consistent(cb, hdr);
 
-	if (nla_put_u32(skb, GPUSLEEP_A_ID, d->id) ||
-	    nla_put_string(skb, GPUSLEEP_A_NAME, d->name) ||
-	    nla_put_string(skb, GPUSLEEP_A_GPU, d->gpu) ||
+	if (nla_put_u32(skb, GPUSLEEP_A_ID, s->id) ||
+	    nla_put_string(skb, GPUSLEEP_A_NAME, s->name) ||
+	    nla_put_string(skb, GPUSLEEP_A_GPU, s->gpu) ||
 	    nla_put_u32(skb, GPUSLEEP_A_OWNER_UID,
-			from_kuid_munged(&init_user_ns, d->owner)) ||
-	    nla_put_u32(skb, GPUSLEEP_A_STATE, st.state) ||
-	    nla_put_u32(skb, GPUSLEEP_A_RELEASED, st.released) ||
-	    nla_put_u32(skb, GPUSLEEP_A_FLAGS, st.flags) ||
-	    nla_put_u32(skb, GPUSLEEP_A_CAPS, st.caps) ||
-	    gs_nl_put_u64(skb, GPUSLEEP_A_OP_IN_FLIGHT, st.op_in_flight,
+			from_kuid_munged(&init_user_ns, s->owner)) ||
+	    nla_put_u32(skb, GPUSLEEP_A_STATE, st->state) ||
+	    nla_put_u32(skb, GPUSLEEP_A_RELEASED, st->released) ||
+	    nla_put_u32(skb, GPUSLEEP_A_FLAGS, st->flags) ||
+	    nla_put_u32(skb, GPUSLEEP_A_CAPS, st->caps) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_OP_IN_FLIGHT, st->op_in_flight,
 			  GPUSLEEP_A_PAD) ||
-	    gs_nl_put_u64(skb, GPUSLEEP_A_LAST_OP_ID, st.last_op_id,
+	    gs_nl_put_u64(skb, GPUSLEEP_A_LAST_OP_ID, st->last_op_id,
 			  GPUSLEEP_A_PAD) ||
-	    nla_put_u32(skb, GPUSLEEP_A_LAST_REASON, d->last_reason) ||
-	    gs_nl_put_u64(skb, GPUSLEEP_A_LAST_RELEASE_NS, d->last_release_ns,
+	    nla_put_u32(skb, GPUSLEEP_A_LAST_REASON, s->last_reason) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_LAST_RELEASE_NS, s->last_release_ns,
 			  GPUSLEEP_A_PAD) ||
-	    gs_nl_put_u64(skb, GPUSLEEP_A_LAST_RESUME_NS, d->last_resume_ns,
+	    gs_nl_put_u64(skb, GPUSLEEP_A_LAST_RESUME_NS, s->last_resume_ns,
 			  GPUSLEEP_A_PAD) ||
-	    gs_nl_put_counters(skb, &d->cnt) ||
-	    nla_put_u32(skb, GPUSLEEP_A_UNCONFIRMED, st.unconfirmed) ||
-	    nla_put_u32(skb, GPUSLEEP_A_SHORTFALL, st.shortfall) ||
-	    gs_nl_put_tags(skb, GPUSLEEP_A_TAG, d, d->tags.all,
-			   st.bytes_released, st.freed_bytes, st.generation))
+	    gs_nl_put_counters(skb, &s->cnt) ||
+	    nla_put_u32(skb, GPUSLEEP_A_UNCONFIRMED, st->unconfirmed) ||
+	    nla_put_u32(skb, GPUSLEEP_A_SHORTFALL, st->shortfall) ||
+	    gs_nl_put_tags(skb, GPUSLEEP_A_TAG, &s->tags, s->tags.all,
+			   st->bytes_released, st->freed_bytes, st->generation))
 		goto err_cancel;
 
 	/*
@@ -203,29 +262,25 @@ static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
 	 * if not there), as /proc shows it. A notification is one message
 	 * for listeners in any namespace: it carries none.
 	 */
-	if (!(x && x->ntf) &&
-	    nla_put_u32(skb, GPUSLEEP_A_OWNER_PID, pid_vnr(d->owner_pid)))
+	if (owner_pid &&
+	    nla_put_u32(skb, GPUSLEEP_A_OWNER_PID, pid_vnr(owner_pid)))
 		goto err_cancel;
 
 	/* What stays resident: absent while not reported (its enum has no 0). */
-	if (st.resident_source &&
-	    (gs_nl_put_u64(skb, GPUSLEEP_A_RESIDENT_BYTES, st.resident_bytes,
+	if (st->resident_source &&
+	    (gs_nl_put_u64(skb, GPUSLEEP_A_RESIDENT_BYTES, st->resident_bytes,
 			   GPUSLEEP_A_PAD) ||
-	     nla_put_u32(skb, GPUSLEEP_A_RESIDENT_SOURCE, st.resident_source)))
+	     nla_put_u32(skb, GPUSLEEP_A_RESIDENT_SOURCE, st->resident_source)))
 		goto err_cancel;
-	if (d->group) {
-		char group[GPUSLEEP_NAME_LEN];
+	if (s->group[0] && nla_put_string(skb, GPUSLEEP_A_GROUP, s->group))
+		goto err_cancel;
 
-		gs_group_name(d->group, group, sizeof(group));
-		if (nla_put_string(skb, GPUSLEEP_A_GROUP, group))
-			goto err_cancel;
-	}
-
+	/* A started operation: a refusal is an error ack, not a reply. */
 	if (x && x->op &&
 	    (gs_nl_put_u64(skb, GPUSLEEP_A_OP_ID, x->op->op_id,
 			   GPUSLEEP_A_PAD) ||
 	     nla_put_u32(skb, GPUSLEEP_A_REASON, x->op->reason) ||
-	     nla_put_s32(skb, GPUSLEEP_A_ERROR, x->err) ||
+	     nla_put_s32(skb, GPUSLEEP_A_ERROR, 0) ||
 	     nla_put_u32(skb, GPUSLEEP_A_BAD_TAGS, x->op->bad_tags)))
 		goto err_cancel;
 
@@ -234,7 +289,7 @@ static int gs_nl_fill(struct sk_buff *skb, struct gs_domain *d, u32 portid,
 	     gs_nl_put_u64(skb, GPUSLEEP_A_OP_ID, x->op_id, GPUSLEEP_A_PAD) ||
 	     gs_nl_put_u64(skb, GPUSLEEP_A_TIME_NS, x->time_ns,
 			   GPUSLEEP_A_PAD) ||
-	     (x->res && gs_nl_put_result(skb, d, x->res))))
+	     (x->res && gs_nl_put_result(skb, &s->tags, &st->last))))
 		goto err_cancel;
 
 	genlmsg_end(skb, hdr);
@@ -245,72 +300,97 @@ err_cancel:
 	return -EMSGSIZE;
 }
 
+/*
+ * The live domain with the request's id in the requester's network
+ * namespace, referenced; or NULL, with ENODEV's message in the extended
+ * ack (ENOENT is a resume's "not released").
+ */
 static struct gs_domain *gs_nl_domain(struct genl_info *info)
 {
 	struct nlattr *a = info->attrs[GPUSLEEP_A_ID];
 	struct gs_domain *d;
 
 	d = gs_ids_get(nla_get_u32(a));
+	if (d && !net_eq(d->net, genl_info_net(info))) {
+		gs_domain_put(d);
+		d = NULL;
+	}
 	if (!d)
-		NL_SET_ERR_MSG_ATTR(info->extack, a, "no such domain");
+		NL_SET_ERR_MSG_ATTR(info->extack, a,
+				    "no live domain with this id in this network namespace");
 	return d;
 }
 
 int gpusleep_nl_get_doit(struct sk_buff *skb, struct genl_info *info)
 {
+	struct gs_nl_snap *snap;
 	struct gs_domain *d;
 	struct sk_buff *msg;
-	int ret;
+	int ret = -ENOMEM;
 
 	if (GENL_REQ_ATTR_CHECK(info, GPUSLEEP_A_ID))
 		return -EINVAL;
 	d = gs_nl_domain(info);
 	if (!d)
-		return -ENOENT;
+		return -ENODEV;
+	snap = kmalloc(sizeof(*snap), GFP_KERNEL);
 	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
-	if (!msg) {
-		ret = -ENOMEM;
-		goto err_put;
-	}
+	if (!snap || !msg)
+		goto err;
 	mutex_lock(&d->lock);
-	ret = gs_nl_fill(msg, d, info->snd_portid, info->snd_seq, 0,
-			 GPUSLEEP_CMD_GET, NULL, NULL);
+	gs_nl_snap(d, snap);
 	mutex_unlock(&d->lock);
+	ret = gs_nl_fill(msg, snap, d->owner_pid, info->snd_portid,
+			 info->snd_seq, 0, GPUSLEEP_CMD_GET, NULL, NULL);
 	if (ret)
-		goto err_free;
+		goto err;
+	kfree(snap);
 	gs_domain_put(d);
 	return genlmsg_reply(msg, info);
 
-err_free:
+err:
 	nlmsg_free(msg);
-err_put:
+	kfree(snap);
 	gs_domain_put(d);
 	return ret;
 }
 
-/* cb->args[0]: the next domain id to visit. */
+/*
+ * cb->args[0]: the next domain id to visit. Only the domains of the
+ * requester's network namespace.
+ */
 int gpusleep_nl_get_dumpit(struct sk_buff *skb, struct netlink_callback *cb)
 {
+	const struct net *net = sock_net(cb->skb->sk);
 	u32 id = cb->args[0];
+	struct gs_nl_snap *snap;
 	struct gs_domain *d;
 	int ret = 0;
 
+	snap = kmalloc(sizeof(*snap), GFP_KERNEL);
+	if (!snap)
+		return -ENOMEM;
 	while ((d = gs_ids_next(&id))) {
 		/*
 		 * Sampled before each domain: a create or destroy since the
 		 * previous one, in this pass or an earlier one, flags it.
 		 */
 		cb->seq = gs_ids_generation();
-		mutex_lock(&d->lock);
-		ret = gs_nl_fill(skb, d, NETLINK_CB(cb->skb).portid,
-				 cb->nlh->nlmsg_seq, NLM_F_MULTI,
-				 GPUSLEEP_CMD_GET, NULL, cb);
-		mutex_unlock(&d->lock);
+		if (net_eq(d->net, net)) {
+			mutex_lock(&d->lock);
+			gs_nl_snap(d, snap);
+			mutex_unlock(&d->lock);
+			ret = gs_nl_fill(skb, snap, d->owner_pid,
+					 NETLINK_CB(cb->skb).portid,
+					 cb->nlh->nlmsg_seq, NLM_F_MULTI,
+					 GPUSLEEP_CMD_GET, NULL, cb);
+		}
 		gs_domain_put(d);
 		if (ret)
 			break;
 		id++;
 	}
+	kfree(snap);
 	cb->args[0] = id;
 	if (ret && !skb->len)
 		return ret;
@@ -337,31 +417,60 @@ static bool gs_nl_may_control(struct sk_buff *skb, const struct gs_domain *d)
 }
 
 /*
- * RELEASE / RESUME: start the operation, reply with how it went. The
- * policy lets through any flag of the spec's op-flags set; one that the
- * operation does not take (abort-inflight on a resume) and a tag the domain
- * did not declare are the state machine's to refuse, as a reply with reason
- * invalid.
+ * A refused RELEASE/RESUME: its errno, with the reason in words in the
+ * extended ack (NL_SET_ERR_MSG keeps a literal: one per reason).
+ */
+static void gs_nl_refused(struct genl_info *info, u32 reason, u32 bad_tags)
+{
+	struct netlink_ext_ack *ext = info->extack;
+
+	switch (reason) {
+	case GPUSLEEP_R_NOT_ENABLED:
+		NL_SET_ERR_MSG(ext, "refused (not_enabled): no agent is attached to the domain");
+		break;
+	case GPUSLEEP_R_INVALID:
+		if (bad_tags)
+			NL_SET_ERR_MSG_ATTR(ext, info->attrs[GPUSLEEP_A_TAGS],
+					    "refused (invalid): a tag the domain did not declare");
+		else
+			NL_SET_ERR_MSG(ext, "refused (invalid): unknown flags");
+		break;
+	case GPUSLEEP_R_KV_NOT_ALLOWED:
+		NL_SET_ERR_MSG(ext, "refused (kv_not_allowed): prefix caching on, no reset");
+		break;
+	case GPUSLEEP_R_ALREADY_RELEASED:
+		NL_SET_ERR_MSG(ext, "refused (already_released): a tag is released already");
+		break;
+	case GPUSLEEP_R_BUSY:
+		NL_SET_ERR_MSG(ext, "refused (busy): an operation is in flight");
+		break;
+	case GPUSLEEP_R_NOT_RELEASED:
+		NL_SET_ERR_MSG(ext, "refused (not_released): a tag asked for is not released");
+		break;
+	default:
+		NL_SET_ERR_MSG(ext, "refused");
+		break;
+	}
+}
+
+/*
+ * RELEASE / RESUME: start the operation, reply with its id. The policy
+ * lets through any flag of the spec's op-flags set; one that the
+ * operation does not take (abort-inflight on a resume) is EINVAL before
+ * the domain is looked up. A refusal of the state machine changes
+ * nothing and is an error ack (gs_nl_refused()).
  */
 static int gs_nl_op(struct sk_buff *skb, struct genl_info *info, u32 kind)
 {
 	struct gpusleep_op req = {};
 	struct gs_nl_extra x = {};
+	struct gs_nl_snap *snap = NULL;
+	struct sk_buff *msg = NULL;
 	struct gs_domain *d;
-	struct sk_buff *msg;
 	int ret;
 
 	if (GENL_REQ_ATTR_CHECK(info, GPUSLEEP_A_ID))
 		return -EINVAL;
-	d = gs_nl_domain(info);
-	if (!d)
-		return -ENOENT;
-	if (!gs_nl_may_control(skb, d)) {
-		NL_SET_ERR_MSG(info->extack,
-			       "not the domain's owner and no CAP_SYS_ADMIN");
-		ret = -EPERM;
-		goto err_put;
-	}
 	if (info->attrs[GPUSLEEP_A_TAGS])
 		req.tags = nla_get_u32(info->attrs[GPUSLEEP_A_TAGS]);
 	if (info->attrs[GPUSLEEP_A_OP_FLAGS])
@@ -370,31 +479,60 @@ static int gs_nl_op(struct sk_buff *skb, struct genl_info *info, u32 kind)
 		req.timeout_ms = nla_get_u32(info->attrs[GPUSLEEP_A_TIMEOUT_MS]);
 	/* Nobody waits in the kernel for netlink: the reply has the op id. */
 	req.flags |= GPUSLEEP_OPF_NONBLOCK;
-
-	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
-	if (!msg) {
-		ret = -ENOMEM;
-		goto err_put;
+	ret = gs_op_req_valid(kind, &req);
+	if (ret) {
+		NL_SET_ERR_MSG_ATTR(info->extack,
+				    info->attrs[GPUSLEEP_A_OP_FLAGS],
+				    "refused (invalid): a flag this operation does not take");
+		return ret;
 	}
+
+	d = gs_nl_domain(info);
+	if (!d)
+		return -ENODEV;
+	if (!gs_nl_may_control(skb, d)) {
+		NL_SET_ERR_MSG(info->extack,
+			       "not the domain's owner and no CAP_SYS_ADMIN");
+		ret = -EPERM;
+		goto out;
+	}
+	ret = -ENOMEM;
+	snap = kmalloc(sizeof(*snap), GFP_KERNEL);
+	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
+	if (!snap || !msg)
+		goto out;
+
 	mutex_lock(&d->lock);
 	if (d->dead) {
 		ret = -ENODEV;
 	} else {
-		x.op = &req;
-		x.err = kind == GPUSLEEP_OP_RELEASE ? gs_op_release(d, &req) :
-						      gs_op_resume(d, &req);
-		ret = gs_nl_fill(msg, d, info->snd_portid, info->snd_seq, 0,
-				 info->genlhdr->cmd, &x, NULL);
+		ret = kind == GPUSLEEP_OP_RELEASE ? gs_op_release(d, &req) :
+						    gs_op_resume(d, &req);
+		if (!ret)
+			gs_nl_snap(d, snap);
 	}
 	mutex_unlock(&d->lock);
+	if (ret == -ENODEV) {
+		NL_SET_ERR_MSG_ATTR(info->extack, info->attrs[GPUSLEEP_A_ID],
+				    "the domain is dead");
+		goto out;
+	}
+	if (ret) {
+		gs_nl_refused(info, req.reason, req.bad_tags);
+		goto out;
+	}
+	x.op = &req;
+	ret = gs_nl_fill(msg, snap, d->owner_pid, info->snd_portid,
+			 info->snd_seq, 0, info->genlhdr->cmd, &x, NULL);
 	if (ret)
-		goto err_free;
+		goto out;
+	kfree(snap);
 	gs_domain_put(d);
 	return genlmsg_reply(msg, info);
 
-err_free:
+out:
 	nlmsg_free(msg);
-err_put:
+	kfree(snap);
 	gs_domain_put(d);
 	return ret;
 }
@@ -413,6 +551,8 @@ static struct genl_family gs_nl_family __ro_after_init = {
 	.name		= GPUSLEEP_GENL_NAME,
 	.version	= GPUSLEEP_GENL_VERSION,
 	.maxattr	= GPUSLEEP_A_MAX,
+	/* In every network namespace: each domain is seen in its own. */
+	.netnsok	= true,
 	.parallel_ops	= true,
 	.module		= THIS_MODULE,
 	.split_ops	= gpusleep_nl_ops,
@@ -422,43 +562,128 @@ static struct genl_family gs_nl_family __ro_after_init = {
 	.n_mcgrps	= ARRAY_SIZE(gs_nl_mcgrps),
 };
 
-int gs_genl_init(void)
-{
-	gs_genl_split_ops_compat(&gs_nl_family, gpusleep_nl_ops);
-	return genl_register_family(&gs_nl_family);
-}
+/* ------------------------------------------------------------------ */
+/* Notifications, built outside domain->lock                           */
 
-void gs_genl_exit(void)
-{
-	genl_unregister_family(&gs_nl_family);
-}
-
-/* Under domain->lock: announce d's transition from -> to. */
-void gs_genl_notify(struct gs_domain *d, u32 from, u32 to, u64 op_id,
-		    const struct gpusleep_result *res)
-{
-	struct gs_nl_extra x = {
-		.ntf = true,
-		.from = from,
-		.to = to,
-		.op_id = op_id,
-		.time_ns = ktime_get_real_ns(),
-		.res = res,
+/*
+ * A notification queued for gs_ntf_work: all its message says, and the
+ * domain's network namespace (referenced while queued; NULL in the pool).
+ */
+struct gs_ntf {
+	struct list_head node;
+	struct net *net;
+	u8 cmd;			/* GPUSLEEP_CMD_STATE_NTF or _STEP_NTF */
+	u64 time_ns;		/* CLOCK_REALTIME, under domain->lock */
+	union {
+		struct {
+			struct gs_nl_snap snap;
+			struct gs_nl_extra x;
+		} state;
+		struct {
+			struct gs_step_ntf s;
+			u32 id;
+			char name[GPUSLEEP_NAME_LEN];
+			char group[GPUSLEEP_NAME_LEN];
+		} step;
 	};
-	struct sk_buff *msg;
+};
+
+/*
+ * The pool: GS_NTF_MIN entries from module init on, refilled up to
+ * GS_NTF_POOL by the work once notifications flow (someone listens).
+ * An entry is a kmalloc of under 1 KiB: at most 64 KiB for the module,
+ * however many domains.
+ */
+#define GS_NTF_MIN	16
+#define GS_NTF_POOL	64
+
+static DEFINE_SPINLOCK(gs_ntf_lock);
+static LIST_HEAD(gs_ntf_free);		/* the pool */
+static unsigned int gs_ntf_nr_free;
+static LIST_HEAD(gs_ntf_queue);		/* to send, in order */
+static void gs_ntf_workfn(struct work_struct *work);
+static DECLARE_WORK(gs_ntf_work, gs_ntf_workfn);
+
+/* Allocate entries (no lock held) until the pool has n; 0 or -ENOMEM. */
+static int gs_ntf_fill(unsigned int n)
+{
+	struct gs_ntf *e;
+
+	while (READ_ONCE(gs_ntf_nr_free) < n) {
+		/*
+		 * Not gs_kzalloc(): the work refills at any time, and must
+		 * not take a fault the tests aim at an ioctl's allocation.
+		 */
+		e = kzalloc(sizeof(*e), GFP_KERNEL);
+		if (!e)
+			return -ENOMEM;
+		spin_lock(&gs_ntf_lock);
+		list_add(&e->node, &gs_ntf_free);
+		gs_ntf_nr_free++;
+		spin_unlock(&gs_ntf_lock);
+	}
+	return 0;
+}
+
+static void gs_ntf_drain_pool(void)
+{
+	struct gs_ntf *e, *tmp;
+
+	list_for_each_entry_safe(e, tmp, &gs_ntf_free, node) {
+		list_del(&e->node);
+		kfree(e);
+	}
+	gs_ntf_nr_free = 0;
+}
+
+/*
+ * Under domain->lock: an entry from the pool for a notification about d,
+ * with a reference on d's network namespace; NULL when the pool is empty:
+ * the notification is dropped, and the listeners in d's namespace get
+ * ENOBUFS at their next receive, as for an overrun socket
+ * (netlink_set_err(): it sets their sockets' error and wakes them, no
+ * allocation), so that they dump again.
+ */
+static struct gs_ntf *gs_ntf_get(struct gs_domain *d, u8 cmd)
+{
+	struct gs_ntf *e = NULL;
 
 	lockdep_assert_held(&d->lock);
-	if (!genl_has_listeners(&gs_nl_family, &init_net, GPUSLEEP_NLGRP_EVENTS))
-		return;
-	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
-	if (!msg)
-		return;
-	if (gs_nl_fill(msg, d, 0, 0, 0, GPUSLEEP_CMD_STATE_NTF, &x, NULL)) {
-		nlmsg_free(msg);
-		return;
+	spin_lock(&gs_ntf_lock);
+	if (!list_empty(&gs_ntf_free)) {
+		e = list_first_entry(&gs_ntf_free, struct gs_ntf, node);
+		list_del(&e->node);
+		gs_ntf_nr_free--;
 	}
-	genlmsg_multicast(&gs_nl_family, msg, 0, GPUSLEEP_NLGRP_EVENTS,
-			  GFP_KERNEL);
+	spin_unlock(&gs_ntf_lock);
+	if (!e) {
+		genl_set_err(&gs_nl_family, d->net, 0, GPUSLEEP_NLGRP_EVENTS,
+			     -ENOBUFS);
+		queue_work(system_wq, &gs_ntf_work);	/* the refill */
+		return NULL;
+	}
+	e->net = get_net(d->net);
+	e->cmd = cmd;
+	e->time_ns = ktime_get_real_ns();
+	return e;
+}
+
+/* Queue a filled entry; the work sends it (domain->lock held). */
+static void gs_ntf_queue_one(struct gs_ntf *e)
+{
+	spin_lock(&gs_ntf_lock);
+	list_add_tail(&e->node, &gs_ntf_queue);
+	spin_unlock(&gs_ntf_lock);
+	queue_work(system_wq, &gs_ntf_work);
+}
+
+/* Back to the pool (no lock held). */
+static void gs_ntf_put(struct gs_ntf *e)
+{
+	spin_lock(&gs_ntf_lock);
+	list_add(&e->node, &gs_ntf_free);
+	gs_ntf_nr_free++;
+	spin_unlock(&gs_ntf_lock);
 }
 
 /* What a STEP_NTF can take: seven u32, two u64, two names. */
@@ -466,30 +691,22 @@ void gs_genl_notify(struct gs_domain *d, u32 from, u32 to, u64 op_id,
 			 2 * nla_total_size_64bit(sizeof(u64)) +	\
 			 2 * nla_total_size(GPUSLEEP_NAME_LEN))
 
-/*
- * Under domain->lock: announce a boundary of one of d's steps. Nothing is
- * made or taken while no one listens, so the ioctl path pays one check.
- */
-void gs_genl_step_notify(struct gs_domain *d, const struct gs_step_ntf *s)
+static struct sk_buff *gs_ntf_build_step(const struct gs_ntf *e)
 {
-	char group[GPUSLEEP_NAME_LEN];
+	const struct gs_step_ntf *s = &e->step.s;
 	struct sk_buff *msg;
 	void *hdr;
 
-	lockdep_assert_held(&d->lock);
-	if (!genl_has_listeners(&gs_nl_family, &init_net, GPUSLEEP_NLGRP_EVENTS))
-		return;
 	msg = genlmsg_new(GS_NL_STEP_SIZE, GFP_KERNEL);
 	if (!msg)
-		return;
+		return NULL;
 	hdr = genlmsg_put(msg, 0, 0, &gs_nl_family, 0, GPUSLEEP_CMD_STEP_NTF);
 	if (!hdr)
 		goto err_free;
-	if (d->group)
-		gs_group_name(d->group, group, sizeof(group));
-	if (nla_put_u32(msg, GPUSLEEP_A_ID, d->id) ||
-	    nla_put_string(msg, GPUSLEEP_A_NAME, d->name) ||
-	    (d->group && nla_put_string(msg, GPUSLEEP_A_GROUP, group)) ||
+	if (nla_put_u32(msg, GPUSLEEP_A_ID, e->step.id) ||
+	    nla_put_string(msg, GPUSLEEP_A_NAME, e->step.name) ||
+	    (e->step.group[0] &&
+	     nla_put_string(msg, GPUSLEEP_A_GROUP, e->step.group)) ||
 	    gs_nl_put_u64(msg, GPUSLEEP_A_OP_ID, s->op_id, GPUSLEEP_A_PAD) ||
 	    nla_put_u32(msg, GPUSLEEP_A_STEP, s->step) ||
 	    nla_put_u32(msg, GPUSLEEP_A_STEP_TYPE, s->type) ||
@@ -498,14 +715,148 @@ void gs_genl_step_notify(struct gs_domain *d, const struct gs_step_ntf *s)
 	    (s->phase == GPUSLEEP_STEP_END &&
 	     (nla_put_s32(msg, GPUSLEEP_A_ERROR, s->err) ||
 	      nla_put_u32(msg, GPUSLEEP_A_REASON, s->reason))) ||
-	    gs_nl_put_u64(msg, GPUSLEEP_A_TIME_NS, ktime_get_real_ns(),
-			  GPUSLEEP_A_PAD))
+	    gs_nl_put_u64(msg, GPUSLEEP_A_TIME_NS, e->time_ns, GPUSLEEP_A_PAD))
 		goto err_free;
 	genlmsg_end(msg, hdr);
-	genlmsg_multicast(&gs_nl_family, msg, 0, GPUSLEEP_NLGRP_EVENTS,
-			  GFP_KERNEL);
-	return;
+	return msg;
 
 err_free:
 	nlmsg_free(msg);
+	return NULL;
+}
+
+/* Build e's message and multicast it in its domain's namespace. */
+static void gs_ntf_send(struct gs_ntf *e)
+{
+	struct sk_buff *msg;
+
+	if (e->cmd == GPUSLEEP_CMD_STEP_NTF) {
+		msg = gs_ntf_build_step(e);
+	} else {
+		msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
+		if (msg && gs_nl_fill(msg, &e->state.snap, NULL, 0, 0, 0,
+				      GPUSLEEP_CMD_STATE_NTF, &e->state.x,
+				      NULL)) {
+			nlmsg_free(msg);
+			msg = NULL;
+		}
+	}
+	if (msg)
+		gs_genl_multicast_admin(&gs_nl_family, e->net, msg,
+					GPUSLEEP_NLGRP_EVENTS);
+}
+
+/* Move the queue, in order, to the end of batch. */
+static void gs_ntf_take_queue(struct list_head *batch)
+{
+	spin_lock(&gs_ntf_lock);
+	list_splice_tail_init(&gs_ntf_queue, batch);
+	spin_unlock(&gs_ntf_lock);
+}
+
+/* Send batch's entries in order; each goes back to the pool. */
+static void gs_ntf_send_batch(struct list_head *batch)
+{
+	struct gs_ntf *e, *tmp;
+
+	list_for_each_entry_safe(e, tmp, batch, node) {
+		list_del(&e->node);
+		gs_ntf_send(e);
+		put_net(e->net);
+		e->net = NULL;
+		gs_ntf_put(e);
+	}
+}
+
+/*
+ * Send what is queued, in order, then refill the pool. One work item:
+ * never two runs at once, so order holds.
+ */
+static void gs_ntf_workfn(struct work_struct *work)
+{
+	LIST_HEAD(batch);
+
+	gs_ntf_take_queue(&batch);
+	gs_ntf_send_batch(&batch);
+	gs_ntf_fill(GS_NTF_POOL);
+}
+
+int gs_genl_init(void)
+{
+	int ret;
+
+	ret = gs_ntf_fill(GS_NTF_MIN);
+	if (ret)
+		goto err_pool;
+	gs_genl_split_ops_compat(&gs_nl_family, gpusleep_nl_ops);
+	ret = genl_register_family(&gs_nl_family);
+	if (ret)
+		goto err_pool;
+	return 0;
+
+err_pool:
+	gs_ntf_drain_pool();
+	return ret;
+}
+
+/* What is queued is sent before the family goes. */
+void gs_genl_exit(void)
+{
+	flush_work(&gs_ntf_work);
+	genl_unregister_family(&gs_nl_family);
+	gs_ntf_drain_pool();
+}
+
+static bool gs_genl_listened(const struct gs_domain *d)
+{
+	return genl_has_listeners(&gs_nl_family, d->net, GPUSLEEP_NLGRP_EVENTS);
+}
+
+/*
+ * Under domain->lock: announce d's transition from -> to. Nothing is
+ * taken while no one listens in d's namespace.
+ */
+void gs_genl_notify(struct gs_domain *d, u32 from, u32 to, u64 op_id,
+		    const struct gpusleep_result *res)
+{
+	struct gs_ntf *e;
+
+	lockdep_assert_held(&d->lock);
+	if (!gs_genl_listened(d))
+		return;
+	e = gs_ntf_get(d, GPUSLEEP_CMD_STATE_NTF);
+	if (!e)
+		return;
+	gs_nl_snap(d, &e->state.snap);
+	e->state.snap.st.state = to;
+	if (res)
+		e->state.snap.st.last = *res;
+	e->state.x = (struct gs_nl_extra){
+		.ntf = true,
+		.from = from,
+		.op_id = op_id,
+		.time_ns = e->time_ns,
+		.res = !!res,
+	};
+	gs_ntf_queue_one(e);
+}
+
+/* Under domain->lock: announce a boundary of one of d's steps. */
+void gs_genl_step_notify(struct gs_domain *d, const struct gs_step_ntf *s)
+{
+	struct gs_ntf *e;
+
+	lockdep_assert_held(&d->lock);
+	if (!gs_genl_listened(d))
+		return;
+	e = gs_ntf_get(d, GPUSLEEP_CMD_STEP_NTF);
+	if (!e)
+		return;
+	e->step.s = *s;
+	e->step.id = d->id;
+	memcpy(e->step.name, d->name, sizeof(e->step.name));
+	e->step.group[0] = '\0';
+	if (d->group)
+		gs_group_name(d->group, e->step.group, sizeof(e->step.group));
+	gs_ntf_queue_one(e);
 }

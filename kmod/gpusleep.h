@@ -10,7 +10,7 @@
  *   announce.c fans a change out to its observers: sysfs, netlink,
  *             eventfds, waiters of blocking calls
  *   evq.c     the bounded event queues read by the engine and the agent
- *   user.c    what one user (euid) may hold: domains, fds, eventfds
+ *   user.c    what one user (a uid in a user namespace) may hold
  *   uarg.c    ioctl arguments that can grow (sizes, copy in and out)
  *   tags.c    the tags a domain declares (names, kinds, their bits)
  *   efd.c     eventfd registrations and their signalling
@@ -27,6 +27,8 @@
  *     domain->lock   (everything mutable in a domain; at most ONE domain's
  *                     lock is held at a time, so ranks need no order)
  *       gs_users_lock (user.c: per-user counts; a spinlock, a leaf)
+ *       gs_ntf_lock   (genl.c: the notification pool and queue; a
+ *                     spinlock, a leaf)
  * A domain tells its group of a change under domain->lock by queueing the
  * group's work (gs_group_kick()), never by taking group->lock. An
  * engine's or agent's COMPLETE whose answer the group waits for steps the
@@ -64,10 +66,23 @@
 #include <linux/lockdep.h>
 #include <linux/uidgid.h>
 #include <linux/ktime.h>
+#include <linux/time_namespace.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
 #include <linux/gpusleep.h>
+
+struct net;
+struct user_namespace;
+
+/*
+ * A user: a uid (kuid) in a user namespace. While something is charged to
+ * it, user.c holds a reference on ns.
+ */
+struct gs_uid {
+	struct user_namespace *ns;
+	kuid_t uid;
+};
 
 /*
  * Records queued per reader, at most. op.c keeps at most one step record
@@ -165,7 +180,7 @@ struct gs_domain {
 	u32 caps;
 	struct gs_tagset tags;
 	kuid_t owner;
-	kuid_t charged;		/* charged GS_UC_DOMAINS (gs_user_current()) */
+	struct gs_uid charged;	/* charged GS_UC_DOMAINS (gs_user_current()) */
 	const struct cred *cred;	/* the creator's (its user namespace) */
 	struct pid *owner_pid;	/* the creating process (referenced) */
 	bool shared;		/* GPUSLEEP_CREATEF_SHARED */
@@ -239,11 +254,25 @@ struct gs_domain {
 	u32 timer_step;
 	ktime_t timer_deadline;	/* when that step times out (ktime) */
 
+	/*
+	 * The network namespace the creator was in (referenced): netlink
+	 * shows the domain there only.
+	 */
+	struct net *net;
+
 	struct device *dev;	/* sysfs; NULL when sysfs is unavailable */
 	struct kernfs_node *kn_state;	/* sysfs_notify targets (sysfs.c) */
 	struct kernfs_node *kn_released;
-	u32 notified_state;	/* values pollers were last woken for */
+	u32 notified_state;	/* values last noted for the watchers */
 	u32 notified_released;
+	/*
+	 * Changes notified late (sysfs.c): the nodes owed a notification,
+	 * the work that sends it, and until when (jiffies) a change waits
+	 * for it rather than being notified at once.
+	 */
+	u32 sysfs_owed;
+	struct delayed_work sysfs_work;
+	unsigned long sysfs_quiet_until;
 };
 
 /*
@@ -270,7 +299,7 @@ struct gs_file {
 	struct gs_domain *d;
 	u32 role;		/* GPUSLEEP_ROLE_* */
 	/* The user charged for this fd (GS_UC_FDS, agents and controllers). */
-	kuid_t uid;
+	struct gs_uid uid;
 	/*
 	 * Controller: the newest finished operation whose result this fd
 	 * fetched (WAIT, a blocking RELEASE/RESUME, GET_STATE's last);
@@ -322,14 +351,15 @@ enum gs_ucount {
 	GS_UC_MAX
 };
 
+/* The user charged for what the caller makes: its euid in its namespace. */
+struct gs_uid gs_user_current(void);
+bool gs_uid_eq(struct gs_uid a, struct gs_uid b);
 /*
- * The user charged for what the caller makes: its euid, or in a user
- * namespace the owner of the outermost one below the initial namespace.
+ * Count one more of what for who, and for the owners of who's namespaces
+ * up the chain (user.c): 0, -EDQUOT past a limit, -ENOMEM.
  */
-kuid_t gs_user_current(void);
-/* Count one more of what for uid: 0, -EDQUOT past its limit, -ENOMEM. */
-int gs_user_charge(kuid_t uid, enum gs_ucount what);
-void gs_user_uncharge(kuid_t uid, enum gs_ucount what);
+int gs_user_charge(struct gs_uid who, enum gs_ucount what);
+void gs_user_uncharge(struct gs_uid who, enum gs_ucount what);
 
 /* domain.c */
 /*
@@ -400,6 +430,21 @@ static inline unsigned long gs_jiffies_until(ktime_t deadline)
 	return ns > 0 ? DIV_ROUND_UP_ULL(ns, TICK_NSEC) + 1 : 0;
 }
 
+/*
+ * An absolute CLOCK_MONOTONIC time (ns, the host's) as the calling task
+ * reads that clock: in its time namespace, whose offset a process moved
+ * by CRIU carries. Every such time that leaves the module passes here,
+ * in the reader's context (timens_add_monotonic() adds nothing outside a
+ * time namespace, or without CONFIG_TIME_NS).
+ */
+static inline u64 gs_mono_for_reader(u64 ns)
+{
+	struct timespec64 ts = ns_to_timespec64(ns);
+
+	timens_add_monotonic(&ts);
+	return timespec64_to_ns(&ts);
+}
+
 /* What is left until deadline (0: none, KTIME_MAX), never negative. */
 static inline ktime_t gs_time_left(ktime_t deadline)
 {
@@ -438,9 +483,16 @@ struct gs_domain *gs_ids_next(u32 *id);
 /* Bumped on every add and remove: the dump's consistency check (genl.c). */
 unsigned int gs_ids_generation(void);
 
-/* op.c; all with domain->lock held unless noted */
+/*
+ * op.c; all with domain->lock held unless noted. The *_valid() checks read
+ * no state and need no lock: a request's own form (flags, padding,
+ * reserved fields) is checked before anything about the domain, 0 or
+ * -EINVAL (a RELEASE/RESUME refusal is written into req, reason invalid).
+ */
+int gs_op_req_valid(u32 kind, struct gpusleep_op *req);
 /* Would gs_op_release() start? 0, or its refusal (req's out fields). */
 int gs_op_release_check(struct gs_domain *d, struct gpusleep_op *req);
+int gs_op_complete_valid(const struct gpusleep_complete *c);
 int gs_op_release(struct gs_domain *d, struct gpusleep_op *req);
 int gs_op_resume(struct gs_domain *d, struct gpusleep_op *req);
 int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
@@ -538,6 +590,8 @@ int gs_sysfs_init(void);
 void gs_sysfs_exit(void);
 int gs_sysfs_add(struct gs_domain *d);
 void gs_sysfs_remove(struct gs_domain *d);
+/* Set up a new domain's delayed notification (before any change). */
+void gs_sysfs_init_domain(struct gs_domain *d);
 void gs_sysfs_changed(struct gs_domain *d);
 
 /* genl.c */

@@ -149,7 +149,7 @@ struct gs_group {
 /* private_data of a group fd. */
 struct gs_gfile {
 	struct gs_group *g;
-	kuid_t uid;		/* charged one GS_UC_FDS */
+	struct gs_uid uid;	/* charged one GS_UC_FDS */
 	u64 seen_done;		/* newest result this fd fetched (poll) */
 	/*
 	 * Ranks added through this fd (bit i: rank i), under g->lock: its

@@ -76,7 +76,7 @@ static const int gs_reason_errnos[GPUSLEEP_R_MAX] = {
 	[GPUSLEEP_R_NONE]		= 0,
 	[GPUSLEEP_R_NOT_ENABLED]	= ENOTCONN,
 	[GPUSLEEP_R_INVALID]		= EINVAL,
-	[GPUSLEEP_R_KV_NOT_ALLOWED]	= EPERM,
+	[GPUSLEEP_R_KV_NOT_ALLOWED]	= EOPNOTSUPP,
 	[GPUSLEEP_R_ALREADY_RELEASED]	= EALREADY,
 	[GPUSLEEP_R_BUSY]		= EBUSY,
 	[GPUSLEEP_R_NOT_RELEASED]	= ENOENT,
@@ -542,16 +542,20 @@ static int gs_refuse(struct gpusleep_op *req, u32 reason, u32 bad)
 	return gs_reason_errno(reason);
 }
 
-/*
- * Output fields (reason, op_id, bad_tags) are ignored on input. A tag the
- * domain did not declare is invalid; the refusal names it in bad_tags.
- */
-static int gs_op_req_check(const struct gs_domain *d, struct gpusleep_op *req,
-			   u32 flag_mask)
+int gs_op_req_valid(u32 kind, struct gpusleep_op *req)
 {
-	if ((req->flags & ~flag_mask) || req->pad ||
+	u32 mask = kind == GPUSLEEP_OP_RELEASE ? GPUSLEEP_OPF_RELEASE_MASK :
+						 GPUSLEEP_OPF_RESUME_MASK;
+
+	if ((req->flags & ~mask) || req->pad ||
 	    !gs_reserved_zero(req->reserved, ARRAY_SIZE(req->reserved)))
 		return gs_refuse(req, GPUSLEEP_R_INVALID, 0);
+	return 0;
+}
+
+/* A tag the domain did not declare is invalid; bad_tags names it. */
+static int gs_op_tags_check(const struct gs_domain *d, struct gpusleep_op *req)
+{
 	if (req->tags & ~d->tags.all)
 		return gs_refuse(req, GPUSLEEP_R_INVALID,
 				 req->tags & ~d->tags.all);
@@ -565,10 +569,16 @@ int gs_op_release_check(struct gs_domain *d, struct gpusleep_op *req)
 	int ret;
 
 	lockdep_assert_held(&d->lock);
-	/* The seed's order: enabled, valid, kv allowed, released, busy. */
+	/*
+	 * The request itself first (it reads no state), then the seed's
+	 * order: enabled, declared tags, kv allowed, released, busy.
+	 */
+	ret = gs_op_req_valid(GPUSLEEP_OP_RELEASE, req);
+	if (ret)
+		return ret;
 	if (!d->agent)
 		return gs_refuse(req, GPUSLEEP_R_NOT_ENABLED, 0);
-	ret = gs_op_req_check(d, req, GPUSLEEP_OPF_RELEASE_MASK);
+	ret = gs_op_tags_check(d, req);
 	if (ret)
 		return ret;
 	if ((tags & d->tags.kv) && !gs_kv_release_allowed(d))
@@ -610,7 +620,9 @@ int gs_op_resume(struct gs_domain *d, struct gpusleep_op *req)
 	int ret;
 
 	lockdep_assert_held(&d->lock);
-	ret = gs_op_req_check(d, req, GPUSLEEP_OPF_RESUME_MASK);
+	ret = gs_op_req_valid(GPUSLEEP_OP_RESUME, req);
+	if (!ret)
+		ret = gs_op_tags_check(d, req);
 	if (ret)
 		return ret;
 	cancel = d->op_active && d->state == GPUSLEEP_S_DRAINING;
@@ -741,14 +753,8 @@ static int gs_op_complete_late(struct gs_domain *d,
 	return 0;
 }
 
-int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
-		   const struct gpusleep_complete *c)
+int gs_op_complete_valid(const struct gpusleep_complete *c)
 {
-	struct gs_op *op = &d->op;
-	bool engine = gf->role == GPUSLEEP_ROLE_ENGINE;
-	u32 idx;
-
-	lockdep_assert_held(&d->lock);
 	switch (c->type) {
 	case GPUSLEEP_EV_DRAIN:
 	case GPUSLEEP_EV_RESET_CACHES:
@@ -773,6 +779,21 @@ int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
 	 */
 	if (c->type == GPUSLEEP_EV_PAUSE_TAG && !c->status && c->lost_bytes)
 		return -EINVAL;
+	return 0;
+}
+
+int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
+		   const struct gpusleep_complete *c)
+{
+	struct gs_op *op = &d->op;
+	bool engine = gf->role == GPUSLEEP_ROLE_ENGINE;
+	u32 idx;
+	int ret;
+
+	lockdep_assert_held(&d->lock);
+	ret = gs_op_complete_valid(c);
+	if (ret)
+		return ret;
 	if (!engine && d->late.valid && d->late.op_id == c->op_id &&
 	    d->late.step == c->step && d->late.type == c->type)
 		return gs_op_complete_late(d, c);

@@ -11,14 +11,13 @@
  * that lock: gs_sysfs_remove() runs from the engine fd's release before the
  * lock is taken, and device_unregister() waits for every show() in flight.
  * gs_sysfs_changed() runs under domain->lock; it only calls kernfs_notify()
- * (an RCU read section and a spinlock) on nodes looked up at creation,
- * and only while someone has the file open.
+ * (an RCU read section, a spinlock and queue_work()) on nodes looked up
+ * at creation, when their value changed, or queues its own work to.
  */
 #include <linux/device.h>
 #include <linux/kdev_t.h>
 #include <linux/kernfs.h>
 #include <linux/pid.h>
-#include <linux/rcupdate.h>
 #include <linux/slab.h>
 #include <linux/sysfs.h>
 #include <linux/uidgid.h>
@@ -404,7 +403,10 @@ void gs_sysfs_remove(struct gs_domain *d)
 	d->dev = NULL;
 	d->kn_state = NULL;
 	d->kn_released = NULL;
+	d->sysfs_owed = 0;
 	mutex_unlock(&d->lock);
+	/* Nothing queues it now (d->dev is NULL); it takes the lock. */
+	cancel_delayed_work_sync(&d->sysfs_work);
 	if (!dev)
 		return;
 	sysfs_put(kn_released);
@@ -413,28 +415,76 @@ void gs_sysfs_remove(struct gs_domain *d)
 }
 
 /*
- * A poller has the file open (poll() needs an open file). Nobody: no
- * notification, which would only queue the kernel's kernfs_notify work
- * and wake its kworker, a context switch per state change on the control
- * path for no one. A file opened after the change reads the new value:
- * its opener read attr.open's update before show() took domain->lock,
- * which the caller holds, so either it is seen here or the show() comes
- * after the change.
+ * Each real change of state and released_tags is notified, as kernfs
+ * means it: kernfs_notify() wakes poll() on an open file and, from its
+ * work, tells fsnotify (inotify IN_MODIFY, systemd path units), whose
+ * watchers hold no file open. Whether anyone has the file open says
+ * nothing about whether anyone watches, so every change is notified.
+ *
+ * Each kernfs_notify() queues the kernel's kernfs work, a kworker
+ * wake-up: five a release/resume cycle (docs/benchmarks.md, 2a). So a
+ * change is notified at once when none was in the last
+ * GS_SYSFS_QUIET_MS, and the changes that follow within that window are
+ * notified together at its end (from sysfs_work): never lost (a node
+ * owed a notification gets one, whatever its value then), at most
+ * GS_SYSFS_QUIET_MS late, and a busy domain costs two wake-ups per window
+ * rather than five per cycle. Readers read the value then, as they would
+ * after any notification: sysfs has current values, not a history.
  */
-static bool gs_kn_watched(struct kernfs_node *kn)
+#define GS_SYSFS_QUIET_MS	10
+#define GS_SYSFS_STATE		BIT(0)
+#define GS_SYSFS_RELEASED	BIT(1)
+
+/* Notify the nodes of owed; domain->lock held (the nodes stay). */
+static void gs_sysfs_notify(struct gs_domain *d, u32 owed)
 {
-	return kn && rcu_access_pointer(kn->attr.open);
+	lockdep_assert_held(&d->lock);
+	if ((owed & GS_SYSFS_STATE) && d->kn_state)
+		sysfs_notify_dirent(d->kn_state);
+	if ((owed & GS_SYSFS_RELEASED) && d->kn_released)
+		sysfs_notify_dirent(d->kn_released);
+	d->sysfs_quiet_until = jiffies + msecs_to_jiffies(GS_SYSFS_QUIET_MS);
+}
+
+static void gs_sysfs_workfn(struct work_struct *work)
+{
+	struct gs_domain *d = container_of(to_delayed_work(work),
+					   struct gs_domain, sysfs_work);
+
+	mutex_lock(&d->lock);
+	if (d->sysfs_owed)
+		gs_sysfs_notify(d, d->sysfs_owed);
+	d->sysfs_owed = 0;
+	mutex_unlock(&d->lock);
+}
+
+void gs_sysfs_init_domain(struct gs_domain *d)
+{
+	INIT_DELAYED_WORK(&d->sysfs_work, gs_sysfs_workfn);
+	d->sysfs_quiet_until = jiffies;
 }
 
 void gs_sysfs_changed(struct gs_domain *d)
 {
+	u32 owed = 0;
+
 	lockdep_assert_held(&d->lock);
-	/* Wake pollers only when the value they watch really changed. */
-	if (d->state != d->notified_state && gs_kn_watched(d->kn_state))
-		sysfs_notify_dirent(d->kn_state);
-	if (d->released != d->notified_released &&
-	    gs_kn_watched(d->kn_released))
-		sysfs_notify_dirent(d->kn_released);
+	/* Only when the value watched really changed. */
+	if (d->state != d->notified_state)
+		owed |= GS_SYSFS_STATE;
+	if (d->released != d->notified_released)
+		owed |= GS_SYSFS_RELEASED;
 	d->notified_state = d->state;
 	d->notified_released = d->released;
+	if (!owed || !d->dev)
+		return;
+	if (!d->sysfs_owed && time_after_eq(jiffies, d->sysfs_quiet_until)) {
+		gs_sysfs_notify(d, owed);
+		return;
+	}
+	d->sysfs_owed |= owed;
+	/* Not re-armed if pending: the window's changes go together. */
+	queue_delayed_work(system_wq, &d->sysfs_work,
+			   time_after(d->sysfs_quiet_until, jiffies) ?
+			   d->sysfs_quiet_until - jiffies : 0);
 }

@@ -38,9 +38,9 @@ version=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$REPO/dkms.conf")
 # The probes each kernel must answer yes to; every other probe must say no.
 expect() {
 	case $1 in
-	5.10) echo "BASELINE" ;;
-	6.1) echo "BASELINE GENL_REQ_ATTR_CHECK" ;;
-	*) echo "BASELINE CLASS_ATTR_CONST EVENTFD_SIGNAL_1ARG GENL_REQ_ATTR_CHECK GENL_SPLIT_OPS" ;;
+	5.10) echo "BASELINE NETLINK_BROADCAST_FILTERED" ;;
+	6.1) echo "BASELINE GENL_MCAST_CAP GENL_REQ_ATTR_CHECK" ;;
+	*) echo "BASELINE CLASS_ATTR_CONST EVENTFD_SIGNAL_1ARG GENL_MCAST_CAP GENL_REQ_ATTR_CHECK GENL_SPLIT_OPS NETLINK_BROADCAST_FILTERED" ;;
 	esac
 }
 

@@ -13,7 +13,8 @@
 #    kernel's source tree (only read).
 # 2. A cheap clean copy: a git repository holding only the files of that
 #    tree the series touches, plus tools/net/ynl and the netlink schemas;
-#    `git am` applies the series to it.
+#    `git am` applies the series to it; the ioctl range's row in
+#    ioctl-number.rst is checked (tools/upstream/check_ioctl_number.py).
 # 3. checkpatch.pl --strict (the tree's) on each patch.
 # 4. Every prefix of the series builds: its uAPI headers compile in a
 #    userspace program, and, once the driver is there, drivers/misc/gpusleep/
@@ -87,6 +88,16 @@ else
 fi
 
 echo "# patches: applied at $(($(date +%s) - t0)) s" >> "$log"
+# 2b. the ioctl range registered: its row in ioctl-number.rst, in the
+# table's columns, covering every command the uAPI header defines
+if why=$("$REPO/tools/upstream/check_ioctl_number.py" \
+	"$tree/Documentation/userspace-api/ioctl/ioctl-number.rst" \
+	"$tree/include/uapi/linux/gpusleep.h" 2>&1); then
+	say ok "ioctl-number.rst registers 0xBC 00-3F (gpusleep.h), in the table's columns, every command inside"
+else
+	say "not ok" "ioctl-number.rst registers the ioctl range"
+	echo "$why" | head -n 10 | sed 's/^/#   /'
+fi
 # 3. checkpatch --strict, the tree's own (--no-tree: the copy is partial);
 # in the background, beside the builds, read after them
 for p in "${patches[@]}"; do

@@ -262,7 +262,7 @@ static const struct reason_desc reasons[GPUSLEEP_R_MAX] = {
 		EINVAL },
 	[GPUSLEEP_R_KV_NOT_ALLOWED] = { "KV_NOT_ALLOWED",
 		"cannot release kv_cache: prefix caching is on and the engine cannot reset it",
-		EPERM },
+		EOPNOTSUPP },
 	[GPUSLEEP_R_ALREADY_RELEASED] = { "ALREADY_RELEASED",
 		"tags already released", EALREADY },
 	[GPUSLEEP_R_BUSY] = { "BUSY",

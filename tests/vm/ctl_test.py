@@ -488,6 +488,29 @@ def main():
     t.check("status as nobody: readable",
             r.returncode == 0 and json.loads(r.stdout)["id"] == dom, r)
 
+    # Issue 35: the events group takes CAP_NET_ADMIN; monitor says so
+    p = bg("monitor", preexec_fn=drop)
+    try:
+        _, err = p.communicate(timeout=BOUND)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+    t.check("monitor as nobody: exit 4, says the group takes CAP_NET_ADMIN",
+            p.returncode == 4 and "CAP_NET_ADMIN" in err and
+            "not loaded" not in err, (p.returncode, err))
+
+    # Issue 35: in a network namespace without domains, monitor says where
+    # they are (sysfs lists them), not that the module is missing
+    p = subprocess.Popen(["unshare", "--net", CTL, "monitor"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    err = LineReader(p.stderr).readline()
+    p.kill()
+    p.communicate()
+    t.check("monitor in another network namespace: says netlink shows "
+            "domains in their creator's namespace",
+            "network namespace" in err and "not loaded" not in err, err)
+
     os.close(agent)
     os.close(engine)
     os.close(dev)

@@ -29,10 +29,14 @@ static inline int nl_open(void)
 {
 	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
 	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+	int one = 1;
 
 	if (fd < 0)
 		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+	/* Error acks with the extended ack's message, without the request. */
+	if (setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one)) ||
+	    setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one)) ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		close(fd);
 		return -errno;
 	}
@@ -135,13 +139,18 @@ static inline int nl_recv(int fd, char *buf, size_t len)
 
 /*
  * Send r and read the answer: 0 with the first reply message copied to out
- * (if out), or the -errno of an NLMSG_ERROR.
+ * (if out), or the -errno of an NLMSG_ERROR, whose extended ack's message
+ * goes to msg (if msg; "" when there is none).
  */
-static inline int nl_call(int fd, struct nl_req *r, char *out, size_t outlen)
+static inline int nl_call_msg(int fd, struct nl_req *r, char *out,
+			      size_t outlen, char *msg, size_t msglen)
 {
 	char buf[NL_BUF];
 	struct nlmsghdr *nh;
 	int n, ret = 1;
+
+	if (msg)
+		msg[0] = 0;
 
 	r->nh.nlmsg_flags |= NLM_F_ACK;
 	n = nl_send(fd, r);
@@ -154,8 +163,19 @@ static inline int nl_call(int fd, struct nl_req *r, char *out, size_t outlen)
 		for (nh = (void *)buf; NLMSG_OK(nh, n); nh = NLMSG_NEXT(nh, n)) {
 			if (nh->nlmsg_type == NLMSG_ERROR) {
 				struct nlmsgerr *e = NLMSG_DATA(nh);
+				struct nlattr *tb[NL_MAX_ATTR] = { 0 };
+				int tl = (int)nh->nlmsg_len -
+					 NLMSG_LENGTH(sizeof(*e));
 
 				ret = e->error;
+				/* capped ack: the TLVs follow the header */
+				if (msg && (nh->nlmsg_flags & NLM_F_ACK_TLVS) &&
+				    tl > 0) {
+					nl_parse(tb, e + 1, tl);
+					if (tb[NLMSGERR_ATTR_MSG])
+						snprintf(msg, msglen, "%s",
+							 (char *)nla_data_(tb[NLMSGERR_ATTR_MSG]));
+				}
 				break;
 			}
 			if (out && nh->nlmsg_len <= outlen)
@@ -163,6 +183,11 @@ static inline int nl_call(int fd, struct nl_req *r, char *out, size_t outlen)
 		}
 	}
 	return ret;
+}
+
+static inline int nl_call(int fd, struct nl_req *r, char *out, size_t outlen)
+{
+	return nl_call_msg(fd, r, out, outlen, NULL, 0);
 }
 
 /* Resolve the family id and the events group id. */

@@ -249,13 +249,15 @@ TEST_F(lim, eventfds_per_user_per_domain)
 }
 
 /*
- * In a new user namespace with 4 uids mapped (0..3 inside, 100000.. out),
- * each uid creates domains until refused and keeps them; the total.
+ * In a new user namespace made by creator (a uid of the initial
+ * namespace) with 4 uids mapped (0..3 inside, base.. out), each uid
+ * creates domains until refused (at most 8) and keeps them; the total.
  */
-static int userns_create_all(int dev, int *skipped)
+static int userns_create_all(int dev, uid_t creator, unsigned int base,
+			     int *skipped)
 {
 	int go[2], rep[2], total = 0, n, i, st;
-	char buf[64];
+	char buf[64], line[32];
 	pid_t c;
 
 	*skipped = 0;
@@ -267,6 +269,9 @@ static int userns_create_all(int dev, int *skipped)
 		char x;
 
 		close(go[1]);
+		if (creator && (setresgid(creator, creator, creator) ||
+				setresuid(creator, creator, creator)))
+			_exit(2);
 		if (unshare(CLONE_NEWUSER)) {
 			n = -errno;
 			_exit(write(rep[1], &n, sizeof(n)) == sizeof(n) ? 3 : 4);
@@ -305,11 +310,12 @@ static int userns_create_all(int dev, int *skipped)
 		waitpid(c, &st, 0);
 		return 0;
 	}
+	snprintf(line, sizeof(line), "0 %u 4\n", base);
 	snprintf(buf, sizeof(buf), "/proc/%d/uid_map", c);
-	if (write_file(buf, "0 100000 4\n"))
+	if (write_file(buf, line))
 		return -1;
 	snprintf(buf, sizeof(buf), "/proc/%d/gid_map", c);
-	if (write_file(buf, "0 100000 4\n"))
+	if (write_file(buf, line))
 		return -1;
 	if (write(go[1], "g", 1) != 1)
 		return -1;
@@ -326,22 +332,54 @@ static int userns_create_all(int dev, int *skipped)
 }
 
 /*
- * Issue 26, 10: a container with 4 mapped uids does not get 4 shares. A
- * user namespace is charged to its owner (the user that made the
- * outermost namespace below the initial one), as RLIMIT_NPROC's counts
- * climb to the namespace's owner: with a share of 2, the container makes
- * 2 domains in all.
+ * Issue 26, 10: a user does not get more shares by making a user
+ * namespace with 4 mapped uids. What is made in a namespace is charged to
+ * the namespace's owner too, up the chain of namespaces (as the kernel's
+ * ucounts climb): with a share of 2, nobody's container makes 2 domains
+ * in all.
  */
 TEST_F(lim, a_user_namespace_does_not_multiply_the_share)
 {
 	int skipped, total;
 
 	lower(self, "max_domains_per_user", "2");
-	total = userns_create_all(self->dev, &skipped);
+	total = userns_create_all(self->dev, 65534, 200000, &skipped);
 	if (skipped)
-		SKIP(return, "unshare(CLONE_NEWUSER): %s (user namespaces off, or the test runs in a chroot)",
+		SKIP(return, "unshare(CLONE_NEWUSER) as uid 65534: %s (unprivileged user namespaces off, or the test runs in a chroot)",
 		     strerror(skipped));
 	EXPECT_EQ(2, total);
+}
+
+/*
+ * Issue 35: a user namespace that root made (a Kubernetes pod's, a
+ * container runtime's) is not pooled into uid 0's one share: each of its
+ * users has a share of its own there (here 4 uids, 2 each), and root's
+ * own share, full here, is untouched; a second such namespace has its
+ * own shares again. Namespaces made by anyone else are charged up to
+ * their owner (the test above).
+ */
+TEST_F(lim, a_user_namespace_root_made_has_its_own_shares)
+{
+	int a, b, skipped, total;
+
+	lower(self, "max_domains_per_user", "2");
+	a = gs_create(self->dev, "root1", 0, NULL);
+	b = gs_create(self->dev, "root2", 0, NULL);
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	EXPECT_EQ(-EDQUOT, gs_create(self->dev, "root3", 0, NULL));
+	total = userns_create_all(self->dev, 0, 100000, &skipped);
+	if (skipped)
+		SKIP(goto out, "unshare(CLONE_NEWUSER): %s (user namespaces off, or the test runs in a chroot)",
+		     strerror(skipped));
+	EXPECT_EQ(8, total);
+	total = userns_create_all(self->dev, 0, 300000, &skipped);
+	EXPECT_EQ(8, total);
+	/* and root's own share is still full */
+	EXPECT_EQ(-EDQUOT, gs_create(self->dev, "root3", 0, NULL));
+out:
+	close(a);
+	close(b);
 }
 
 TEST_HARNESS_MAIN

@@ -4,6 +4,7 @@
  * directory through a release/resume cycle driven step by step, failures,
  * cancels, poll() wake-ups on "state", and the directory's removal.
  */
+#include <sys/inotify.h>
 #include <sys/stat.h>
 
 #include "kselftest_harness.h"
@@ -315,6 +316,51 @@ TEST_F(sys, poll_state_wakes)
 	ASSERT_EQ(0, lseek(p.fd, 0, SEEK_SET));
 	ASSERT_LT(0, read(p.fd, buf, sizeof(buf)));
 	EXPECT_EQ(0, strncmp(buf, "draining", 8));
+	close(p.fd);
+}
+
+/*
+ * Issue 35: kernfs's notify semantics kept: a change of "state" and of
+ * "released_tags" reaches inotify (IN_MODIFY), which is what systemd path
+ * units and file watchers use, with no one holding the file open.
+ */
+TEST_F(sys, inotify_sees_changes_without_an_open_file)
+{
+	char path[256], buf[4096] __attribute__((aligned(8)));
+	struct inotify_event *ev;
+	struct gpusleep_op op;
+	struct pollfd p;
+	int wd[2], seen[2] = { 0, 0 }, i;
+	ssize_t n;
+
+	p.fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	ASSERT_LE(0, p.fd);
+	snprintf(path, sizeof(path), CLASS "/domain%u/state", self->id);
+	wd[0] = inotify_add_watch(p.fd, path, IN_MODIFY);
+	snprintf(path, sizeof(path), CLASS "/domain%u/released_tags",
+		 self->id);
+	wd[1] = inotify_add_watch(p.fd, path, IN_MODIFY);
+	ASSERT_LE(0, wd[0]);
+	ASSERT_LE(0, wd[1]);
+	ASSERT_EQ(0, gs_release(self->ctl, W, NB, &op));
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, 0,
+				    GS_TAG_BYTES(W)));
+	ASSERT_EQ(0, gs_wait(self->ctl, op.op_id, GS_WAIT_MS, NULL));
+	p.events = POLLIN;
+	while (!(seen[0] && seen[1])) {
+		ASSERT_EQ(1, poll(&p, 1, GS_WAIT_MS))
+			TH_LOG("state %d, released_tags %d", seen[0], seen[1]);
+		n = read(p.fd, buf, sizeof(buf));
+		ASSERT_LT(0, n);
+		for (i = 0; i < n; i += sizeof(*ev) + ev->len) {
+			ev = (struct inotify_event *)(buf + i);
+			if (ev->wd == wd[0] && (ev->mask & IN_MODIFY))
+				seen[0] = 1;
+			if (ev->wd == wd[1] && (ev->mask & IN_MODIFY))
+				seen[1] = 1;
+		}
+	}
 	close(p.fd);
 }
 

@@ -402,7 +402,7 @@ TEST_F(tags, kv_not_allowed_names_the_declared_kv_tag)
 	e = open_domain(self->dev, "kvno", GPUSLEEP_CAP_PREFIX_CACHING, d, 3,
 			&id, &a);
 	ASSERT_LE(0, e);
-	EXPECT_EQ(-EPERM, gs_release(e, 0, NB, &op));
+	EXPECT_EQ(-EOPNOTSUPP, gs_release(e, 0, NB, &op));
 	EXPECT_EQ(GPUSLEEP_R_KV_NOT_ALLOWED, op.reason);
 	EXPECT_EQ(0x4, op.bad_tags);
 	/* the others may go */

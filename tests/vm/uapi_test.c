@@ -4,6 +4,7 @@
  * access rules (owner uid or CAP_SYS_ADMIN) and limits.
  */
 #define _GNU_SOURCE
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include "kselftest_harness.h"
@@ -214,13 +215,246 @@ TEST_F(dev, step_records_carry_their_deadline)
 	ASSERT_EQ(GPUSLEEP_EVENT_SIZE_VER0,
 		  read(a, &ev, GPUSLEEP_EVENT_SIZE_VER0));
 	EXPECT_EQ(GPUSLEEP_EV_PAUSE_TAG, ev.type);
-	EXPECT_EQ(GPUSLEEP_EVENT_SIZE_VER1, ev.size);
+	EXPECT_EQ(GPUSLEEP_EVENT_SIZE_VER0, ev.size);	/* what it got */
 	EXPECT_EQ(0xccccccccccccccccULL, ev.deadline_ns);	/* not written */
 	ASSERT_EQ(0, gs_answer(a, &ev, 0, GS_TAG_BYTES(ev.tags)));
 	ASSERT_EQ(0, gs_finish(c, op.op_id, NULL));
 	close(c);
 	close(a);
 	close(e);
+}
+
+/*
+ * Issue 35: read() hands out whole records only, of the largest version
+ * that fits the buffer, and says in size which one it is: a buffer
+ * between two versions gets the smaller one whole, never the start of
+ * the larger one cut at the buffer's end.
+ */
+TEST_F(dev, read_returns_whole_record_versions)
+{
+	unsigned char buf[sizeof(struct gpusleep_event) + 16];
+	struct gpusleep_event ev;
+	struct gpusleep_op op;
+	size_t sz;
+	uint32_t id;
+	int e, a, c;
+
+	e = gs_create(self->dev, "whole", 0, &id);
+	ASSERT_LE(0, e);
+	a = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
+	c = gs_attach(self->dev, id, GPUSLEEP_ROLE_CONTROLLER);
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, c);
+	for (sz = GPUSLEEP_EVENT_SIZE_VER0 - 1; sz <= sizeof(buf); sz++) {
+		size_t want = sz >= GPUSLEEP_EVENT_SIZE_VER1 ?
+			      GPUSLEEP_EVENT_SIZE_VER1 :
+			      GPUSLEEP_EVENT_SIZE_VER0;
+		ssize_t n;
+
+		ASSERT_EQ(0, gs_start(c, GPUSLEEP_IOC_RELEASE,
+				      GPUSLEEP_TAG_WEIGHTS, 0, &op));
+		memset(buf, 0xcc, sizeof(buf));
+		n = read(e, buf, sz);
+		if (sz < GPUSLEEP_EVENT_SIZE_VER0) {
+			/* smaller than any record: refused, left queued */
+			EXPECT_EQ(-1, n);
+			EXPECT_EQ(EINVAL, errno);
+			n = read(e, buf, sizeof(buf));
+			want = GPUSLEEP_EVENT_SIZE_VER1;
+		}
+		ASSERT_EQ((ssize_t)want, n) TH_LOG("buffer of %zu bytes", sz);
+		memcpy(&ev, buf, sizeof(ev));
+		EXPECT_EQ(want, ev.size) TH_LOG("buffer of %zu bytes", sz);
+		EXPECT_EQ(GPUSLEEP_EV_DRAIN, ev.type);
+		EXPECT_EQ(op.op_id, ev.op_id);
+		/* nothing past the record it says it is */
+		EXPECT_EQ(0xcc, buf[want]) TH_LOG("buffer of %zu bytes", sz);
+		/* called off: the engine is told to stop draining */
+		ASSERT_EQ(0, gs_resume(c, 0, 0, NULL));
+		ASSERT_EQ(0, gs_expect(e, GPUSLEEP_EV_DRAIN_CANCELLED, 0, &ev));
+		ASSERT_EQ(0, gs_expect(e, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
+	}
+	close(c);
+	close(a);
+	close(e);
+}
+
+/*
+ * In a child: enter a new time namespace whose CLOCK_MONOTONIC is off by
+ * off_s seconds, read one record from fd there and send it back with the
+ * child's CLOCK_MONOTONIC right after the read. 0; -errno: the
+ * namespace could not be set up (the caller skips); > 0: the read failed.
+ */
+static int read_in_timens(int fd, long long off_s, struct gpusleep_event *ev,
+			  uint64_t *now)
+{
+	int p[2], st, r = 0;
+	char line[64];
+	pid_t pid;
+
+	if (pipe(p))
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int ofd;
+		pid_t kid;
+
+		/* the offsets apply to the children made after unshare */
+		if (unshare(CLONE_NEWTIME)) {
+			r = -errno;
+			goto out;
+		}
+		snprintf(line, sizeof(line), "monotonic %lld 0\n", off_s);
+		ofd = open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
+		if (ofd < 0 || write(ofd, line, strlen(line)) < 0) {
+			r = -errno;
+			goto out;
+		}
+		close(ofd);
+		kid = fork();
+		if (kid == 0) {
+			struct gpusleep_event e;
+			uint64_t t;
+			int k;
+
+			k = gs_next(fd, &e, GS_WAIT_MS);
+			t = mono_ns();
+			k = k ? 1000 - k : 0;	/* a failed read: > 0 */
+			if (write(p[1], &k, sizeof(k)) != sizeof(k) ||
+			    (!k && (write(p[1], &e, sizeof(e)) != sizeof(e) ||
+				    write(p[1], &t, sizeof(t)) != sizeof(t))))
+				_exit(1);
+			_exit(0);
+		}
+		_exit(kid > 0 && waitpid(kid, &st, 0) == kid && WIFEXITED(st) ?
+		      WEXITSTATUS(st) : 2);
+out:
+		(void)!write(p[1], &r, sizeof(r));
+		_exit(0);
+	}
+	close(p[1]);
+	if (read(p[0], &r, sizeof(r)) != sizeof(r))
+		r = -EIO;
+	else if (!r && (read(p[0], ev, sizeof(*ev)) != sizeof(*ev) ||
+			read(p[0], now, sizeof(*now)) != sizeof(*now)))
+		r = -EIO;
+	close(p[0]);
+	waitpid(pid, &st, 0);
+	return r;
+}
+
+/*
+ * Issue 35, 4: a step's deadline is an absolute CLOCK_MONOTONIC time, so
+ * it is handed out in the reader's time namespace: an agent restored by
+ * CRIU into a namespace 100000 s ahead would otherwise read a deadline
+ * long past, and one behind (a negative offset) a deadline too far off.
+ */
+TEST_F(dev, deadlines_are_in_the_readers_time_namespace)
+{
+	const uint64_t ms = 1000000, step_ms = 600000;
+	long long offs[2] = { 100000, 0 };
+	struct gpusleep_event drain, ev;
+	struct gpusleep_op op;
+	struct timespec up;
+	uint64_t now;
+	uint32_t id;
+	int e, a, c, i, r;
+
+	if (access("/proc/self/timens_offsets", F_OK))
+		SKIP(return, "no time namespaces (CONFIG_TIME_NS)");
+	/* behind: as far as the namespace's clock may go (not below 0) */
+	clock_gettime(CLOCK_MONOTONIC, &up);
+	offs[1] = -(long long)(up.tv_sec / 2);
+	e = gs_create(self->dev, "timens", 0, &id);
+	ASSERT_LE(0, e);
+	a = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
+	c = gs_attach(self->dev, id, GPUSLEEP_ROLE_CONTROLLER);
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, c);
+	for (i = 0; i < 2; i++) {
+		if (!offs[i])
+			continue;
+		ASSERT_EQ(0, gs_start(c, GPUSLEEP_IOC_RELEASE,
+				      GPUSLEEP_TAG_WEIGHTS, step_ms, &op));
+		ASSERT_EQ(0, gs_expect(e, GPUSLEEP_EV_DRAIN, 0, &drain));
+		ASSERT_EQ(0, gs_answer(e, &drain, 0, 0));
+		r = read_in_timens(a, offs[i], &ev, &now);
+		if (r < 0)
+			SKIP(break, "a time namespace: %s", strerror(-r));
+		ASSERT_EQ(0, r);
+		EXPECT_EQ(GPUSLEEP_EV_PAUSE_TAG, ev.type);
+		/* ahead of the reader's now, by at most the step's timeout */
+		EXPECT_LT(now, ev.deadline_ns) TH_LOG("offset %lld s", offs[i]);
+		EXPECT_GE(now + step_ms * ms, ev.deadline_ns)
+			TH_LOG("offset %lld s", offs[i]);
+		ASSERT_EQ(0, gs_answer(a, &ev, 0, GS_TAG_BYTES(ev.tags)));
+		ASSERT_EQ(0, gs_finish(c, op.op_id, NULL));
+		ASSERT_EQ(0, gs_start(c, GPUSLEEP_IOC_RESUME, 0, 0, &op));
+		ASSERT_EQ(0, gs_answer_next(a, GPUSLEEP_EV_RESUME_TAG, 0, 0, 0));
+		ASSERT_EQ(0, gs_finish(c, op.op_id, NULL));
+		ASSERT_EQ(0, gs_expect(e, GPUSLEEP_EV_RESUME_SCHED, 0, &ev));
+	}
+	close(c);
+	close(a);
+	close(e);
+}
+
+/*
+ * Issue 35: arguments are checked before any state is read. A request
+ * that is malformed (unknown flags, non-zero padding or reserved fields)
+ * is EINVAL whatever the domain's state: without an agent, dead, or from
+ * an agent fd that is no longer the agent.
+ */
+TEST_F(dev, malformed_requests_are_einval_before_state)
+{
+	struct gpusleep_complete cp;
+	struct gpusleep_op op;
+	uint32_t id;
+	int e, a, c;
+
+	e = gs_create(self->dev, "malformed", 0, &id);
+	ASSERT_LE(0, e);
+	c = gs_attach(self->dev, id, GPUSLEEP_ROLE_CONTROLLER);
+	ASSERT_LE(0, c);
+	/* no agent: the request's flags are wrong first */
+	memset(&op, 0, sizeof(op));
+	op.flags = 1u << 7;
+	EXPECT_EQ(-EINVAL, gs_err(ioctl(c, GPUSLEEP_IOC_RELEASE, &op)));
+	EXPECT_EQ(GPUSLEEP_R_INVALID, op.reason);
+	memset(&op, 0, sizeof(op));
+	op.reserved[1] = 1;
+	EXPECT_EQ(-EINVAL, gs_err(ioctl(c, GPUSLEEP_IOC_RELEASE, &op)));
+	EXPECT_EQ(GPUSLEEP_R_INVALID, op.reason);
+	a = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
+	ASSERT_LE(0, a);
+	/* dead: every malformed request is still EINVAL, not ENODEV */
+	close(e);
+	memset(&op, 0, sizeof(op));
+	op.pad = 1;
+	EXPECT_EQ(-EINVAL, gs_err(ioctl(c, GPUSLEEP_IOC_RELEASE, &op)));
+	memset(&op, 0, sizeof(op));
+	op.flags = GPUSLEEP_OPF_ABORT_INFLIGHT;	/* a release's flag */
+	EXPECT_EQ(-EINVAL, gs_err(ioctl(c, GPUSLEEP_IOC_RESUME, &op)));
+	EXPECT_EQ(GPUSLEEP_R_INVALID, op.reason);
+	memset(&cp, 0, sizeof(cp));
+	cp.type = GPUSLEEP_EV_RESUME_SCHED;	/* takes no answer */
+	EXPECT_EQ(-EINVAL, gs_err(ioctl(a, GPUSLEEP_IOC_COMPLETE, &cp)));
+	memset(&cp, 0, sizeof(cp));
+	cp.type = GPUSLEEP_EV_PAUSE_TAG;
+	cp.status = 1;				/* not 0 or -errno */
+	EXPECT_EQ(-EINVAL, gs_err(ioctl(a, GPUSLEEP_IOC_COMPLETE, &cp)));
+	memset(&cp, 0, sizeof(cp));
+	cp.type = GPUSLEEP_EV_PAUSE_TAG;
+	cp.flags = 1u << 9;			/* unknown */
+	EXPECT_EQ(-EINVAL, gs_err(ioctl(a, GPUSLEEP_IOC_COMPLETE, &cp)));
+	/* well-formed: the death is what counts */
+	EXPECT_EQ(-ENODEV, gs_release(c, 0, 0, NULL));
+	cp.flags = 0;
+	EXPECT_EQ(-ENODEV, gs_err(ioctl(a, GPUSLEEP_IOC_COMPLETE, &cp)));
+	close(a);
+	close(c);
 }
 
 TEST_F(dev, bad_pointer_is_efault)
@@ -436,9 +670,15 @@ TEST_F(dev, refuse_kv_without_prefix_reset)
 	ASSERT_LE(0, e);
 	a = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
 	ASSERT_LE(0, a);
-	EXPECT_EQ(-EPERM, gs_release(e, 0, 0, &op));
+	/*
+	 * Issue 35: one errno, one meaning. EPERM is the caller's (an agent
+	 * fd may not release); a KV release this domain cannot do is
+	 * EOPNOTSUPP.
+	 */
+	EXPECT_EQ(-EPERM, gs_release(a, GPUSLEEP_TAG_WEIGHTS, 0, &op));
+	EXPECT_EQ(-EOPNOTSUPP, gs_release(e, 0, 0, &op));
 	EXPECT_EQ(GPUSLEEP_R_KV_NOT_ALLOWED, op.reason);
-	EXPECT_EQ(-EPERM, gs_release(e, GPUSLEEP_TAG_KV_CACHE, 0, &op));
+	EXPECT_EQ(-EOPNOTSUPP, gs_release(e, GPUSLEEP_TAG_KV_CACHE, 0, &op));
 	EXPECT_EQ(GPUSLEEP_R_KV_NOT_ALLOWED, op.reason);
 	ASSERT_EQ(0, gs_state(e, &st));
 	EXPECT_EQ(GPUSLEEP_S_AWAKE, st.state);

@@ -318,7 +318,10 @@ static void exp_join(struct exporter *e)
 	if (!r)
 		e->family_gone = false;
 	else if (r != -NLE_OBJ_NOTFOUND)
-		exp_err(e, "netlink %s: %s", what, nl_geterror(r));
+		exp_err(e, "netlink %s: %s%s", what, nl_geterror(r),
+			r == -NLE_PERM ? " (joining takes CAP_NET_ADMIN over the network namespace; the metrics come from sysfs at each interval)" : "");
+	if (r)
+		e->nl.family = -1;	/* not joined: try again later */
 	e->dirty = true;
 }
 

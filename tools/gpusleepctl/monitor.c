@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "domain.h"
 #include "gpusleepctl.h"
 #include "libgpusleep.h"
 #include "nl.h"
@@ -58,6 +59,7 @@ struct mon {
 	const char *domain;	/* DOMAIN: an id or a name; NULL: all */
 	const char *group;	/* --group NAME; NULL: all */
 	bool timeline;		/* --timeline: one line per finished op */
+	long dumped;		/* domains the dumps listed */
 	double when;		/* the line's time (Unix s): kernel's or now */
 	struct tl_op tl[TL_OPS];
 };
@@ -366,6 +368,8 @@ static int mon_valid(struct nl_msg *msg, void *arg)
 	if (genlmsg_parse(nlmsg_hdr(msg), 0, tb, GPUSLEEP_A_MAX, gs_nl_policy) ||
 	    !tb[GPUSLEEP_A_ID])
 		return NL_SKIP;
+	if (!ntf && !step)
+		m->dumped++;
 	if (ntf && !m->count)
 		return NL_STOP;
 	id = gs_attr_u32(tb, GPUSLEEP_A_ID);
@@ -424,6 +428,27 @@ static void mon_intr(void *arg)
 {
 	mon_event(arg, "dump interrupted by a domain change; again%.0s",
 		  "dump_interrupted");
+}
+
+/*
+ * Netlink shows a domain in its creator's network namespace only, sysfs
+ * every domain: when the dump listed none and sysfs lists some, this runs
+ * in another namespace than theirs. Say so (and go on: a domain made
+ * here later shows).
+ */
+static void mon_other_netns(const struct mon *m)
+{
+	uint32_t *ids = NULL;
+	size_t n = 0;
+
+	if (m->dumped || domain_ids(&ids, &n) || !n) {
+		free(ids);
+		return;
+	}
+	free(ids);
+	fprintf(stderr,
+		"%s: monitor: no domain is in this network namespace, and %s lists %zu: netlink shows each domain only in the network namespace its creator was in (run monitor there, e.g. nsenter --net=/proc/PID/ns/net); waiting for this namespace's\n",
+		prog, sysfs_root, n);
 }
 
 static const char monitor_usage[] =
@@ -506,10 +531,21 @@ int cmd_monitor(int argc, char **argv)
 		goto out;
 	}
 	r = gs_nl_join(&n, &what);
+	if (r == -NLE_OBJ_NOTFOUND && n.family < 0) {
+		errmsg("netlink %s: %s: the gpusleep module is not loaded (load it: sudo modprobe gpusleep)",
+		       what, nl_geterror(r));
+		ret = EX_NOTFOUND;
+		goto out;
+	}
+	if (r == -NLE_PERM) {
+		jerr.err = -EPERM;
+		errmsg("netlink %s: %s: the group shows every domain of this network namespace, so joining it takes CAP_NET_ADMIN over the namespace: run as root (list, status and wait need no privilege)",
+		       what, nl_geterror(r));
+		ret = EX_PERM;
+		goto out;
+	}
 	if (r) {
-		errmsg("netlink %s: %s%s", what, nl_geterror(r),
-		       n.family < 0 ? ": the gpusleep module is not loaded (load it: sudo modprobe gpusleep)" : "");
-		ret = r == -NLE_OBJ_NOTFOUND ? EX_NOTFOUND : EX_FAILED;
+		errmsg("netlink %s: %s", what, nl_geterror(r));
 		goto out;
 	}
 	nl_socket_modify_cb(n.evs, NL_CB_VALID, NL_CB_CUSTOM, mon_valid, &m);
@@ -520,6 +556,7 @@ int cmd_monitor(int argc, char **argv)
 		errmsg("netlink: dump: %s", nl_geterror(r));
 		goto out;
 	}
+	mon_other_netns(&m);
 	m.kind = "resync";
 	while (m.count) {
 		r = nl_recvmsgs_default(n.evs);

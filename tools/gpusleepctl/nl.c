@@ -109,9 +109,13 @@ int gs_nl_join(struct gs_nl *n, const char **what)
 		n->family = -1;
 		return r;
 	}
+	/*
+	 * Refused (-NLE_PERM: the group takes CAP_NET_ADMIN over the
+	 * network namespace): the family is there all the same.
+	 */
 	*what = "join group " GPUSLEEP_MCGRP_EVENTS;
 	r = nl_socket_add_membership(n->evs, n->grp);
-	if (r)
+	if (r && r != -NLE_PERM)
 		n->family = -1;
 	return r;
 }

@@ -35,8 +35,10 @@ void gs_nl_close(struct gs_nl *n);
 
 /*
  * Resolve the family and its group, join the group on evs. 0, or a libnl
- * error: -NLE_OBJ_NOTFOUND when the module is not loaded. *what says
- * which step failed.
+ * error: -NLE_OBJ_NOTFOUND when the module is not loaded (family < 0),
+ * -NLE_PERM when the caller may not join the group (no CAP_NET_ADMIN
+ * over its network namespace; family resolved). *what says which step
+ * failed.
  */
 int gs_nl_join(struct gs_nl *n, const char **what);
 

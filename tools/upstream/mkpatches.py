@@ -173,8 +173,17 @@ def uapi_patch(work):
     path = os.path.join(work,
                         "Documentation/userspace-api/ioctl/ioctl-number.rst")
     lines = read(path).split("\n")
-    line = ("0xBC  00-3F  uapi/linux/gpusleep.h" + " " * 41 +
-            "gpusleep GPU memory release driver")
+    # Each field where the table's ruler starts its column, as in every
+    # other row (tools/upstream/check_ioctl_number.py checks it).
+    ruler = next((ln for ln in lines
+                  if re.match(r"^=+( +=+){3}\s*$", ln)), None)
+    if ruler is None:
+        die("ioctl-number.rst: no table ruler")
+    cols = [m.start() for m in re.finditer(r"=+", ruler)]
+    line = ""
+    for col, text in zip(cols, ("0xBC", "00-3F", "uapi/linux/gpusleep.h",
+                                "gpusleep GPU memory release driver")):
+        line = line.ljust(col) + text
     at = next((i for i, ln in enumerate(lines)
                if re.match(r"^0x([0-9A-F]{2})\s", ln) and
                int(ln[2:4], 16) > 0xBC), None)

@@ -5,7 +5,11 @@
  * The one header shared by the kernel module and userspace. Every struct is
  * fixed-size, made of __u8..__u64 only, naturally aligned, a multiple of 8
  * bytes, with explicit padding; reserved fields and padding must be zero on
- * input (else -EINVAL) and are zero on output. See docs/uapi.md.
+ * input (else -EINVAL) and are zero on output. Arguments are checked
+ * before any state is read. Times: struct gpusleep_event.deadline_ns is
+ * the one absolute time handed out (CLOCK_MONOTONIC, in the time namespace
+ * of the task that read() it); every other *_ns field is a duration. See
+ * docs/uapi.md.
  *
  * Objects:
  *   /dev/gpusleep        the device: handshake, create a domain, attach.
@@ -112,7 +116,7 @@ enum gpusleep_reason {
 	GPUSLEEP_R_NONE = 0,
 	GPUSLEEP_R_NOT_ENABLED = 1,	/* ENOTCONN: no agent attached */
 	GPUSLEEP_R_INVALID = 2,		/* EINVAL: tags, flags, reserved */
-	GPUSLEEP_R_KV_NOT_ALLOWED = 3,	/* EPERM: prefix cache, no reset */
+	GPUSLEEP_R_KV_NOT_ALLOWED = 3,	/* EOPNOTSUPP: prefix cache, no reset */
 	GPUSLEEP_R_ALREADY_RELEASED = 4,/* EALREADY: bad_tags names them */
 	GPUSLEEP_R_BUSY = 5,		/* EBUSY: pause/release in progress */
 	GPUSLEEP_R_NOT_RELEASED = 6,	/* ENOENT: resume of awake tags */
@@ -440,11 +444,12 @@ enum gpusleep_event_type {
 #define GPUSLEEP_EVF_MAY_SCHEDULE	(1U << 1)
 
 /*
- * One record per read(); read() needs a buffer of at least
- * GPUSLEEP_EVENT_SIZE_VER0 bytes and returns one record, cut to the
- * buffer's size: size says how large the module's record is, so a reader
- * built against an older, smaller struct gets the fields it knows.
- * -EAGAIN under O_NONBLOCK; poll() reports EPOLLIN when a record is
+ * One whole record per read(): the newest version of the record that fits
+ * the buffer (GPUSLEEP_EVENT_SIZE_VER1 bytes for a buffer of at least that
+ * many, GPUSLEEP_EVENT_SIZE_VER0 for a buffer of 40 to 47 bytes), never a
+ * newer record cut short; read() returns its size and size says it too.
+ * A buffer smaller than GPUSLEEP_EVENT_SIZE_VER0 is -EINVAL (the record
+ * stays queued). -EAGAIN under O_NONBLOCK; poll() reports EPOLLIN when a record is
  * queued and EPOLLHUP once the domain is dead.
  * Nothing is lost to a full queue: a step record that was never read is
  * taken back when its step ends (timed out, cancelled), and an unread
@@ -452,7 +457,7 @@ enum gpusleep_event_type {
  * one step record and one notification wait in a queue.
  */
 struct gpusleep_event {
-	__u32 size;		/* the record's size in this module */
+	__u32 size;		/* this record's size: read()'s result */
 	__u32 type;		/* enum gpusleep_event_type */
 	__u64 op_id;
 	__u32 tags;		/* DRAIN: the release's tags; *_TAG: one tag */
@@ -470,10 +475,10 @@ struct gpusleep_event {
 	 * Since GPUSLEEP_EVENT_SIZE_VER1 (older modules send 40 bytes: read
 	 * it as 0). A step record (one awaiting an answer: DRAIN, PAUSE_TAG,
 	 * RESUME_TAG, ...): when the step times out, as CLOCK_MONOTONIC
-	 * nanoseconds (clock_gettime(CLOCK_MONOTONIC) of the reader's
-	 * machine); an answer after it is -ESTALE and the operation has
-	 * failed. The agent bounds its waits for the GPU by it. 0 on
-	 * notifications.
+	 * nanoseconds in the time namespace of the task that called read()
+	 * (what its clock_gettime(CLOCK_MONOTONIC) reads); an answer after
+	 * it is -ESTALE and the operation has failed. The agent bounds its
+	 * waits for the GPU by it. 0 on notifications.
 	 */
 	__u64 deadline_ns;
 };

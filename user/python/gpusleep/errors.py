@@ -48,7 +48,7 @@ _REASONS = {
                          "gpusleep agent, so its memory cannot be released"),
     _lib.R_INVALID: ("INVALID", _errno.EINVAL,
                      "invalid request: unknown tags or flags"),
-    _lib.R_KV_NOT_ALLOWED: ("KV_NOT_ALLOWED", _errno.EPERM,
+    _lib.R_KV_NOT_ALLOWED: ("KV_NOT_ALLOWED", _errno.EOPNOTSUPP,
                             "cannot release kv_cache: prefix caching is on "
                             "and the engine cannot reset it"),
     _lib.R_ALREADY_RELEASED: ("ALREADY_RELEASED", _errno.EALREADY,
@@ -147,7 +147,7 @@ class InvalidRequest(GpuSleepError, ValueError):
 
 
 class KvReleaseNotAllowed(GpuSleepError):
-    """kv_cache with prefix caching and no prefix-cache reset (EPERM)."""
+    """kv_cache with prefix caching and no prefix-cache reset (EOPNOTSUPP)."""
 
 
 class AlreadyReleased(GpuSleepError):
