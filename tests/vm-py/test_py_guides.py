@@ -188,17 +188,18 @@ def release():
 def weights():
     need_ranks()
     r0, r1 = S["ranks"]
-    S["sleep"].resume_weights()
-    check(r0.ask("buf") == S["buf0"], "static state not back")
-    check(r0.ask("sum") == ["sum", ZERO],
-          "weights kept, SGLang's default discards them")
-    check(r1.ask("sum") == S["sum1"],
-          "--enable-weights-cpu-backup: weights not kept")
-    st = r0.status()
-    check(st == [0, 2, 0, 1], f"ran before the rest was back: {st}")
     d = tempfile.mkdtemp()
 
     def load(path):
+        # update_weights_staged resumed the weights and staged the new
+        # ones: what SGLang has before it loads them
+        check(r0.ask("buf") == S["buf0"], "static state not back")
+        check(r0.ask("sum") == ["sum", ZERO],
+              "weights kept, SGLang's default discards them")
+        check(r1.ask("sum") == S["sum1"],
+              "--enable-weights-cpu-backup: weights not kept")
+        st = r0.status()
+        check(st == [0, 2, 0, 1], f"ran before the rest was back: {st}")
         check(r0.ask(f"load {path}") == ["ok"], "load")
 
     try:
