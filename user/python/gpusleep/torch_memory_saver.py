@@ -180,8 +180,9 @@ def hook_dirs() -> list[str]:
 
 
 def is_gpusleep_hook(path: str) -> bool:
-    """Is the library at path gpusleep's hook (it links libgpusleep.so.0),
-    not torch_memory_saver's own of the same name?"""
+    """Is the library at path gpusleep's hook (it loads libgpusleep.so.0,
+    whose name it holds), not torch_memory_saver's own of the same
+    name?"""
     try:
         with open(path, "rb") as f:
             return _lib.SONAME.encode() in f.read()
