@@ -6,7 +6,11 @@
 #                                bindings mirror (tests compare ctypes)
 #   python-install               the package into $(PY_SITEDIR), with
 #                                _install.py naming $(PREFIX)/lib as the
-#                                place of libgpusleep.so.0; run by install
+#                                place of libgpusleep.so.0 and
+#                                $(PY_HOOKDIR) that of the hook libraries
+#                                (user/user.mk's, installed there: the
+#                                drop-in's configure_subprocess finds
+#                                them); run by install
 #   python-uninstall             run by uninstall
 #   wheel                        $(PY_DIST)/*.whl: gpusleep with
 #                                libgpusleep.so.0 bundled ($(PY_WHEEL_PLAT):
@@ -151,13 +155,22 @@ VM_TESTS	+= $(sort $(wildcard tests/vm-py/test_*.py))
 install: python-install
 uninstall: python-uninstall
 
-python-install:
+# the hook libraries' directory of an install: they load PREFIX/lib's
+# libgpusleep.so.0 from there (user/tms/hook.c: DIR/../)
+PY_HOOKDIR	= $(PREFIX)/lib/gpusleep
+
+python-install: $(GS_TMS_LIBS)
 	install -d $(DESTDIR)$(PY_SITEDIR)/gpusleep
 	install -m 644 $(PY_PKG_SRCS) user/python/gpusleep/py.typed \
 		$(DESTDIR)$(PY_SITEDIR)/gpusleep/
-	printf '# Written by make python-install.\nLIBDIR = "%s"\n' \
-		'$(PREFIX)/lib' > $(DESTDIR)$(PY_SITEDIR)/gpusleep/_install.py
+	printf '# Written by make python-install.\nLIBDIR = "%s"\nHOOKDIR = "%s"\n' \
+		'$(PREFIX)/lib' '$(PY_HOOKDIR)' \
+		> $(DESTDIR)$(PY_SITEDIR)/gpusleep/_install.py
 	chmod 644 $(DESTDIR)$(PY_SITEDIR)/gpusleep/_install.py
+	install -d $(DESTDIR)$(PY_HOOKDIR)
+	install -m 644 $(GS_TMS_LIBS) $(DESTDIR)$(PY_HOOKDIR)/
 
 python-uninstall:
 	rm -rf $(DESTDIR)$(PY_SITEDIR)/gpusleep
+	rm -f $(addprefix $(DESTDIR)$(PY_HOOKDIR)/,$(notdir $(GS_TMS_LIBS)))
+	-rmdir $(DESTDIR)$(PY_HOOKDIR) 2>/dev/null

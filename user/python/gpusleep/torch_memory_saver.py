@@ -154,7 +154,8 @@ def _cuda_major() -> Optional[int]:
 def hook_dirs() -> list[str]:
     """Where the hook libraries are looked for, in order: beside the
     torch_memory_saver package (the wheel, as torch_memory_saver and
-    slime look), beside the gpusleep package, beside libgpusleep.so.0
+    slime look), beside the gpusleep package, where make install put
+    them (_install.HOOKDIR, PREFIX/lib/gpusleep), beside libgpusleep.so.0
     (build/lib in the tree)."""
     out = []
     import importlib.util
@@ -166,6 +167,11 @@ def hook_dirs() -> list[str]:
         out.append(os.path.dirname(os.path.dirname(spec.origin)))
     here = os.path.dirname(os.path.abspath(__file__))
     out.append(os.path.dirname(here))
+    try:
+        from . import _install	# written by `make python-install`
+        out.append(getattr(_install, "HOOKDIR"))
+    except (ImportError, AttributeError):
+        pass
     try:
         out.append(os.path.dirname(_lib.path()))
     except OSError:
