@@ -62,7 +62,6 @@ import importlib.util
 import logging
 import os
 import sys
-import threading
 from typing import (TYPE_CHECKING, Any, Callable, Iterable, Iterator,
                     Optional, Union)
 
@@ -176,7 +175,9 @@ class GpuSleepAllocator:
         self.saver = _saver
         self.current_tag = GpuSleepAllocator.default_tag
         self.vllm_config: Any = None
-        self._own = threading.local()	# inside our own sleep / wake
+        # inside our own sleep / wake: read by the drain callback, which
+        # runs in the engine's serving thread (Engine.serve())
+        self._own = 0
 
     # -- the domain -------------------------------------------------------
     @property
@@ -198,7 +199,7 @@ class GpuSleepAllocator:
         return self.saver.engine
 
     def _on_drain(self, tags: list[str], abort_inflight: bool) -> int:
-        if getattr(self._own, "on", False):
+        if self._own:
             return 0	# vLLM's sleep: its scheduler is paused already
         log.error("gpusleep.vllm: a release of %s from outside: vLLM is "
                   "released through its sleep API (LLM.sleep, POST /sleep)",
@@ -207,15 +208,15 @@ class GpuSleepAllocator:
 
     def _on_reset(self) -> int:
         # vLLM's sleep resets the prefix cache itself (level >= 1)
-        return 0 if getattr(self._own, "on", False) else -errno.EPERM
+        return 0 if self._own else -errno.EPERM
 
     @contextlib.contextmanager
     def _ours(self) -> Iterator[None]:
-        self._own.on = True
+        self._own += 1
         try:
             yield
         finally:
-            self._own.on = False
+            self._own -= 1
 
     def _tag(self, tag: str) -> str:
         return "weights" if tag == GpuSleepAllocator.default_tag else tag
