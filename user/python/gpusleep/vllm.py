@@ -29,11 +29,12 @@ the module; wake_up(tags) resumes; a trainer or gpusleepctl sees the
 worker's domain released and resumed. Its drain and cache reset are
 answered at once for vLLM's own sleep (the engine paused its scheduler
 before: sleep(level, mode) with mode abort, wait or keep, see
-docs/integrations/vllm.md). vLLM is released through its sleep API: the
-worker reads its domain's events only in its own sleep and wake, so a
-release started from outside (a trainer's gpusleep.release) is never
-drained (DrainTimeout; a drain read during the worker's own operation
-fails with EPERM), and the worker stays awake.
+docs/integrations/vllm.md). vLLM is released through its sleep API: a
+thread of the worker answers its domain's records as they come
+(Engine.serve()), and a release started from outside vLLM (a trainer's
+gpusleep.release, gpusleepctl) is refused at once: the drain is answered
+EOPNOTSUPP (the caller gets EngineFailed saying to use vLLM's sleep, the
+worker logs it), nothing is released and the worker stays awake.
 
 Where vLLM has SleepModeBackendFactory (0.33.0; introduced by vLLM's
 pull request 44074, 2026), the plugin (gpusleep-vllm) registers the
@@ -201,14 +202,15 @@ class GpuSleepAllocator:
     def _on_drain(self, tags: list[str], abort_inflight: bool) -> int:
         if self._own:
             return 0	# vLLM's sleep: its scheduler is paused already
-        log.error("gpusleep.vllm: a release of %s from outside: vLLM is "
-                  "released through its sleep API (LLM.sleep, POST /sleep)",
-                  tags)
-        return -errno.EPERM
+        log.error("gpusleep.vllm: a release of %s from outside vLLM "
+                  "refused: a vLLM worker is released by vLLM's sleep "
+                  "(LLM.sleep, POST /sleep), which pauses its scheduler "
+                  "first", tags)
+        return -errno.EOPNOTSUPP
 
     def _on_reset(self) -> int:
         # vLLM's sleep resets the prefix cache itself (level >= 1)
-        return 0 if self._own else -errno.EPERM
+        return 0 if self._own else -errno.EOPNOTSUPP
 
     @contextlib.contextmanager
     def _ours(self) -> Iterator[None]:
