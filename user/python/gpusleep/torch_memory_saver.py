@@ -389,14 +389,19 @@ class TorchMemorySaver:
     def configure(self, engine: Optional[Engine] = None, *,
                   local: Optional[bool] = None,
                   tags: Optional[TagDecl] = None,
+                  serve: Optional[bool] = None,
                   **engine_kwargs: Any) -> Optional[Engine]:
         """Bind the domain: an Engine of this process, or the keyword
         arguments of a new one (name, gpu, prefix_caching,
         prefix_cache_reset, callbacks...). tags: declared first, in this
         order (when no tag was used yet, the domain's; default weights,
         kv_cache, cuda_graph); an engine given has its own, which must be
-        the allocator's. Returns the engine. local=True: no domain;
-        pause/resume act on the memory directly."""
+        the allocator's. serve: a new engine's records answered by a
+        thread of its own (Engine.serve()), for callers with no loop that
+        dispatches it (vLLM's workers); default: only when the drop-in
+        answers the drain itself (no drain= given: a trainer's memory).
+        Returns the engine. local=True: no domain; pause/resume act on
+        the memory directly."""
         if local is not None:
             self._local = bool(local)
         if tags is not None:
@@ -415,12 +420,14 @@ class TorchMemorySaver:
             engine_kwargs.setdefault(
                 "name", os.environ.get("GPUSLEEP_DOMAIN_NAME",
                                        f"tms-{os.getpid()}"))
+            if serve is None:
+                serve = "drain" not in engine_kwargs
             engine_kwargs.setdefault("drain", self._own_drain)
             decl = [(n, "kv_cache" if n == "kv_cache" else "memory")
                     for n in self._domain_tags()]
             engine = Engine(tags=decl, **engine_kwargs)
-            # no loop reads its fd: a thread answers its records
-            engine.serve()
+            if serve:	# no loop reads its fd: a thread answers
+                engine.serve()
         else:
             for i, n in enumerate(engine.tag_names):
                 if self._declare(n) != i:
@@ -471,9 +478,10 @@ class TorchMemorySaver:
         eng = self.engine
         if not eng.served:
             raise RuntimeError("torch_memory_saver (gpusleep): releasable() "
-                               f"is for a domain made here; domain {eng.id} "
-                               "was given to configure() and its engine "
-                               "answers its own drains")
+                               "is for a domain whose drain the drop-in "
+                               f"answers; domain {eng.id}'s engine loop "
+                               "answers its own (configure() was given an "
+                               "engine or a drain callback)")
         self._ensure_agent()
         with self._lock:
             self._outside += 1

@@ -270,7 +270,8 @@ class GpuSleepAllocator:
                     tags=[(t, "kv_cache" if t == "kv_cache" else "memory")
                           for t in VLLM_TAGS],
                     prefix_caching=True, prefix_cache_reset=True,
-                    drain=self._on_drain, reset_caches=self._on_reset)
+                    drain=self._on_drain, reset_caches=self._on_reset,
+                    serve=True)	# nothing else reads its fd
             except FileNotFoundError as e:
                 raise errors.ModuleNotLoaded(DEV) from e
         return self.saver.engine
