@@ -504,13 +504,13 @@ class GpuSleepAllocator:
               ) -> tuple[str, Any]:
         """TP rank 0: the group operation, or why there is none: ("ok",
         GroupResult or None), ("error", _portable(exception)) or ("each",
-        reason)."""
-        peers = self._peers(tp)
-        if isinstance(peers, str):
-            return ("each", peers)
-        if not tags:
-            return ("ok", None)
+        reason). Never raises: the other ranks wait for its outcome."""
         try:
+            peers = self._peers(tp)
+            if isinstance(peers, str):
+                return ("each", peers)
+            if not tags:
+                return ("ok", None)
             g = self._the_group(*peers)
             return ("ok", g.release(tags) if kind == "release" else
                     g.resume(tags))
