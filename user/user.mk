@@ -100,26 +100,32 @@ ALL_TARGETS	+= $(GS_REAL) $(GS_SO) $(GS_LIBDIR)/$(GS_SONAME) $(GS_A) $(GS_PC)
 # torch_memory_saver 0.0.10's wheel ships (and slime looks for): mode
 # preload (cudaMalloc/cudaFree for LD_PRELOAD) and torch (a pluggable
 # allocator), each unsuffixed and for the CUDA runtimes 12 and 13. They
-# load the libgpusleep.so.0 beside them ($ORIGIN: build/lib here), or in
-# the gpusleep package next to them ($ORIGIN/gpusleep: the wheels), else
-# the system's. Shipped by the gpusleep-torch-memory-saver wheel.
+# do not link libgpusleep: they load it with dlopen (the process's copy,
+# else the gpusleep package's beside them, $GPUSLEEP_LIB, the one beside
+# them (build/lib here), make install's, the system's: user/tms/hook.c).
+# These are this machine's (build/lib, make python-install); the
+# gpusleep-torch-memory-saver wheel ships its own build of them
+# (user/python/python.mk: PY_TMS_LIBS).
 GS_TMS_CFLAGS	:= $(CFLAGS) -fPIC -fvisibility=hidden -Iuser/include
 GS_TMS_LIBS	:=
+# $(1) mode, $(2) suffix, $(3) PRELOAD or TORCH, $(4) more flags
+GS_TMS_NAME	= torch_memory_saver_hook_mode_$(1)$(2).abi3.so
+GS_TMS_DEFS	= -DTMS_HOOK_$(3) $(if $(2),-DTMS_CUDART='"libcudart.so.$(2:_cu%=%)"')
 define GS_TMS_RULE
-GS_TMS_LIBS	+= $(GS_LIBDIR)/torch_memory_saver_hook_mode_$(1)$(2).abi3.so
-$(GS_LIBDIR)/torch_memory_saver_hook_mode_$(1)$(2).abi3.so: user/tms/hook.c \
-		user/include/libgpusleep.h $(GS_LIBDIR)/$(GS_SONAME)
-	$$(CC) $(GS_TMS_CFLAGS) -DTMS_HOOK_$(3) $(4) -shared \
-		-Wl,--enable-new-dtags,-rpath,'$$$$ORIGIN:$$$$ORIGIN/gpusleep' \
-		-Wl,--no-undefined -o $$@ $$< -L$(GS_LIBDIR) -l:$(GS_SONAME) \
-		$(LDFLAGS) -ldl -lpthread
+GS_TMS_LIBS	+= $(GS_LIBDIR)/$(call GS_TMS_NAME,$(1),$(2))
+$(GS_LIBDIR)/$(call GS_TMS_NAME,$(1),$(2)): user/tms/hook.c user/include/libgpusleep.h
+	@mkdir -p $$(@D)
+	$$(CC) $(GS_TMS_CFLAGS) $(call GS_TMS_DEFS,$(1),$(2),$(3)) -shared \
+		-Wl,--no-undefined -o $$@ $$< $(LDFLAGS) -ldl -lpthread
 endef
-$(eval $(call GS_TMS_RULE,preload,,PRELOAD,))
-$(eval $(call GS_TMS_RULE,preload,_cu12,PRELOAD,-DTMS_CUDART='"libcudart.so.12"'))
-$(eval $(call GS_TMS_RULE,preload,_cu13,PRELOAD,-DTMS_CUDART='"libcudart.so.13"'))
-$(eval $(call GS_TMS_RULE,torch,,TORCH,))
-$(eval $(call GS_TMS_RULE,torch,_cu12,TORCH,-DTMS_CUDART='"libcudart.so.12"'))
-$(eval $(call GS_TMS_RULE,torch,_cu13,TORCH,-DTMS_CUDART='"libcudart.so.13"'))
+# mode:suffix:kind ("-": no suffix); $(call GS_TMS_EACH,RULE) evaluates
+# RULE for each (python.mk's wheel build too)
+GS_TMS_VARIANTS	:= preload:-:PRELOAD preload:_cu12:PRELOAD preload:_cu13:PRELOAD \
+		   torch:-:TORCH torch:_cu12:TORCH torch:_cu13:TORCH
+GS_TMS_W	= $(patsubst -,,$(word $(1),$(subst :, ,$(2))))
+GS_TMS_EACH	= $(foreach v,$(GS_TMS_VARIANTS),$(eval $(call $(1),$(call \
+		  GS_TMS_W,1,$(v)),$(call GS_TMS_W,2,$(v)),$(call GS_TMS_W,3,$(v)))))
+$(call GS_TMS_EACH,GS_TMS_RULE)
 ALL_TARGETS	+= $(GS_TMS_LIBS)
 .PHONY: tms-hooks
 tms-hooks: $(GS_TMS_LIBS)

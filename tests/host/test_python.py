@@ -32,7 +32,8 @@ TESTS = ["import gpusleep loads no library",
          "engine callback answers",
          "memory manager on the host backend: views, backup, discard",
          "no /dev/gpusleep: Controller raises, adapter says how to fix it",
-         "make python-install DESTDIR: import gpusleep from the stage",
+         "make python-install DESTDIR: import gpusleep from the stage, "
+         "the drop-in's hook libraries where it finds them",
          "adapter in local mode: regions, pause/resume, verified free",
          "adapter over a stand-in torch: one MemPool per tag, graphs",
          "stand-in torch: a released tag's region raises EBUSY",
@@ -204,6 +205,63 @@ def install():
         check(out[0].startswith(site), out[0])
         check(out[1] == "/usr/local/lib", out[1])
         check("build/lib/libgpusleep.so" in out[2], out[2])
+        installed_hooks(stage, site, env)
+
+
+HOOK_NAMES = [f"torch_memory_saver_hook_mode_{m}{v}.abi3.so"
+              for m in ("preload", "torch") for v in ("", "_cu12", "_cu13")]
+# the drop-in of an installed tree: its hook library for LD_PRELOAD
+# (configure_subprocess), which then captures the stand-in runtime's
+# cudaMalloc with the library gpusleep uses
+HOOKED = r"""
+import ctypes, os, subprocess, sys
+import gpusleep.torch_memory_saver as m
+with m.configure_subprocess():
+    pre = os.environ["LD_PRELOAD"]
+    child = subprocess.run([sys.executable, "-c", sys.argv[1]],
+                           capture_output=True, text=True)
+assert child.returncode == 0, child.stdout + child.stderr
+print(pre); print(child.stdout.strip())
+"""
+HOOKED_CHILD = r"""
+import ctypes, os
+c = ctypes.CDLL(os.path.join(os.environ["FAKECUDART"], "libcudart_client.so"))
+c.client_malloc.restype = ctypes.c_void_p
+c.client_malloc.argtypes = [ctypes.c_size_t]
+hook = ctypes.CDLL(os.environ["LD_PRELOAD"])
+hook.tms_set_interesting_region.argtypes = [ctypes.c_bool]
+hook.tms_set_interesting_region(True)
+p = c.client_malloc(1 << 20)
+from gpusleep import _lib
+L = _lib.lib()
+assert p and L.gs_mm_tag_of(L.gpusleep_mm(), ctypes.c_void_p(p)), "not ours"
+print("captured")
+"""
+
+
+def installed_hooks(stage, site, env):
+    """make python-install puts the hook libraries where the drop-in
+    finds them (configure_subprocess, hook_library)."""
+    hookdir = os.path.join(stage, "usr", "local", "lib", "gpusleep")
+    have = sorted(os.listdir(hookdir)) if os.path.isdir(hookdir) else []
+    check(have == sorted(HOOK_NAMES), f"{hookdir}: {have}")
+    # the staged tree stands for PREFIX: where _install.py says they are
+    with open(os.path.join(site, "gpusleep", "_install.py")) as f:
+        text = f.read()
+    check('HOOKDIR = "/usr/local/lib/gpusleep"' in text, text)
+    with open(os.path.join(site, "gpusleep", "_install.py"), "w") as f:
+        f.write(text.replace('"/usr/local/lib', f'"{stage}/usr/local/lib'))
+    fakecudart = os.path.join(REPO, "build", "tests", "host", "fakecudart")
+    e = dict(env, GPUSLEEP_BACKEND="host", FAKECUDART=fakecudart,
+             LD_LIBRARY_PATH=fakecudart)
+    r = subprocess.run(["/usr/bin/python3", "-c", HOOKED, HOOKED_CHILD],
+                       env=e, cwd=stage, capture_output=True, text=True)
+    check(r.returncode == 0, r.stdout + r.stderr)
+    pre, said = r.stdout.split()
+    # the variant of the CUDA runtime found, as torch_memory_saver picks
+    check(os.path.dirname(pre) == hookdir and os.path.basename(pre) in
+          HOOK_NAMES and "_preload" in pre, pre)
+    check(said == "captured", r.stdout)
 
 
 LOCAL = r"""

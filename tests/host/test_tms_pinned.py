@@ -469,10 +469,20 @@ def slime():
         elif kind == "library":
             lib = os.path.join(REPO, "build", "lib", what)
             check(os.path.exists(lib), f"{at}: {lib} not built")
-            dist = os.path.join(REPO, "user", "python", "python.mk")
-            with open(dist) as f:
-                check("GS_TMS_LIBS" in f.read(), f"{at}: the wheel does "
-                      "not ship the hook libraries")
+            # the drop-in's wheel ships it at its top (site-packages)
+            import glob
+            import zipfile
+            whl = glob.glob(os.path.join(REPO, "build", "python", "dist",
+                                         "gpusleep_torch_memory_saver-*"
+                                         ".whl"))
+            if whl:
+                check(what in zipfile.ZipFile(whl[0]).namelist(),
+                      f"{at}: {whl[0]} does not ship {what}")
+            else:
+                dist = os.path.join(REPO, "user", "python", "python.mk")
+                with open(dist) as f:
+                    check("PY_TMS_LIBS" in f.read(), f"{at}: the wheel "
+                          "does not ship the hook libraries")
         elif kind == "env":
             with open(os.path.join(REPO, "user", "tms", "hook.c")) as f:
                 check(f'"{what}"' in f.read(), f"{at}: {what} not read by "

@@ -9,7 +9,10 @@ library, py.typed), the engine and trainer examples
 (user/python/examples) through the module, a spawned child importing
 torch_memory_saver and pausing / resuming through the module
 (tests/vm-py/dist/tms_spawn.py), vLLM's worker calls through the plugin
-(tests/vm-py/dist/vllm_worker.py), the driver's GPUSLEEP_* variables
+(tests/vm-py/dist/vllm_worker.py), the two workers of a vLLM engine with
+tensor_parallel_size=2 sleeping and waking as one group operation, a
+drain failing on one leaving both awake, releases from outside refused
+(tests/vm-py/dist/vllm_tp.py), the driver's GPUSLEEP_* variables
 reaching a worker that vLLM's Ray executor starts
 (tests/vm-py/dist/vllm_ray.py), and the error naming what is missing
 when the library is not there. The stand-ins of torch and vllm are
@@ -17,6 +20,7 @@ tests/vm-py/standin (torch: tests/host/fake_torch).
 SKIPs without the wheels (python3-setuptools / python3-wheel missing)
 and, for what needs it, without /dev/gpusleep."""
 
+import errno
 import glob
 import json
 import os
@@ -40,6 +44,13 @@ TESTS = ["the gpusleep wheel bundles libgpusleep.so.0 and py.typed",
          "torch_memory_saver: a spawned child pauses and resumes",
          "gpusleep-vllm: the plugin's allocator under vLLM's worker calls",
          "gpusleep-vllm under Ray: a worker sees the driver's GPUSLEEP_*",
+         "gpusleep-vllm TP=2: vLLM's sleep is one group operation; no "
+         "worker unmaps before both drained",
+         "gpusleep-vllm TP=2: each wake_up one group resume; the data back",
+         "gpusleep-vllm TP=2: a drain failing on one worker: both sleeps "
+         "fail, neither is released",
+         "gpusleep-vllm TP=2: a release from outside (a worker, the group): "
+         "refused at once",
          "no library: the error names libgpusleep.so.0 and the ways to get it"]
 S = {}
 
@@ -215,6 +226,122 @@ def vllm_ray():
               f"not {want}")
 
 
+def tp_workers():
+    """The two workers of a TP=2 engine (vllm_tp.py), started once."""
+    need_dev()
+    if "tp" in S:
+        return S["tp"]
+    from gstest import Proc
+    name = f"pyvllmtp{os.getpid()}"
+    S["tpdir"] = d = tempfile.mkdtemp(prefix="gsvllmtp")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "GPUSLEEP_LIB")}
+    env.update(GPUSLEEP_BACKEND="host", PYTHONDONTWRITEBYTECODE="1",
+               GPUSLEEP_ENGINE=name,
+               PYTHONPATH=os.pathsep.join([torch_path(), STANDIN]))
+    ws = []
+    for r in range(2):
+        w = Proc.__new__(Proc)	# its line protocol, another script
+        w.p = subprocess.Popen(
+            [S["py"], os.path.join(REPO, "tests", "vm-py", "dist",
+                                   "vllm_tp.py"), str(r),
+             os.path.join(d, "init.sock")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            bufsize=1, env=env, cwd="/")
+        w.buf, w.lines, w.pos = b"", [], 0
+        ws.append(w)
+    S["tp"] = ws
+    S["tpnames"] = [ws[r].expect("ready ")[0] for r in range(2)]
+    check(S["tpnames"] == [f"{name}-tp0", f"{name}-tp1"], S["tpnames"])
+    S["tpname"] = name
+    return ws
+
+
+def both(cmd, answer):
+    """cmd to both workers at once (vLLM's collective_rpc), their answers."""
+    ws = tp_workers()
+    for w in ws:
+        w.send(cmd)
+    return [w.expect(answer) for w in ws]
+
+
+def group_of(domain):
+    """The name of the group domain is in (sysfs), "" for none."""
+    from gpusleep.trainer import resolve_domain
+    path = f"/sys/class/gpusleep/domain{resolve_domain(domain)}/group"
+    with open(path) as f:
+        return f.read().strip()
+
+
+def tp_sleep():
+    ws = tp_workers()
+    import gpusleep
+    import gpusleep.vllm as gv
+    # rank 1's drain first looks at rank 0: drained at most, nothing
+    # unmapped (the group lets no rank unmap before every rank drained)
+    check(ws[1].ask(f"peekdrain {S['tpnames'][0]}", "armed") == [], "arm")
+    out = both("sleep 1", "")
+    check(all(o[0] == "slept" for o in out), f"sleep: {out}")
+    check(out[0][1] == out[1][1] != "0" and out[0][2] == "release",
+          f"not one group operation: {out}")
+    for n in S["tpnames"]:
+        g = group_of(n)
+        check(g == S["tpname"], f"{n} in group {g!r}, want {S['tpname']}")
+        check(gpusleep.state(n).released == list(gv.VLLM_TAGS),
+              f"{n}: {gpusleep.state(n).released}")
+    st = ws[1].ask("peeked", "peeked ")
+    check(st == ["draining", "-"], f"rank 0 while rank 1 drained: {st}")
+
+
+def tp_wake():
+    tp_workers()
+    import gpusleep
+    out = both("wake weights", "")
+    check(all(o[0] == "woke" for o in out) and out[0][1] == out[1][1] and
+          out[0][2] == "resume", f"wake weights: {out}")
+    for n in S["tpnames"]:
+        check(gpusleep.state(n).released == ["kv_cache"],
+              f"{n}: {gpusleep.state(n).released}")
+    out = both("wake kv_cache", "")
+    check(all(o[0] == "woke" for o in out) and out[0][1] == out[1][1],
+          f"wake kv_cache: {out}")
+    for n in S["tpnames"]:
+        check(not gpusleep.is_sleeping(n), f"{n} still sleeps")
+    check(both("data", "data ") == [["1", "1", "1"]] * 2,
+          "weights back, KV zero, runtime state back on both")
+
+
+def tp_fail():
+    ws = tp_workers()
+    import gpusleep
+    check(ws[1].ask("faildrain", "armed") == [], "arm")
+    out = both("sleep 1", "")
+    check(out == [["failed", "EngineFailed", "1", str(errno.EIO)]] * 2,
+          f"a drain failing on rank 1: {out}")
+    for n in S["tpnames"]:
+        check(not gpusleep.is_sleeping(n), f"{n} released")
+    # and the engine sleeps and wakes again
+    out = both("sleep 2", "")
+    check(all(o[0] == "slept" for o in out), f"sleep 2 after: {out}")
+    out = both("wake", "")
+    check(all(o[0] == "woke" for o in out), f"wake after: {out}")
+    check(not any(gpusleep.is_sleeping(n) for n in S["tpnames"]), "asleep")
+
+
+def tp_outside():
+    tp_workers()
+    import gpusleep
+    from gstest import raises
+    # no timeout given: an unanswered drain would end in DrainTimeout
+    e = raises(gpusleep.EngineFailed, gpusleep.release, S["tpnames"][1])
+    check(e.peer_errno == errno.EOPNOTSUPP and "vLLM's sleep" in str(e),
+          str(e))
+    with gpusleep.Group.open(S["tpname"]) as g:
+        e = raises(gpusleep.EngineFailed, g.release)
+    check(e.peer_errno == errno.EOPNOTSUPP, str(e))
+    check(not any(gpusleep.is_sleeping(n) for n in S["tpnames"]), "asleep")
+
+
 def no_library():
     need_venv()
     probe = venv_run(["-c", "import ctypes; ctypes.CDLL('libgpusleep.so.0')"])
@@ -260,11 +387,15 @@ def main():
     try:
         for name, fn in zip(TESTS, [wheel_contents, made_venv, importing,
                                     examples, tms_spawn, vllm_worker,
-                                    vllm_ray, no_library]):
+                                    vllm_ray, tp_sleep, tp_wake, tp_fail,
+                                    tp_outside, no_library]):
             tap.run(name, fn)
     finally:
-        if "dir" in S:
-            shutil.rmtree(S["dir"], ignore_errors=True)
+        for w in S.get("tp", []):
+            w.close()
+        for d in ("dir", "tpdir"):
+            if d in S:
+                shutil.rmtree(S[d], ignore_errors=True)
     tap.done()
 
 

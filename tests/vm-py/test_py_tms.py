@@ -75,6 +75,10 @@ def regions():
                   reset_caches=lambda: ev.append(("reset",)),
                   repair_kv=lambda: ev.append(("repair",)),
                   resume_sched=lambda: ev.append(("sched",)))
+    # callbacks of the caller's: its loop dispatches (gpusleep.sglang's
+    # scheduler does), no thread of the drop-in reads the fd besides
+    check(not tms.engine.served, "the drop-in serves a domain whose "
+          "engine loop dispatches itself")
     with tms.region(tag="weights", enable_cpu_backup=True):
         w = L.gpusleep_malloc(SIZE, 0, None)
     with tms.region(tag="kv_cache", enable_cpu_backup=False):

@@ -15,7 +15,12 @@ what it allocated inside disable() stays with the runtime, untouched, and
 every address stays valid: the parameters come back identical, the
 discarded gradients zero. A release from another process is not the
 trainer's to answer (it has no scheduler; its drain is its own pause()):
-it ends in the drain, nothing unmapped. SKIPs without /dev/gpusleep."""
+the trainer refuses it at once (EngineFailed, EOPNOTSUPP, saying how to
+release it), nothing unmapped; inside torch_memory_saver.releasable()
+(the trainer's safe point) such a release goes through, and leaving it
+resumes the memory. SKIPs without /dev/gpusleep."""
+
+import errno
 
 import os
 import sys
@@ -37,7 +42,10 @@ TESTS = ["the trainer allocates: cudaMalloc in tag default, disable() not",
          "released memory left the process; the runtime's stayed",
          "tms_pause() of the C API is refused: the domain owns the memory",
          "resume(): same addresses, parameters identical, gradients zero",
-         "a release from outside: the trainer's drain is its own; nothing"]
+         "a release from outside: refused at once (EOPNOTSUPP), nothing "
+         "unmapped",
+         "inside releasable(): a release from outside goes through; "
+         "leaving it resumes"]
 S = {}
 
 
@@ -120,10 +128,13 @@ def resume():
 
 
 def outside():
-    # nothing in the trainer answers a drain but its own pause(): another
-    # process's release ends in the drain, nothing unmapped
+    # nothing in the trainer drains for another process: its engine
+    # thread answers the drain with EOPNOTSUPP at once (no timeout here:
+    # a drain left unanswered would end in DrainTimeout, not this)
     from gstest import raises
-    raises(gpusleep.DrainTimeout, gpusleep.release, NAME, timeout=2.0)
+    e = raises(gpusleep.EngineFailed, gpusleep.release, NAME)
+    check(e.peer_errno == errno.EOPNOTSUPP, f"peer errno {e.peer_errno}")
+    check("pause()" in str(e) and "releasable()" in str(e), str(e))
     st = gpusleep.state(NAME)
     check(st.state == "awake" and st.released == [], repr(st))
     w = S["t"].ask("pause", "paused ")		# its own still works
@@ -132,12 +143,28 @@ def outside():
     check(S["t"].ask("resume", "resumed ") == ["1", "1", "1"], "resume")
 
 
+def window():
+    S["t"].ask("window", "window")
+    r = gpusleep.release(NAME)
+    check(r.tags == ["default", "grad_buffer"], repr(r))
+    check(gpusleep.state(NAME).released == ["default", "grad_buffer"],
+          "not released from outside inside the window")
+    w = S["t"].ask("endwindow", "endwindow ")
+    check(w == ["1", "1", "1"], f"params ok, grads zero, outside ok: {w}")
+    st = gpusleep.state(NAME)
+    check(st.state == "awake" and st.released == [], repr(st))
+    # the window is closed again: refused at once
+    from gstest import raises
+    e = raises(gpusleep.EngineFailed, gpusleep.release, NAME)
+    check(e.peer_errno == errno.EOPNOTSUPP, f"peer errno {e.peer_errno}")
+
+
 def main():
     tap = Tap(TESTS)
     need_device(tap, TESTS)
     try:
         for name, fn in zip(TESTS, [alloc, impl, pause, released, cpause,
-                                    resume, outside]):
+                                    resume, outside, window]):
             tap.run(name, fn)
     finally:
         if "t" in S:

@@ -22,6 +22,10 @@ that environment; lines in on stdin, lines out:
   cpause          tms_pause(NULL) of the hook library, as a C caller
                   would: "cpause RET"
   impl            what slime reads: "impl INTERESTING"
+  window          enter torch_memory_saver.releasable() (a release from
+                  another process is drained meanwhile): "window"
+  endwindow       leave it (what was released is resumed): "endwindow
+                  PARAMS_OK GRADS_ZERO OUTSIDE_OK"
   quit
 """
 
@@ -57,6 +61,7 @@ def main():
     rt.fakecudart_live_bytes.restype = ctypes.c_size_t
     ptrs = {}
     want = {}
+    window = None
     print("ready", flush=True)
     for line in sys.stdin:
         cmd = line.split()
@@ -89,15 +94,23 @@ def main():
         elif cmd[0] == "cpause":
             cdll = saver._impl._binary_wrapper.cdll
             print("cpause", cdll.tms_pause(None), flush=True)
-        elif cmd[0] == "resume":
-            saver.resume()
+        elif cmd[0] in ("resume", "endwindow"):
+            if cmd[0] == "resume":
+                saver.resume()
+            else:
+                window.__exit__(None, None, None)
             ok = [ctypes.string_at(ptrs["params"], SIZES["params"]) ==
                   want["params"],
                   ctypes.string_at(ptrs["grads"], SIZES["grads"]) ==
                   bytes(SIZES["grads"]),
                   ctypes.string_at(ptrs["outside"], SIZES["outside"]) ==
                   want["outside"]]
-            print("resumed", *map(int, ok), flush=True)
+            print("resumed" if cmd[0] == "resume" else "endwindow",
+                  *map(int, ok), flush=True)
+        elif cmd[0] == "window":
+            window = saver.releasable()
+            window.__enter__()
+            print("window", flush=True)
         else:
             print("error unknown command", cmd[0], flush=True)
     saver.close()

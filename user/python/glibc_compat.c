@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * Linked into the wheel's libgpusleep.so.0 only (user/python/python.mk):
- * the glibc functions libgpusleep calls whose default symbol version is
- * newer than what the wheel's platform tag, manylinux_2_17, promises.
+ * Linked into the wheels' libraries only (user/python/python.mk: the
+ * gpusleep wheel's libgpusleep.so.0, the drop-in wheel's hook libraries):
+ * the glibc functions they call whose default symbol version is newer
+ * than what the wheels' platform tag, manylinux_2_17, promises.
  *
  * glibc 2.34 moved libdl and libpthread into libc.so.6, and a program
  * linked against it asks for dlopen@GLIBC_2.34, pthread_create@GLIBC_2.34
@@ -12,9 +13,10 @@
  * dlopen, hidden, calling that old version. On a glibc older than 2.34
  * the old versions are in libdl.so.2 and libpthread.so.0, which the wheel's
  * library therefore names (DT_NEEDED; on 2.34 and later they are empty
- * stubs). tests/host/test_wheel.sh checks the result: no symbol version
+ * stubs). tests/host/test_wheel.py checks the result: no symbol version
  * past GLIBC_2.17, auditwheel's verdict, and a load under glibc 2.31.
  */
+#define _GNU_SOURCE	/* dladdr */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <time.h>
@@ -26,6 +28,7 @@ OLD(dlopen, "GLIBC_2.2.5");
 OLD(dlsym, "GLIBC_2.2.5");
 OLD(dlerror, "GLIBC_2.2.5");
 OLD(dlclose, "GLIBC_2.2.5");
+OLD(dladdr, "GLIBC_2.2.5");
 OLD(pthread_create, "GLIBC_2.2.5");
 OLD(pthread_join, "GLIBC_2.2.5");
 OLD(pthread_condattr_setclock, "GLIBC_2.3.3");
@@ -34,6 +37,7 @@ void *gs_old_dlopen(const char *file, int mode);
 void *gs_old_dlsym(void *handle, const char *name);
 char *gs_old_dlerror(void);
 int gs_old_dlclose(void *handle);
+int gs_old_dladdr(const void *addr, Dl_info *info);
 int gs_old_pthread_create(pthread_t *t, const pthread_attr_t *attr,
 			  void *(*fn)(void *), void *arg);
 int gs_old_pthread_join(pthread_t t, void **ret);
@@ -58,6 +62,11 @@ HIDDEN char *dlerror(void)
 HIDDEN int dlclose(void *handle)
 {
 	return gs_old_dlclose(handle);
+}
+
+HIDDEN int dladdr(const void *addr, Dl_info *info)
+{
+	return gs_old_dladdr(addr, info);
 }
 
 HIDDEN int pthread_create(pthread_t *t, const pthread_attr_t *attr,

@@ -6,14 +6,19 @@
 #                                bindings mirror (tests compare ctypes)
 #   python-install               the package into $(PY_SITEDIR), with
 #                                _install.py naming $(PREFIX)/lib as the
-#                                place of libgpusleep.so.0; run by install
+#                                place of libgpusleep.so.0 and
+#                                $(PY_HOOKDIR) that of the hook libraries
+#                                (user/user.mk's, installed there: the
+#                                drop-in's configure_subprocess finds
+#                                them); run by install
 #   python-uninstall             run by uninstall
 #   wheel                        $(PY_DIST)/*.whl: gpusleep with
 #                                libgpusleep.so.0 bundled ($(PY_WHEEL_PLAT):
 #                                $(PY_WHEEL_LIB), below),
 #                                gpusleep-torch-memory-saver (with the
-#                                hook libraries of user/user.mk beside
-#                                its package: linux_x86_64) and
+#                                hook libraries beside its package,
+#                                built for it: $(PY_TMS_LIBS), tagged
+#                                $(PY_WHEEL_PLAT) too) and
 #                                gpusleep-vllm (pure), built offline with
 #                                Debian's setuptools and wheel (pip
 #                                --no-build-isolation); part of all when
@@ -91,10 +96,30 @@ $(PY_WHEEL_LIB): $(GS_OBJS) $(PY_COMPAT_O)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,$(GS_SONAME) -Wl,--no-undefined \
 		-o $@ $^ $(LDFLAGS) $(PY_WHEEL_LIBS)
 
+# The drop-in wheel's hook libraries: user/tms/hook.c as user/user.mk
+# builds it (no libgpusleep linked: it loads the gpusleep wheel's at run
+# time), with glibc_compat.c (dlopen, dladdr... at their GLIBC_2.2.5
+# versions) and glibc's old libraries named, as the library above.
+PY_TMS_DIR	:= $(BUILD)/python/wheel-tms
+PY_TMS_OLDLIBS	:= -Wl,--push-state,--no-as-needed -l:libpthread.so.0 \
+		   -l:libdl.so.2 -Wl,--pop-state
+PY_TMS_LDLIBS	:= $(if $(PY_COMPAT_O),$(PY_TMS_OLDLIBS),-ldl -lpthread)
+PY_TMS_LIBS	:=
+define PY_TMS_RULE
+PY_TMS_LIBS	+= $(PY_TMS_DIR)/$(call GS_TMS_NAME,$(1),$(2))
+$(PY_TMS_DIR)/$(call GS_TMS_NAME,$(1),$(2)): user/tms/hook.c \
+		user/include/libgpusleep.h $(PY_COMPAT_O)
+	@mkdir -p $$(@D)
+	$$(CC) $(GS_TMS_CFLAGS) $(call GS_TMS_DEFS,$(1),$(2),$(3)) -shared \
+		-Wl,--no-undefined -o $$@ $$< $(PY_COMPAT_O) $(LDFLAGS) \
+		$(PY_TMS_LDLIBS)
+endef
+$(call GS_TMS_EACH,PY_TMS_RULE)
+
 # Each distribution is copied to $(PY_STAGE) and built there (setuptools
 # writes build/ and *.egg-info beside the sources); the library goes into
 # the package as libgpusleep.so.0 (the file, under the soname).
-$(PY_DIST)/.stamp: $(PY_DIST_SRCS) $(PY_WHEEL_LIB) $(GS_TMS_LIBS)
+$(PY_DIST)/.stamp: $(PY_DIST_SRCS) $(PY_WHEEL_LIB) $(PY_TMS_LIBS)
 	rm -rf $(PY_STAGE) $(PY_DIST)
 	mkdir -p $(PY_STAGE)/gpusleep $(PY_DIST)
 	cp user/python/pyproject.toml user/python/setup.py user/python/README.md $(PY_STAGE)/
@@ -104,7 +129,7 @@ $(PY_DIST)/.stamp: $(PY_DIST_SRCS) $(PY_WHEEL_LIB) $(GS_TMS_LIBS)
 		mkdir -p $(PY_STAGE)/$$d; \
 		(cd user/python/$$d && find . -name '*.py' -o -name '*.toml' -o -name py.typed | \
 			cpio -pdm --quiet ../../../$(PY_STAGE)/$$d); done
-	cp $(GS_TMS_LIBS) $(PY_STAGE)/dist-tms/
+	cp $(PY_TMS_LIBS) $(PY_STAGE)/dist-tms/
 	set -e; for d in . $(PY_DISTS); do \
 		GPUSLEEP_WHEEL_PLAT=$(PY_WHEEL_PLAT) PIP_NO_INDEX=1 \
 		$(PYTHON) -m pip wheel -q --no-build-isolation --no-deps \
@@ -130,13 +155,22 @@ VM_TESTS	+= $(sort $(wildcard tests/vm-py/test_*.py))
 install: python-install
 uninstall: python-uninstall
 
-python-install:
+# the hook libraries' directory of an install: they load PREFIX/lib's
+# libgpusleep.so.0 from there (user/tms/hook.c: DIR/../)
+PY_HOOKDIR	= $(PREFIX)/lib/gpusleep
+
+python-install: $(GS_TMS_LIBS)
 	install -d $(DESTDIR)$(PY_SITEDIR)/gpusleep
 	install -m 644 $(PY_PKG_SRCS) user/python/gpusleep/py.typed \
 		$(DESTDIR)$(PY_SITEDIR)/gpusleep/
-	printf '# Written by make python-install.\nLIBDIR = "%s"\n' \
-		'$(PREFIX)/lib' > $(DESTDIR)$(PY_SITEDIR)/gpusleep/_install.py
+	printf '# Written by make python-install.\nLIBDIR = "%s"\nHOOKDIR = "%s"\n' \
+		'$(PREFIX)/lib' '$(PY_HOOKDIR)' \
+		> $(DESTDIR)$(PY_SITEDIR)/gpusleep/_install.py
 	chmod 644 $(DESTDIR)$(PY_SITEDIR)/gpusleep/_install.py
+	install -d $(DESTDIR)$(PY_HOOKDIR)
+	install -m 644 $(GS_TMS_LIBS) $(DESTDIR)$(PY_HOOKDIR)/
 
 python-uninstall:
 	rm -rf $(DESTDIR)$(PY_SITEDIR)/gpusleep
+	rm -f $(addprefix $(DESTDIR)$(PY_HOOKDIR)/,$(notdir $(GS_TMS_LIBS)))
+	-rmdir $(DESTDIR)$(PY_HOOKDIR) 2>/dev/null

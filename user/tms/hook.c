@@ -45,6 +45,14 @@
  * agent would otherwise be lied to). Tag names follow gpusleep's rule
  * ([a-z][a-z0-9_]*, 15 characters), at most 8 per process (declared on
  * first use; gpusleep_tag_bit()).
+ *
+ * libgpusleep.so.0 is not linked (no DT_NEEDED): the library loads it
+ * with dlopen() when it is loaded itself (its constructor, before the
+ * program's threads run), the copy already in the process first, so that
+ * the process has one memory manager, the one gpusleep's Python package
+ * uses (gpusleep._lib takes the copy already loaded), and so that the
+ * wheel's build (user/python/python.mk) needs nothing manylinux_2_17 does
+ * not allow (gs_load() below says where it looks).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -59,6 +67,8 @@
 #include <sys/types.h>
 
 #include "libgpusleep.h"
+
+#define GS_SONAME	"libgpusleep.so.0"
 
 /* The CUDA runtime's ABI (driver_types.h, cuda_runtime_api.h): an enum
  * passed as int; tests/host/test_tms_hook.py checks both. */
@@ -96,8 +106,6 @@ static _Thread_local struct tms_config cfg = {
 	.disk_backup = UNSET,
 };
 
-static bool retain_cpu_backup;
-
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
@@ -108,6 +116,142 @@ static void say(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+/* --------------------------------------------------- libgpusleep */
+
+/* the functions of libgpusleep these libraries call, by their names */
+#define GS_FUNCS(X)							\
+	X(gpusleep_tag_bit) X(gpusleep_tag_names) X(gpusleep_set_backup)	\
+	X(gpusleep_malloc_bit) X(gpusleep_free) X(gpusleep_mm)		\
+	X(gpusleep_set_margin) X(gpusleep_set_staging_all)		\
+	X(gpusleep_agent_domain) X(gs_mm_tag_of) X(gs_mm_pause)		\
+	X(gs_mm_resume) X(gs_mm_backup_ptr)
+
+struct gs_fns {
+#define GS_PTR(name) __typeof__(name) *name;
+	GS_FUNCS(GS_PTR)
+#undef GS_PTR
+};
+
+static struct gs_fns gs_fns;
+/* &gs_fns once every function is bound (published with release order) */
+static const struct gs_fns *gs_bound;
+static pthread_mutex_t gs_lock = PTHREAD_MUTEX_INITIALIZER;
+/* what the last search tried, and why each failed (for the message) */
+static char gs_tried[2048];
+static bool retain_cpu_backup;
+
+static void gs_note(const char *what, const char *why)
+{
+	size_t n = strlen(gs_tried);
+
+	snprintf(gs_tried + n, sizeof(gs_tried) - n, "%s%s: %s",
+		 n ? "; " : "", what, why ? why : "not found");
+}
+
+static void *gs_try(const char *path)
+{
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+
+	if (!h)
+		gs_note(path, dlerror());
+	return h;
+}
+
+/*
+ * Where libgpusleep.so.0 is looked for, first found wins (gpusleep._lib's
+ * order, for each way these libraries are installed), DIR being this
+ * library's directory:
+ *   DIR/gpusleep/       the gpusleep wheel's copy (the drop-in's wheel puts
+ *                       these libraries in site-packages, beside it)
+ *   $GPUSLEEP_LIB       a path to the library
+ *   DIR/                build/lib in the tree
+ *   DIR/../             make install (PREFIX/lib/gpusleep/ holds these,
+ *                       PREFIX/lib the library)
+ *   the loader's own search path (ld.so.cache, LD_LIBRARY_PATH)
+ */
+static void *gs_search(void)
+{
+	static const char *const rel[] = { "gpusleep/" GS_SONAME, NULL,
+					   GS_SONAME, "../" GS_SONAME };
+	char dir[1024] = ".", path[1152];
+	const char *env = getenv("GPUSLEEP_LIB");
+	Dl_info info;
+	void *h = NULL;
+
+	if (dladdr((void *)gs_search, &info) && info.dli_fname &&
+	    strrchr(info.dli_fname, '/')) {
+		snprintf(dir, sizeof(dir), "%s", info.dli_fname);
+		*strrchr(dir, '/') = '\0';
+	}
+	gs_tried[0] = '\0';
+	for (size_t i = 0; !h && i < sizeof(rel) / sizeof(rel[0]); i++) {
+		if (!rel[i]) {
+			if (env && *env)
+				h = gs_try(env);
+			continue;
+		}
+		snprintf(path, sizeof(path), "%s/%s", dir, rel[i]);
+		h = gs_try(path);
+	}
+	return h ? h : gs_try(GS_SONAME);
+}
+
+static bool gs_bind(void *h)
+{
+	struct gs_fns f;
+
+#define GS_SYM(name)							\
+	f.name = (__typeof__(name) *)dlsym(h, #name);			\
+	if (!f.name) {							\
+		gs_note(#name, "not in the libgpusleep loaded");	\
+		return false;						\
+	}
+	GS_FUNCS(GS_SYM)
+#undef GS_SYM
+	gs_fns = f;
+	__atomic_store_n(&gs_bound, &gs_fns, __ATOMIC_RELEASE);
+	return true;
+}
+
+static void apply_retain(const struct gs_fns *g);
+
+/*
+ * libgpusleep's functions: the copy already loaded in the process (by
+ * its soname), else, with search, the first found by gs_search(). NULL
+ * when there is none (gs_tried says why).
+ */
+static const struct gs_fns *gs_load(bool search)
+{
+	const struct gs_fns *g = __atomic_load_n(&gs_bound, __ATOMIC_ACQUIRE);
+	void *h;
+
+	if (g)
+		return g;
+	pthread_mutex_lock(&gs_lock);
+	if (!gs_bound) {
+		h = dlopen(GS_SONAME, RTLD_NOW | RTLD_NOLOAD);
+		if (!h && search)
+			h = gs_search();
+		if (h && !gs_bind(h))
+			dlclose(h);
+		if (gs_bound)
+			apply_retain(gs_bound);
+	}
+	pthread_mutex_unlock(&gs_lock);
+	return __atomic_load_n(&gs_bound, __ATOMIC_ACQUIRE);
+}
+
+/* libgpusleep for a call that cannot do without it; NULL after saying */
+static const struct gs_fns *gs_need(const char *what)
+{
+	const struct gs_fns *g = gs_load(true);
+
+	if (!g)
+		say("%s: %s could not be loaded (install the gpusleep wheel beside this library, or set GPUSLEEP_LIB); tried %s",
+		    what, GS_SONAME, gs_tried);
+	return g;
 }
 
 /* torch_memory_saver's reading of a boolean variable, exit included */
@@ -231,6 +375,7 @@ static cudaError_t tms_alloc(void **ptr, size_t size, int device,
 			     cudaStream_t stream)
 {
 	bool backup = cpu_backup();
+	const struct gs_fns *g;
 	int bit;
 
 	*ptr = NULL;
@@ -249,7 +394,10 @@ static cudaError_t tms_alloc(void **ptr, size_t size, int device,
 		    GPUSLEEP_TAG_NAME_LEN - 1);
 		return cudaErrorInvalidValue;
 	}
-	bit = gpusleep_tag_bit(cfg.tag, 1);
+	g = gs_need("allocation");
+	if (!g)
+		return cudaErrorUnknown;
+	bit = g->gpusleep_tag_bit(cfg.tag, 1);
 	if (bit < 0) {
 		if (bit == -ENOSPC)
 			say("tag \"%s\": %d tags are declared already, gpusleep's limit",
@@ -262,18 +410,20 @@ static cudaError_t tms_alloc(void **ptr, size_t size, int device,
 			    cfg.tag, GPUSLEEP_TAG_NAME_LEN - 1);
 		return cudaErrorInvalidValue;
 	}
-	gpusleep_set_backup((unsigned int)bit, backup);
-	*ptr = gpusleep_malloc_bit((unsigned int)bit, (ssize_t)size, device,
-				   stream);
+	g->gpusleep_set_backup((unsigned int)bit, backup);
+	*ptr = g->gpusleep_malloc_bit((unsigned int)bit, (ssize_t)size, device,
+				      stream);
 	return *ptr ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
 #ifdef TMS_HOOK_PRELOAD
-static bool is_ours(const void *ptr)
+/* gpusleep's memory: only once libgpusleep is in the process */
+static const struct gs_fns *is_ours(const void *ptr)
 {
-	struct gs_mm *mm = gpusleep_mm();
+	const struct gs_fns *g = ptr ? gs_load(false) : NULL;
+	struct gs_mm *mm = g ? g->gpusleep_mm() : NULL;
 
-	return ptr && mm && gs_mm_tag_of(mm, ptr);
+	return mm && g->gs_mm_tag_of(mm, ptr) ? g : NULL;
 }
 
 EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
@@ -294,9 +444,10 @@ EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 EXPORT cudaError_t cudaFree(void *devPtr)
 {
 	static free_fn real;
+	const struct gs_fns *g = is_ours(devPtr);
 
-	if (is_ours(devPtr)) {
-		gpusleep_free(devPtr, 0, 0, NULL);
+	if (g) {
+		g->gpusleep_free(devPtr, 0, 0, NULL);
 		return cudaSuccess;
 	}
 	if (!real)
@@ -322,7 +473,14 @@ EXPORT void *tms_torch_malloc(ssize_t size, int device, cudaStream_t stream)
 EXPORT void tms_torch_free(void *ptr, ssize_t size, int device,
 			   cudaStream_t stream)
 {
-	gpusleep_free(ptr, size, device, stream);
+	/* what tms_torch_malloc gave out: libgpusleep is loaded */
+	const struct gs_fns *g = ptr ? gs_load(false) : NULL;
+
+	if (g)
+		g->gpusleep_free(ptr, size, device, stream);
+	else if (ptr)
+		say("tms_torch_free(%p): not gpusleep's memory (no libgpusleep loaded)",
+		    ptr);
 }
 #endif
 
@@ -394,13 +552,17 @@ EXPORT void tms_set_disk_backup_dir(const char *dir)
 
 EXPORT void set_memory_margin_bytes(uint64_t value)
 {
-	gpusleep_set_margin(value);
+	const struct gs_fns *g = gs_need("set_memory_margin_bytes");
+
+	if (g)
+		g->gpusleep_set_margin(value);
 }
 
-static void apply_retain(void)
+/* retain_cpu_backup into libgpusleep (also when it is loaded) */
+static void apply_retain(const struct gs_fns *g)
 {
-	int ret = gpusleep_set_staging_all(retain_cpu_backup ? 0 :
-					   GS_MM_STAGING_FREE_AFTER_RESUME);
+	int ret = g->gpusleep_set_staging_all(retain_cpu_backup ? 0 :
+					      GS_MM_STAGING_FREE_AFTER_RESUME);
 
 	if (ret)
 		say("retain_cpu_backup: %s", strerror(-ret));
@@ -408,8 +570,12 @@ static void apply_retain(void)
 
 EXPORT void tms_set_retain_cpu_backup(bool retain)
 {
+	const struct gs_fns *g;
+
 	retain_cpu_backup = retain;
-	apply_retain();
+	g = gs_need("tms_set_retain_cpu_backup");
+	if (g)
+		apply_retain(g);
 }
 
 EXPORT bool tms_get_retain_cpu_backup(void)
@@ -417,18 +583,21 @@ EXPORT bool tms_get_retain_cpu_backup(void)
 	return retain_cpu_backup;
 }
 
+/* libgpusleep now, before the program's threads run (applies retain);
+ * none found is said at the first call that needs it */
 __attribute__((constructor)) static void tms_hook_init(void)
 {
 	retain_cpu_backup = env_bool("TMS_RETAIN_CPU_BACKUP");
-	apply_retain();
+	gs_load(true);
 }
 
 /* pause (or resume) tag (NULL, "": every tag), here, without the module */
 static int local_op(const char *tag, bool pause)
 {
 	const char *what = pause ? "tms_pause" : "tms_resume";
-	struct gs_mm *mm = gpusleep_mm();
-	unsigned int domain = gpusleep_agent_domain();
+	const struct gs_fns *g = gs_load(false);
+	struct gs_mm *mm = g ? g->gpusleep_mm() : NULL;
+	unsigned int domain = g ? g->gpusleep_agent_domain() : 0;
 	char names[GPUSLEEP_MAX_TAGS * GPUSLEEP_TAG_NAME_LEN];
 	uint32_t mask = 0;
 	int n;
@@ -441,13 +610,13 @@ static int local_op(const char *tag, bool pause)
 	if (!mm)
 		return cudaSuccess;	/* nothing allocated */
 	if (tag && *tag) {
-		int bit = gpusleep_tag_bit(tag, 0);
+		int bit = g->gpusleep_tag_bit(tag, 0);
 
 		if (bit < 0)
 			return cudaSuccess;	/* nothing in it */
 		mask = 1U << bit;
 	} else {
-		n = gpusleep_tag_names(names, sizeof(names));
+		n = g->gpusleep_tag_names(names, sizeof(names));
 		mask = n > 0 ? (1U << n) - 1 : 0;
 	}
 	for (unsigned int i = 0; i < GPUSLEEP_MAX_TAGS; i++) {
@@ -456,8 +625,8 @@ static int local_op(const char *tag, bool pause)
 
 		if (!(mask & (1U << i)))
 			continue;
-		ret = pause ? gs_mm_pause(mm, 1U << i, &bytes) :
-			      gs_mm_resume(mm, 1U << i, &bytes);
+		ret = pause ? g->gs_mm_pause(mm, 1U << i, &bytes) :
+			      g->gs_mm_resume(mm, 1U << i, &bytes);
 		if (ret && ret != -EALREADY) {
 			say("%s: tag bit %u: %s", what, i, strerror(-ret));
 			return ret == -ENOMEM ? cudaErrorMemoryAllocation :
@@ -480,9 +649,10 @@ EXPORT int tms_resume(const char *tag)
 EXPORT uint8_t *tms_get_cpu_backup_pointer(const uint8_t *gpu_ptr,
 					   uint64_t size)
 {
-	struct gs_mm *mm = gpusleep_mm();
+	const struct gs_fns *g = gs_load(false);
+	struct gs_mm *mm = g ? g->gpusleep_mm() : NULL;
 	void *host = NULL;
-	int ret = mm ? gs_mm_backup_ptr(mm, gpu_ptr, size, &host) : -ENOENT;
+	int ret = mm ? g->gs_mm_backup_ptr(mm, gpu_ptr, size, &host) : -ENOENT;
 
 	if (ret)
 		say("tms_get_cpu_backup_pointer(%p, %llu): %s", (const void *)gpu_ptr,

@@ -10,11 +10,13 @@ kv_cache, workspace pools), sleep(1) (weights and runtime kept, KV
 discarded), wake_up(["weights"]) (the runtime state wakes with it),
 wake_up(["kv_cache"]), sleep(2) (the weights discarded, the model's
 buffers saved by vLLM and put back), wake_up(), discard(kv_cache); a
-release from outside is not drained; shutdown. vLLM's CuMemAllocator stays
+release from outside vLLM is refused at once by the worker (EngineFailed,
+the worker's EOPNOTSUPP, naming vLLM's sleep), nothing released; shutdown. vLLM's CuMemAllocator stays
 in place. A trainer's view of the domain (gpusleep.state) is checked
 after each step. Prints "ok" or raises."""
 
 import ctypes
+import errno
 import sys
 
 import gpusleep
@@ -80,13 +82,14 @@ def main(name):
     worker.wake_up(["kv_cache"])
     assert not gpusleep.is_sleeping(name)
 
-    # vLLM sleeps through its API: the worker reads its domain's events
-    # only in its own sleep and wake, so a release from outside is never
-    # drained (a drain read during its own operation is refused, EPERM)
+    # vLLM sleeps through its API: the worker's engine thread answers a
+    # release from outside at once, refusing it (no timeout given: a drain
+    # left unanswered would end in DrainTimeout, not EngineFailed)
     try:
-        gpusleep.release(name, timeout=2)
-    except (gpusleep.DrainTimeout, gpusleep.EngineFailed):
-        pass
+        gpusleep.release(name)
+    except gpusleep.EngineFailed as e:
+        assert e.peer_errno == errno.EOPNOTSUPP, e
+        assert "vLLM's sleep" in str(e), e
     else:
         raise AssertionError("a release from outside vLLM went through")
     assert not gpusleep.is_sleeping(name)

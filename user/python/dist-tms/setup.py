@@ -3,7 +3,12 @@
 (torch_memory_saver_hook_mode_*.abi3.so, copied here by `make wheel`) go
 to the top of site-packages, beside the package, where torch_memory_saver
 0.0.10's wheel puts them and slime's actor group looks for them; the
-wheel holding them is tagged for this platform (py3-none-linux_x86_64)."""
+wheel holding them is a platform wheel for any Python 3 (py3-none: they
+are loaded by the loader and ctypes), tagged GPUSLEEP_WHEEL_PLAT, which
+`make wheel` sets from python.mk's PY_WHEEL_PLAT
+(manylinux_2_17_x86_64.manylinux2014_x86_64: python.mk builds them for
+the wheel with nothing newer; tests/host/test_wheel.py has auditwheel
+check it), else this platform's own tag."""
 
 import glob
 import os
@@ -40,6 +45,7 @@ try:
     class PlatformWheel(bdist_wheel):
         def get_tag(self):
             py, abi, plat = super().get_tag()
+            plat = os.environ.get("GPUSLEEP_WHEEL_PLAT") or plat
             return ("py3", "none", plat) if LIBS else (py, abi, plat)
 
     cmdclass["bdist_wheel"] = PlatformWheel

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """A colocated trainer's step with vLLM put to sleep through gpusleep (the
 gpusleep-vllm plugin installed, enable_sleep_mode=True,
-sleep_mode_backend="gpusleep"): vLLM's own sleep / wake_up calls, each
-worker releasing and resuming its domain "<engine>-tp<rank>", which the
-trainer can check.
+sleep_mode_backend="gpusleep"): vLLM's own sleep / wake_up calls, the
+workers' domains "<engine>-tp<rank>" released and resumed (with
+tensor_parallel_size > 1 as one group operation, the group "<engine>"),
+which the trainer can check.
 docs/integrations/vllm.md quotes it; tests/vm-py/test_py_guides.py runs it
 against a stand-in of vLLM's LLM and worker."""
 

@@ -8,7 +8,7 @@ not at import, so ``import gpusleep`` works without it.
 
 Where the library comes from, first found wins:
   0. the copy already loaded in the process (by torch_memory_saver's
-     preload hook library, which links it),
+     hook libraries, which load it: user/tms/hook.c),
   1. the package directory (a copy vendored next to this file),
   2. $GPUSLEEP_LIB (a path to libgpusleep.so.0),
   3. the directory ``make install`` put it in (_install.py, when installed),
@@ -484,7 +484,7 @@ def _declare(lib):
 
 def _loaded_path():
     """The file of the libgpusleep.so.0 already loaded in this process
-    (by torch_memory_saver's preload hook, user/tms/hook.c), else None:
+    (by torch_memory_saver's hook libraries, user/tms/hook.c), else None:
     one memory manager per process, so the same copy must be used."""
     try:
         ctypes.CDLL(SONAME, mode=os.RTLD_NOLOAD)

@@ -30,6 +30,11 @@ Callbacks (each may be None: answered with success / ignored):
                                may still be released) until resume_sched
 Scheduling is a level the module owns: every record carries it, and
 sched_paused follows the newest record read.
+An engine without a loop of its own (a trainer's memory, vLLM's workers,
+whose code reads nothing between operations) calls serve(): a thread of
+the engine reads its records and runs the callbacks as they come, so that
+a drain is answered at once (refused, or let through) and never waits for
+the drain timeout; its own release()/resume() then wait in the kernel.
 Backing generations: the memory behind a tag is new after each resume, so
 buffers registered with NCCL or RDMA must be registered again. In
 resume_sched, replaced_tags names the tags replaced since the previous
@@ -49,6 +54,7 @@ import errno as _errno
 import logging
 import os
 import select
+import threading
 from typing import (TYPE_CHECKING, Callable, Iterable, Literal, Optional,
                     Union)
 
@@ -116,6 +122,7 @@ class Engine(_Ops):
         self.resume_sched = resume_sched
         self._e = None
         self._loop = None
+        self._server: Optional[_Server] = None
         # trampolines: kept alive as long as the engine
         self._c_ops = _lib.gs_engine_ops(
             drain=_lib.DRAIN_FN(self._t_drain),
@@ -265,6 +272,27 @@ class Engine(_Ops):
         except errors.EngineGone:
             self.remove_from_loop()
 
+    def serve(self) -> None:
+        """Read this engine's records and run its callbacks from a thread
+        of its own (named gpusleep-engine-ID), from now until close(): for
+        an engine with no loop that reads its fd, so that every record is
+        answered as it comes (a drain refused or let through at once, a KV
+        repair of a resume another process started). The callbacks then
+        run in that thread. release() and resume() of the engine itself
+        wait in the kernel meanwhile. Idempotent."""
+        self._check_open()
+        if self._server is None:
+            if self._loop is not None:
+                raise RuntimeError("engine: already dispatched from an "
+                                   "asyncio loop (add_to_loop)")
+            self._server = _Server(self)
+            self._server.start()
+
+    @property
+    def served(self) -> bool:
+        """True while serve()'s thread answers the records."""
+        return self._server is not None
+
     # -- operations started by the engine itself ---------------------------
     def run_until_done(self, op_id: int) -> Result:
         """Drive this engine's events until operation op_id has finished
@@ -310,13 +338,19 @@ class Engine(_Ops):
         id, and the engine's loop answers the steps."""
         op_id = super().release(tags, abort_inflight=abort_inflight,
                                 timeout=timeout, wait=False)
-        return self.run_until_done(op_id) if wait else op_id
+        if not wait:
+            return op_id
+        return self.wait(op_id) if self.served else \
+            self.run_until_done(op_id)
 
     def resume(self, tags: Tags = None, timeout: Optional[float] = None,
                wait: bool = True) -> Union[Result, int]:
         """Resume from the engine itself; see release()."""
         op_id = super().resume(tags, timeout=timeout, wait=False)
-        return self.run_until_done(op_id) if wait else op_id
+        if not wait:
+            return op_id
+        return self.wait(op_id) if self.served else \
+            self.run_until_done(op_id)
 
     def grant(self,
               role: Literal["controller", "agent"] = "controller") -> int:
@@ -335,6 +369,9 @@ class Engine(_Ops):
 
     def close(self) -> None:
         """Close the engine fd: the domain dies."""
+        if self._server is not None:
+            server, self._server = self._server, None
+            server.stop()
         if self._e is not None:
             self.remove_from_loop()
             _lib.lib().gs_engine_destroy(self._e)
@@ -352,3 +389,41 @@ class Engine(_Ops):
             self.close()
         except Exception:
             pass
+
+
+class _Server(threading.Thread):
+    """Engine.serve()'s thread: poll() on the engine fd and on a pipe of
+    its own (stop), dispatch on POLLIN, end at the domain's death or
+    stop(). A callback that raises fails its step (Engine._call); any
+    other error is logged and ends the thread."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(name=f"gpusleep-engine-{engine.id}", daemon=True)
+        self.engine = engine
+        self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC)
+
+    def run(self) -> None:
+        p = select.poll()
+        p.register(self.engine.fileno(), select.POLLIN)
+        p.register(self._stop_r, select.POLLIN)
+        try:
+            while True:
+                for fd, ev in p.poll():
+                    if fd == self._stop_r:
+                        return
+                    if ev & select.POLLIN:
+                        self.engine.dispatch()
+                    elif ev & (select.POLLHUP | select.POLLERR):
+                        return		# the domain is dead
+        except errors.EngineGone:
+            return
+        except Exception:	# noqa: logged; nothing answers from now on
+            log.exception("engine %s: serving its records failed",
+                          self.engine.name)
+
+    def stop(self) -> None:
+        os.write(self._stop_w, b"x")
+        if self is not threading.current_thread():
+            self.join()
+        os.close(self._stop_r)
+        os.close(self._stop_w)

@@ -335,6 +335,15 @@ class GroupNotFound(GpuSleepError, FileNotFoundError, LookupError):
         return (type(self), (self.group, self.message))
 
 
+#: EngineFailed with the engine's EOPNOTSUPP: the engine is released only
+#: through its own API, and said so by refusing the drain at once
+OUTSIDE_REFUSED = ("the engine refused the release (EOPNOTSUPP): it is "
+                   "released only through its own API: a vLLM worker by "
+                   "vLLM's sleep (LLM.sleep, POST /sleep), a "
+                   "torch_memory_saver trainer by its own pause(), or by "
+                   "another process only while it is inside "
+                   "torch_memory_saver.releasable()")
+
 _BY_REASON = {
     _lib.R_NOT_ENABLED: NotEnabled,
     _lib.R_INVALID: InvalidRequest,
@@ -377,5 +386,8 @@ def from_code(err: int, reason: int = _lib.R_NONE, *, op_id: int = 0,
         elif err != _errno.EREMOTEIO:
             peer = err
         err = _errno.EREMOTEIO
+    if reason == _lib.R_ENGINE_FAILED and peer == _errno.EOPNOTSUPP and \
+            message is None:
+        message = OUTSIDE_REFUSED
     return cls(reason, err, message, op_id=op_id, tags=tags, result=result,
                peer_errno=peer)

@@ -61,9 +61,14 @@ scheduling) until the operation ends; the memory is unmapped and remapped
 by this process's agent thread, exactly as when a trainer releases the
 domain from outside. The domain is the gpusleep.engine.Engine given to
 configure(), or one made on first need, named $GPUSLEEP_DOMAIN_NAME or
-"tms-PID", whose drain is answered at once when the release is this
+"tms-PID", whose records a thread of its own answers as they come
+(Engine.serve()): its drain is let through when the release is this
 process's own pause() (a trainer has no scheduler: its pause() is the
-moment it stops using the memory) and refused (EBUSY) otherwise.
+moment it stops using the memory) or comes while the process is inside
+releasable() (its safe point: a controller may release it then, and
+leaving releasable() resumes what was released), and refused at once
+otherwise (EOPNOTSUPP: the controller gets EngineFailed saying so, never
+a drain timeout).
 
 Without /dev/gpusleep, region(), cuda_graph(), pause() and resume() raise
 gpusleep.errors.ModuleNotLoaded naming the two fixes: load the module, or
@@ -82,6 +87,7 @@ import ctypes
 import errno as _errno
 import gc
 import glob
+import logging
 import os
 import threading
 from typing import (TYPE_CHECKING, Any, Iterable, Iterator, Literal,
@@ -95,6 +101,8 @@ if TYPE_CHECKING:
     from .agent import StepResult
     from .engine import Engine, TagDecl
     from .trainer import Result
+
+log = logging.getLogger("gpusleep.torch_memory_saver")
 
 #: torch_memory_saver's backup backends; gpusleep's staging is pinned
 CpuBackupBackend = Literal["mmap", "pinned"]
@@ -154,7 +162,8 @@ def _cuda_major() -> Optional[int]:
 def hook_dirs() -> list[str]:
     """Where the hook libraries are looked for, in order: beside the
     torch_memory_saver package (the wheel, as torch_memory_saver and
-    slime look), beside the gpusleep package, beside libgpusleep.so.0
+    slime look), beside the gpusleep package, where make install put
+    them (_install.HOOKDIR, PREFIX/lib/gpusleep), beside libgpusleep.so.0
     (build/lib in the tree)."""
     out = []
     import importlib.util
@@ -166,6 +175,11 @@ def hook_dirs() -> list[str]:
         out.append(os.path.dirname(os.path.dirname(spec.origin)))
     here = os.path.dirname(os.path.abspath(__file__))
     out.append(os.path.dirname(here))
+    try:
+        from . import _install	# written by `make python-install`
+        out.append(getattr(_install, "HOOKDIR"))
+    except (ImportError, AttributeError):
+        pass
     try:
         out.append(os.path.dirname(_lib.path()))
     except OSError:
@@ -180,8 +194,9 @@ def hook_dirs() -> list[str]:
 
 
 def is_gpusleep_hook(path: str) -> bool:
-    """Is the library at path gpusleep's hook (it links libgpusleep.so.0),
-    not torch_memory_saver's own of the same name?"""
+    """Is the library at path gpusleep's hook (it loads libgpusleep.so.0,
+    whose name it holds), not torch_memory_saver's own of the same
+    name?"""
     try:
         with open(path, "rb") as f:
             return _lib.SONAME.encode() in f.read()
@@ -322,7 +337,8 @@ class TorchMemorySaver:
     __slots__ = ("_impl", "_impl_ctor_kwargs", "_ready", "_engine",
                  "_agent", "_allocators", "_pools", "_owner", "_foreign",
                  "_expandable_users", "_local", "_lock", "_tls", "_decl",
-                 "_declared", "_own_op", "_retain", "tag_aliases")
+                 "_declared", "_own_op", "_outside", "_retain",
+                 "tag_aliases")
     _instance: Optional[TorchMemorySaver] = None
 
     def __new__(cls: type[TorchMemorySaver]) -> TorchMemorySaver:
@@ -350,6 +366,7 @@ class TorchMemorySaver:
         self._decl: Optional[list[tuple[str, str]]] = None
         self._declared = False		# a tag was declared here
         self._own_op = False		# a pause()/resume() of ours runs
+        self._outside = 0		# releasable() windows open
         self._retain: Optional[bool] = None
         #: names mapped to another tag before anything else (empty: as
         #: torch_memory_saver, every name is a tag of its own)
@@ -372,14 +389,19 @@ class TorchMemorySaver:
     def configure(self, engine: Optional[Engine] = None, *,
                   local: Optional[bool] = None,
                   tags: Optional[TagDecl] = None,
+                  serve: Optional[bool] = None,
                   **engine_kwargs: Any) -> Optional[Engine]:
         """Bind the domain: an Engine of this process, or the keyword
         arguments of a new one (name, gpu, prefix_caching,
         prefix_cache_reset, callbacks...). tags: declared first, in this
         order (when no tag was used yet, the domain's; default weights,
         kv_cache, cuda_graph); an engine given has its own, which must be
-        the allocator's. Returns the engine. local=True: no domain;
-        pause/resume act on the memory directly."""
+        the allocator's. serve: a new engine's records answered by a
+        thread of its own (Engine.serve()), for callers with no loop that
+        dispatches it (vLLM's workers); default: only when the drop-in
+        answers the drain itself (no drain= given: a trainer's memory).
+        Returns the engine. local=True: no domain; pause/resume act on
+        the memory directly."""
         if local is not None:
             self._local = bool(local)
         if tags is not None:
@@ -398,10 +420,14 @@ class TorchMemorySaver:
             engine_kwargs.setdefault(
                 "name", os.environ.get("GPUSLEEP_DOMAIN_NAME",
                                        f"tms-{os.getpid()}"))
+            if serve is None:
+                serve = "drain" not in engine_kwargs
             engine_kwargs.setdefault("drain", self._own_drain)
             decl = [(n, "kv_cache" if n == "kv_cache" else "memory")
                     for n in self._domain_tags()]
             engine = Engine(tags=decl, **engine_kwargs)
+            if serve:	# no loop reads its fd: a thread answers
+                engine.serve()
         else:
             for i, n in enumerate(engine.tag_names):
                 if self._declare(n) != i:
@@ -418,8 +444,66 @@ class TorchMemorySaver:
     def _own_drain(self, tags: list[str], abort_inflight: bool) -> int:
         """The drain of a domain made here: nothing schedules work on the
         memory but this process's own code, which stops using it by
-        calling pause(); a release from elsewhere is refused."""
-        return 0 if self._own_op else -_errno.EBUSY
+        calling pause(), or says it may be released inside releasable();
+        a release from elsewhere at any other time is refused at once
+        (EOPNOTSUPP)."""
+        if self._own_op or self._outside:
+            return 0
+        log.warning("torch_memory_saver (gpusleep): a release of domain %s "
+                    "(%s) from another process refused: this process's "
+                    "memory is released by its own pause(), or from "
+                    "outside only while it is inside "
+                    "torch_memory_saver.releasable()",
+                    self._engine.id if self._engine else "?", tags)
+        return -_errno.EOPNOTSUPP
+
+    @contextlib.contextmanager
+    def releasable(self, resume: bool = True) -> Iterator[None]:
+        """The process's safe point: inside, it does not touch the memory
+        of its regions, and a release of its domain from another process
+        (a trainer's controller, gpusleepctl) is let through at once, as
+        its own pause() is; outside, such a release is refused
+        (EOPNOTSUPP). On leaving, new releases are refused again, one
+        still running is waited for, and (resume=True) what is released
+        is resumed by this process before its code goes on: its memory is
+        mapped, backups restored, whatever released it. resume=False
+        leaves it released (the caller resumes it, or waits for the
+        controller's resume, before touching it). Nests. Needs the module
+        (not local mode): the domain is made if it is not yet."""
+        self._ensure_initialized()
+        if self._local:
+            raise RuntimeError("torch_memory_saver (gpusleep): releasable() "
+                               "needs the module; in local mode nothing "
+                               "outside the process can release it")
+        eng = self.engine
+        if not eng.served:
+            raise RuntimeError("torch_memory_saver (gpusleep): releasable() "
+                               "is for a domain whose drain the drop-in "
+                               f"answers; domain {eng.id}'s engine loop "
+                               "answers its own (configure() was given an "
+                               "engine or a drain callback)")
+        self._ensure_agent()
+        with self._lock:
+            self._outside += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._outside -= 1
+                last = self._outside == 0
+            if last:
+                st = eng.state()
+                if st.op_in_flight:
+                    try:
+                        eng.wait(st.op_in_flight)
+                    except errors.GpuSleepError:
+                        pass	# its outcome is in the state read next
+                if resume and eng.state().released:
+                    self._own_op = True
+                    try:
+                        eng.resume()
+                    finally:
+                        self._own_op = False
 
     @property
     def engine(self) -> Optional[Engine]:

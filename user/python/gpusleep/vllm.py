@@ -29,11 +29,12 @@ the module; wake_up(tags) resumes; a trainer or gpusleepctl sees the
 worker's domain released and resumed. Its drain and cache reset are
 answered at once for vLLM's own sleep (the engine paused its scheduler
 before: sleep(level, mode) with mode abort, wait or keep, see
-docs/integrations/vllm.md). vLLM is released through its sleep API: the
-worker reads its domain's events only in its own sleep and wake, so a
-release started from outside (a trainer's gpusleep.release) is never
-drained (DrainTimeout; a drain read during the worker's own operation
-fails with EPERM), and the worker stays awake.
+docs/integrations/vllm.md). vLLM is released through its sleep API: a
+thread of the worker answers its domain's records as they come
+(Engine.serve()), and a release started from outside vLLM (a trainer's
+gpusleep.release, gpusleepctl) is refused at once: the drain is answered
+EOPNOTSUPP (the caller gets EngineFailed saying to use vLLM's sleep, the
+worker logs it), nothing is released and the worker stays awake.
 
 Where vLLM has SleepModeBackendFactory (0.33.0; introduced by vLLM's
 pull request 44074, 2026), the plugin (gpusleep-vllm) registers the
@@ -48,6 +49,24 @@ The domain is named GPUSLEEP_DOMAIN_NAME when set, else
 "<GPUSLEEP_ENGINE or vllm>-tp<rank>", "<...>-dp<i>-tp<rank>" with
 data_parallel_size > 1 (rank: the worker's parallel_config.rank, else
 torch.distributed's, else $RANK; i: parallel_config.data_parallel_index).
+
+Tensor parallelism: vLLM's sleep, wake_up and discard reach every worker
+at once (the executor's collective_rpc). A worker with tensor-parallel
+peers (vLLM's TP group, vllm.distributed.parallel_state.get_tp_group())
+makes its part one gpusleep group operation over the TP ranks' domains:
+each worker sets its own tags' policies, then the TP ranks meet
+(GroupCoordinator.barrier(): every worker is inside vLLM's sleep, so its
+drain goes through), TP rank 0 makes the group once (named after the
+engine, "<engine>[-dp<i>]", "-pp<stage>" added with pipeline stages;
+docs/groups.md) and issues GROUP_RELEASE or GROUP_RESUME, every worker's
+engine thread answers its own drain, and rank 0 broadcasts the outcome
+(GroupCoordinator.broadcast_object), so that every worker returns or
+raises the same: no worker unmaps before every one drained, and a
+failure on one rolls the others back. A worker whose own preparation
+failed fails its drain, so the group fails. Where the TP ranks' domains
+are not all on this node (TP across nodes) or GPUSLEEP_DOMAIN_NAME names
+the worker, each worker releases its own domain, as with TP 1, and a
+warning says the ranks are not one group.
 """
 
 from __future__ import annotations
@@ -61,8 +80,8 @@ import importlib.abc
 import importlib.util
 import logging
 import os
+import pickle
 import sys
-import threading
 from typing import (TYPE_CHECKING, Any, Callable, Iterable, Iterator,
                     Optional, Union)
 
@@ -71,6 +90,7 @@ from .torch_memory_saver import torch_memory_saver as _saver
 
 if TYPE_CHECKING:
     from .engine import Engine
+    from .group import Group, GroupResult
     from .trainer import Result
 
 log = logging.getLogger("gpusleep.vllm")
@@ -117,6 +137,18 @@ def selected(vllm_config: Any, factory: Optional[bool] = None) -> bool:
     return True
 
 
+def engine_name(vllm_config: Any = None) -> str:
+    """The engine's name, its workers' domain names without "-tp<rank>":
+    "<GPUSLEEP_ENGINE or vllm>", "<...>-dp<i>" with data parallelism."""
+    pc = getattr(vllm_config, "parallel_config", None)
+    engine = os.environ.get("GPUSLEEP_ENGINE", "vllm")
+    if pc is not None and getattr(pc, "data_parallel_size", 1) > 1:
+        dp = getattr(pc, "data_parallel_index",
+                     getattr(pc, "data_parallel_rank", 0))
+        return f"{engine}-dp{dp}"
+    return engine
+
+
 def domain_name(vllm_config: Any = None) -> str:
     """The worker's domain name (see the module's docstring)."""
     name = os.environ.get("GPUSLEEP_DOMAIN_NAME")
@@ -133,12 +165,7 @@ def domain_name(vllm_config: Any = None) -> str:
             pass
     if rank is None:
         rank = int(os.environ.get("RANK", "0"))
-    engine = os.environ.get("GPUSLEEP_ENGINE", "vllm")
-    if pc is not None and getattr(pc, "data_parallel_size", 1) > 1:
-        dp = getattr(pc, "data_parallel_index",
-                     getattr(pc, "data_parallel_rank", 0))
-        return f"{engine}-dp{dp}-tp{rank}"
-    return f"{engine}-tp{rank}"
+    return f"{engine_name(vllm_config)}-tp{rank}"
 
 
 def _current_config() -> Any:
@@ -149,9 +176,51 @@ def _current_config() -> Any:
     return get_current_vllm_config_or_none()
 
 
+def tp_group() -> Any:
+    """This worker's tensor-parallel group (vLLM's GroupCoordinator) when
+    it has peers, else None (TP 1, vLLM's distributed state not set up,
+    or not vLLM)."""
+    try:
+        from vllm.distributed import parallel_state as ps
+    except ImportError:
+        return None
+    try:
+        if not ps.model_parallel_is_initialized():
+            return None
+        tp = ps.get_tp_group()
+    except (AssertionError, AttributeError):
+        return None
+    return tp if getattr(tp, "world_size", 1) > 1 else None
+
+
+# Exceptions go from TP rank 0 to the others pickled (broadcast_object):
+# the attributes a gpusleep error carries besides its arguments with it.
+_CARRIED = ("rank", "domain", "peer_errno", "result")
+
+
+def _portable(e: BaseException) -> tuple[BaseException, dict[str, Any]]:
+    extra = {k: getattr(e, k) for k in _CARRIED
+             if getattr(e, k, None) is not None}
+    try:
+        pickle.dumps((e, extra))
+    except Exception:	# noqa: anything that does not pickle
+        extra = {}
+        e = RuntimeError(f"{type(e).__name__}: {e}")
+    return e, extra
+
+
+def _rebuilt(p: tuple[BaseException, dict[str, Any]]) -> BaseException:
+    e, extra = p
+    for k, v in extra.items():
+        setattr(e, k, v)
+    return e
+
+
 class GpuSleepAllocator:
     """CuMemAllocator's surface (vllm/device_allocator/cumem.py in vLLM
-    0.33.0) over a gpusleep domain."""
+    0.33.0) over a gpusleep domain; with tensor-parallel peers, each of
+    vLLM's sleep, wake_up and discard is one group operation over the TP
+    ranks' domains (the module's docstring)."""
 
     instance: Optional[GpuSleepAllocator] = None
     default_tag: str = "default"	# vLLM's; an alias of weights
@@ -176,7 +245,16 @@ class GpuSleepAllocator:
         self.saver = _saver
         self.current_tag = GpuSleepAllocator.default_tag
         self.vllm_config: Any = None
-        self._own = threading.local()	# inside our own sleep / wake
+        # inside our own sleep / wake: read by the drain callback, which
+        # runs in the engine's serving thread (Engine.serve())
+        self._own = 0
+        # this worker's preparation failed: its drain fails with this errno
+        self._refuse = 0
+        #: the last operation's gpusleep Result (GroupResult with TP
+        #: peers), None when it had nothing to do
+        self.last_result: Union[Result, GroupResult, None] = None
+        self._group: Optional[Group] = None	# TP rank 0's
+        self._warned = False
 
     # -- the domain -------------------------------------------------------
     @property
@@ -192,30 +270,34 @@ class GpuSleepAllocator:
                     tags=[(t, "kv_cache" if t == "kv_cache" else "memory")
                           for t in VLLM_TAGS],
                     prefix_caching=True, prefix_cache_reset=True,
-                    drain=self._on_drain, reset_caches=self._on_reset)
+                    drain=self._on_drain, reset_caches=self._on_reset,
+                    serve=True)	# nothing else reads its fd
             except FileNotFoundError as e:
                 raise errors.ModuleNotLoaded(DEV) from e
         return self.saver.engine
 
     def _on_drain(self, tags: list[str], abort_inflight: bool) -> int:
-        if getattr(self._own, "on", False):
+        if self._own and self._refuse:
+            return -self._refuse	# fails the TP ranks' group operation
+        if self._own:
             return 0	# vLLM's sleep: its scheduler is paused already
-        log.error("gpusleep.vllm: a release of %s from outside: vLLM is "
-                  "released through its sleep API (LLM.sleep, POST /sleep)",
-                  tags)
-        return -errno.EPERM
+        log.error("gpusleep.vllm: a release of %s from outside vLLM "
+                  "refused: a vLLM worker is released by vLLM's sleep "
+                  "(LLM.sleep, POST /sleep), which pauses its scheduler "
+                  "first", tags)
+        return -errno.EOPNOTSUPP
 
     def _on_reset(self) -> int:
         # vLLM's sleep resets the prefix cache itself (level >= 1)
-        return 0 if getattr(self._own, "on", False) else -errno.EPERM
+        return 0 if self._own else -errno.EOPNOTSUPP
 
     @contextlib.contextmanager
     def _ours(self) -> Iterator[None]:
-        self._own.on = True
+        self._own += 1
         try:
             yield
         finally:
-            self._own.on = False
+            self._own -= 1
 
     def _tag(self, tag: str) -> str:
         return "weights" if tag == GpuSleepAllocator.default_tag else tag
@@ -264,37 +346,35 @@ class GpuSleepAllocator:
             self.current_tag = old
 
     # -- sleep ------------------------------------------------------------
-    def _release(self, tags: list[str]) -> Union[Result, None]:
-        if not tags:
-            return None
-        with self._ours():
-            return self.saver.pause(tags)
-
     def sleep(self, offload_tags: Union[tuple[str, ...], str, None] = None
-              ) -> Union[Result, None]:
+              ) -> Union[Result, GroupResult, None]:
         """Put every awake tag to sleep: the offload_tags backed up to
         host memory (restored by wake_up), the rest discarded. A tag
         already asleep keeps its policy (vLLM's rule). offload_tags: a
         tuple or a str; None is the default tag. Returns the operation's
-        gpusleep Result (None when nothing was awake or allocated)."""
+        gpusleep Result, the GroupResult with TP peers (None when nothing
+        was awake or allocated)."""
         if offload_tags is None:
             offload_tags = (GpuSleepAllocator.default_tag,)
         elif isinstance(offload_tags, str):
             offload_tags = (offload_tags,)
         keep = {self._tag(t) for t in offload_tags}
-        if not self._mm():
-            return None
-        asleep = self._released()
-        awake = [t for t in self.saver.tags if t not in asleep]
-        conflict = [t for t in self.saver.tags if t in asleep and
-                    self._info(t) is not None and
-                    (t in keep) != (self._info(t).policy ==
-                                    _lib.GS_MM_BACKUP)]
-        if conflict:
-            log.warning("gpusleep.vllm: sleep cannot change the policy of "
-                        "tags already asleep %s; kept", conflict)
-        self._policies(awake, keep)
-        return self._release(awake)
+
+        def prepare() -> list[str]:
+            if not self._mm():
+                return []
+            asleep = self._released()
+            awake = [t for t in self.saver.tags if t not in asleep]
+            conflict = [t for t in self.saver.tags if t in asleep and
+                        self._info(t) is not None and
+                        (t in keep) != (self._info(t).policy ==
+                                        _lib.GS_MM_BACKUP)]
+            if conflict:
+                log.warning("gpusleep.vllm: sleep cannot change the policy "
+                            "of tags already asleep %s; kept", conflict)
+            self._policies(awake, keep)
+            return awake
+        return self._run("release", prepare)
 
     def _policies(self, tags: Iterable[str], keep: set[str]) -> None:
         L = _lib.lib()
@@ -306,35 +386,173 @@ class GpuSleepAllocator:
                               f"{os.strerror(-ret)}")
 
     def discard(self, tags: Union[tuple[str, ...], str]
-                ) -> Union[Result, None]:
+                ) -> Union[Result, GroupResult, None]:
         """Release tags without a backup (their contents are dropped); a
         tag already asleep is left as it is."""
         if isinstance(tags, str):
             tags = (tags,)
         want = [self._tag(t) for t in tags]
-        if not self._mm():
-            return None
-        asleep = self._released()
-        awake = [t for t in want if t not in asleep]
-        self._policies(awake, set())
-        return self._release(awake)
+
+        def prepare() -> list[str]:
+            if not self._mm():
+                return []
+            asleep = self._released()
+            awake = [t for t in want if t not in asleep]
+            self._policies(awake, set())
+            return awake
+        return self._run("release", prepare)
 
     def wake_up(self, tags: Optional[list[str]] = None
-                ) -> Union[Result, None]:
+                ) -> Union[Result, GroupResult, None]:
         """Wake tags up (None: everything asleep; else those tags of
         weights and kv_cache, and every other tag asleep, as vLLM's
         DEFERRABLE_TAGS rule). Offloaded tags come back as they were, the
         others zero, at the same addresses."""
-        if not self._mm():
-            return None
         want = None if tags is None else {self._tag(t) for t in tags}
-        released = self._released()
-        asleep = [t for t in self.saver.tags if t in released and
-                  (want is None or t in want or t not in DEFERRABLE_TAGS)]
-        if not asleep:
+
+        def prepare() -> list[str]:
+            if not self._mm():
+                return []
+            released = self._released()
+            return [t for t in self.saver.tags if t in released and
+                    (want is None or t in want or
+                     t not in DEFERRABLE_TAGS)]
+        return self._run("resume", prepare)
+
+    def _run(self, kind: str, prepare: Callable[[], list[str]]
+             ) -> Union[Result, GroupResult, None]:
+        """One worker's part of vLLM's sleep, wake_up or discard (every
+        worker runs it at the same time: collective_rpc): with TP peers
+        one group operation of them all, else this worker's own."""
+        tp = tp_group()
+        res = self._alone(kind, prepare()) if tp is None else \
+            self._together(tp, kind, prepare)
+        self.last_result = res
+        return res
+
+    def _alone(self, kind: str, tags: list[str]) -> Union[Result, None]:
+        """This worker's domain released (kind "release") or resumed."""
+        if not tags:
             return None
         with self._ours():
-            return self.saver.resume(asleep)
+            return self.saver.pause(tags) if kind == "release" else \
+                self.saver.resume(tags)
+
+    def _together(self, tp: Any, kind: str, prepare: Callable[[], list[str]]
+                  ) -> Union[Result, GroupResult, None]:
+        """The TP ranks' part as one group operation: every rank prepares
+        (its policies; a failure makes its drain fail, so the group
+        fails), the ranks meet, TP rank 0 issues the group operation while
+        every rank's engine thread lets its drain through, and rank 0's
+        outcome goes to every rank, which returns or raises it."""
+        err: Optional[Exception] = None
+        tags: list[str] = []
+        try:
+            tags = prepare()
+        except Exception as e:	# noqa: failed through the group, raised
+            err = e
+        out: Any = None
+        self._refuse = (getattr(err, "errno", None) or errno.EIO) \
+            if err is not None else 0
+        try:
+            with self._ours():
+                tp.barrier()	# every rank is inside vLLM's call now
+                if tp.rank_in_group == 0:
+                    out = ("error", _portable(err)) if err is not None \
+                        else self._lead(tp, kind, tags)
+                out = tp.broadcast_object(out, src=0)
+                if out[0] == "each" and err is None:
+                    if not self._warned:
+                        self._warned = True
+                        log.warning("gpusleep.vllm: %s: each worker "
+                                    "releases and resumes its own domain; "
+                                    "the tensor-parallel ranks are not one "
+                                    "group (not all or nothing)", out[1])
+                    return self._alone(kind, tags)
+        finally:
+            self._refuse = 0
+        if err is not None:
+            raise err
+        if out[0] == "error":
+            raise _rebuilt(out[1])
+        return out[1] if out[0] == "ok" else None
+
+    def _peers(self, tp: Any) -> Union[tuple[str, list[str]], str]:
+        """The group's name and the TP ranks' domain names, in TP rank
+        order; a str saying why there is none."""
+        if os.environ.get("GPUSLEEP_DOMAIN_NAME"):
+            return "GPUSLEEP_DOMAIN_NAME names one worker"
+        prefix, sep, r = self.engine.name.rpartition("-tp")
+        if not sep or not r.isdigit():
+            return f"domain {self.engine.name!r} is not <engine>-tp<rank>"
+        first = int(r) - tp.rank_in_group
+        names = [f"{prefix}-tp{first + i}" for i in range(tp.world_size)]
+        pc = getattr(self.vllm_config or _current_config(),
+                     "parallel_config", None)
+        world = getattr(pc, "world_size", tp.world_size)
+        name = prefix if world == tp.world_size else \
+            f"{prefix}-pp{first // tp.world_size}"
+        from .trainer import resolve_domain
+        for n in names:
+            try:
+                resolve_domain(n)
+            except (errors.DomainNotFound, errors.AmbiguousDomain) as e:
+                return f"the tensor-parallel ranks' domain {n}: {e}"
+        return name, names
+
+    def _lead(self, tp: Any, kind: str, tags: list[str]
+              ) -> tuple[str, Any]:
+        """TP rank 0: the group operation, or why there is none: ("ok",
+        GroupResult or None), ("error", _portable(exception)) or ("each",
+        reason). Never raises: the other ranks wait for its outcome."""
+        try:
+            peers = self._peers(tp)
+            if isinstance(peers, str):
+                return ("each", peers)
+            if not tags:
+                return ("ok", None)
+            g = self._the_group(*peers)
+            return ("ok", g.release(tags) if kind == "release" else
+                    g.resume(tags))
+        except Exception as e:	# noqa: raised by every rank
+            return ("error", _portable(e))
+
+    def _the_group(self, name: str, names: list[str]) -> Group:
+        """The TP ranks' group, made once (rank i is TP rank i); one a
+        controller made of exactly these domains is used as it is."""
+        if self._group is not None:
+            return self._group
+        from .group import Group
+        from .trainer import _sysfs_class, resolve_domain
+        try:
+            g = Group(name, names)
+        except errors.GroupExists:
+            g = Group.open(name)
+            for n in names:
+                p = os.path.join(_sysfs_class(),
+                                 f"domain{resolve_domain(n)}", "group_id")
+                try:
+                    with open(p) as f:
+                        ok = int(f.read().strip()) == g.id
+                except (OSError, ValueError):
+                    ok = False
+                if not ok:
+                    g.close()
+                    raise RuntimeError(
+                        f"gpusleep.vllm: a group {name!r} exists without "
+                        f"domain {n}: vLLM's workers make the group of "
+                        f"their domains {names} under that name; close the "
+                        "other one")
+        except OSError as e:
+            if e.errno != errno.EBUSY:
+                raise
+            raise RuntimeError(
+                f"gpusleep.vllm: a domain of {names} is in another group "
+                f"already: vLLM's workers make their own group ({name!r}); "
+                "a controller opens it (gpusleep.Group.open) instead of "
+                "making one") from e
+        self._group = g
+        return g
 
     def get_current_usage(self) -> int:
         """Bytes allocated in the pools (every tag, asleep or awake)."""

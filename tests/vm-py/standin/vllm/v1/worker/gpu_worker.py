@@ -16,7 +16,11 @@
   suspends; wake_up(tags): the backend resumes, then the buffers come
   back when the weights do; discard(tags) through the backend;
 - shutdown releases vLLM's CuMemAllocator's pools when it has an
-  instance.
+  instance;
+- init_device sets up the distributed environment
+  (init_worker_distributed_environment: the world of parallel_config's
+  world_size, then the model-parallel groups; the stand-in's
+  vllm.distributed.parallel_state).
 The model is weights and one buffer (the stand-in torch's memory)."""
 
 import ctypes
@@ -24,6 +28,8 @@ from contextlib import nullcontext
 
 from vllm.config import set_current_vllm_config
 from vllm.device_allocator import get_mem_allocator_instance
+from vllm.distributed.parallel_state import (
+    ensure_model_parallel_initialized, init_distributed_environment)
 from vllm.v1.worker.worker_base import WorkerBase
 
 STANDIN_ONLY = ("_StandinTensor", "_StandinModel", "_StandinModelRunner",
@@ -128,6 +134,9 @@ class Worker(WorkerBase):
 
     def init_device(self):
         self.device = "cuda:0"
+        init_worker_distributed_environment(self.vllm_config, self.rank,
+                                            self.distributed_init_method,
+                                            self.local_rank)
 
     def load_model(self, *, load_dummy_weights=False):
         with self._maybe_get_memory_pool_context(tag="weights"), \
@@ -147,3 +156,16 @@ class Worker(WorkerBase):
         from vllm.device_allocator.cumem import CuMemAllocator
         if CuMemAllocator.instance is not None:
             CuMemAllocator.instance.release_pools()
+
+
+def init_worker_distributed_environment(vllm_config, rank,
+                                        distributed_init_method=None,
+                                        local_rank=-1, backend="nccl"):
+    parallel_config = vllm_config.parallel_config
+    init_method = distributed_init_method or "env://"
+    init_distributed_environment(parallel_config.world_size, rank,
+                                 init_method, local_rank, backend, None)
+    ensure_model_parallel_initialized(
+        parallel_config.tensor_parallel_size,
+        parallel_config.pipeline_parallel_size,
+        parallel_config.prefill_context_parallel_size)
