@@ -620,6 +620,46 @@ TEST_F(g, rank_times_out)
 		  count_of(self, 2, GPUSLEEP_EV_DRAIN_CANCELLED));
 }
 
+/*
+ * The group's deadline and the late rank's own drain timeout come due
+ * together (the same timeout_ms, counted from nearly the same moment), so
+ * the group's look at its ranks and that rank's own timeout race on the
+ * VM's two CPUs. Whichever comes first, the group names what failed
+ * first: rank 0, which never drained, for drain_timeout, never for a step
+ * it was not in. Many short rounds; no timed assertion.
+ */
+TEST_F_TIMEOUT(g, late_rank_named_with_its_own_reason, 240)
+{
+	struct gpusleep_group_rank rk[MAXR];
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	int i, wrong = 0;
+
+	for (i = 0; i < 200; i++) {
+		self->nlog = 0;		/* each round's records only */
+		self->sc[0].hold = GPUSLEEP_EV_DRAIN;
+		ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB,
+				 10 + i % 5, &o));
+		pump(self, 2);		/* ranks 1 and 2 drain, or not */
+		ASSERT_EQ(0, gwait(self->grp, o.op_id, GS_WAIT_MS, &res, rk,
+				   MAXR));
+		self->sc[0].hold = 0;
+		pump(self, 1);
+		ASSERT_EQ(-ETIMEDOUT, res.error);
+		ASSERT_EQ(0, res.flags & GPUSLEEP_GROUP_RF_SETTLING);
+		EXPECT_TRUE(rk[0].flags & GPUSLEEP_GRF_FAILED);
+		if (res.rank != 0 || res.reason != GPUSLEEP_R_DRAIN_TIMEOUT) {
+			TH_LOG("round %d: rank %u, reason %u (rank 0: %u)", i,
+			       res.rank, res.reason, rk[0].reason);
+			wrong++;
+		}
+	}
+	EXPECT_EQ(0, wrong);
+	pump(self, 50);
+	for (i = 0; i < 3; i++)
+		expect_awake(_metadata, self, i);
+}
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
