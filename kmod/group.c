@@ -88,6 +88,11 @@ struct gs_member {
 	u32 tags;		/* the tags its release resolved to */
 	bool held;		/* drained, waiting for the go */
 	bool no_agent;		/* held with no agent to unmap */
+	/*
+	 * Why it is late if the deadline finds it running: what it awaited
+	 * when it was last seen running, seen with held under one lock.
+	 */
+	u32 late_reason;
 	/* On d->waiters for its running operation (or rollback): its result. */
 	struct gs_waiter w;
 	struct gpusleep_group_rank out;
@@ -314,6 +319,18 @@ static void gs_member_unfollow(struct gs_member *m)
 	mutex_unlock(&m->d->lock);
 }
 
+/* Why rank d, its operation still running, would be late now. */
+static u32 gs_member_await_reason(struct gs_domain *d)
+{
+	lockdep_assert_held(&d->lock);
+	if (d->state == GPUSLEEP_S_DRAINING)
+		return GPUSLEEP_R_DRAIN_TIMEOUT;
+	if (d->op_active && (d->op.await == GPUSLEEP_EV_RESET_CACHES ||
+			     d->op.await == GPUSLEEP_EV_REPAIR_KV))
+		return GPUSLEEP_R_ENGINE_TIMEOUT;
+	return GPUSLEEP_R_AGENT_TIMEOUT;
+}
+
 /* Follow rank m's operation (or its rollback) to its end. */
 static void gs_member_sync(struct gs_member *m)
 {
@@ -328,6 +345,7 @@ static void gs_member_sync(struct gs_member *m)
 		m->held = d->op_active && d->op.id == m->w.op_id &&
 			  d->op.held;
 		m->no_agent = m->held && !d->agent;
+		m->late_reason = gs_member_await_reason(d);
 		mutex_unlock(&d->lock);
 		return;
 	}
@@ -349,24 +367,6 @@ static void gs_member_sync(struct gs_member *m)
 	m->out.reason = res.reason;
 	if (!res.error)
 		m->out.flags |= GPUSLEEP_GRF_DONE;
-}
-
-/* Why rank m, still running at the deadline, is late. */
-static u32 gs_member_late_reason(struct gs_member *m)
-{
-	struct gs_domain *d = m->d;
-	u32 reason;
-
-	mutex_lock(&d->lock);
-	if (d->state == GPUSLEEP_S_DRAINING)
-		reason = GPUSLEEP_R_DRAIN_TIMEOUT;
-	else if (d->op_active && (d->op.await == GPUSLEEP_EV_RESET_CACHES ||
-				  d->op.await == GPUSLEEP_EV_REPAIR_KV))
-		reason = GPUSLEEP_R_ENGINE_TIMEOUT;
-	else
-		reason = GPUSLEEP_R_AGENT_TIMEOUT;
-	mutex_unlock(&d->lock);
-	return reason;
 }
 
 /*
@@ -513,7 +513,12 @@ static void gs_group_rollback(struct gs_group *g)
 		gs_group_finish(g);
 }
 
-/* Rank i, still at work at the deadline, makes the group late. */
+/*
+ * Rank i, still at work at the deadline, makes the group late: for what
+ * it awaited when the step saw it running (gs_member_sync()). Its own
+ * step timeout may end its operation meanwhile; its domain's state then
+ * no longer says what it was late for.
+ */
 static void gs_group_late(struct gs_group *g)
 {
 	struct gs_member *m;
@@ -532,7 +537,7 @@ static void gs_group_late(struct gs_group *g)
 			late = i;
 	}
 	if (late != GPUSLEEP_GROUP_NO_RANK)
-		gs_group_fail(g, late, gs_member_late_reason(g->m[late]), 0);
+		gs_group_fail(g, late, g->m[late]->late_reason, 0);
 }
 
 /* Look at the ranks that changed and move the group's operation on. */
@@ -613,11 +618,14 @@ static void gs_group_step(struct gs_group *g)
 	lockdep_assert_held(&g->lock);
 	if (g->detached || g->phase == GS_GP_IDLE)
 		return;
-	/* A rank that did not change has nothing new to say. */
-	for (i = 0; i < g->nr; i++)
-		if (test_and_clear_bit(i, g->changed))
-			gs_member_sync(g->m[i]);
 	late = g->deadline && ktime_compare(ktime_get(), g->deadline) >= 0;
+	/*
+	 * A rank that did not change has nothing new to say; at the
+	 * deadline every rank is looked at, to say who is late and why.
+	 */
+	for (i = 0; i < g->nr; i++)
+		if (test_and_clear_bit(i, g->changed) || late)
+			gs_member_sync(g->m[i]);
 	gs_group_advance(g, late);
 	if (g->phase == GS_GP_IDLE)
 		return;
