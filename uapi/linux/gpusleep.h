@@ -567,8 +567,8 @@ struct gpusleep_group_create {
  * GPUSLEEP_IOC_GROUP_ADD (group fd): add the domain of fd, an engine or
  * controller fd (holding it proves the right to control the domain), as
  * the next rank. Out: rank, domain (its id). -EBADF/-EINVAL: fd is not a
- * domain fd; -EPERM: an agent fd; -ENOENT: the domain is dead; -EBUSY:
- * the domain is in a group already (this one or another), or a group
+ * domain fd; -EPERM: an agent fd; -ENODEV: the domain is dead; -EEXIST:
+ * the domain is in a group already (this one or another); -EBUSY: a group
  * operation is in flight; -ENOSPC: GPUSLEEP_GROUP_MAX_RANKS reached;
  * -EXDEV: the domain's tags differ from the group's ranks' (names, kinds
  * or order: one tag mask must mean the same on every rank).
@@ -596,7 +596,8 @@ struct gpusleep_group_add {
  * the failing rank's errno (its breakdown: GPUSLEEP_IOC_GROUP_WAIT). An
  * interrupted wait returns -EINTR with op_id written, never restarted (as
  * GPUSLEEP_IOC_RELEASE); the operation goes on. Output fields are ignored
- * on input. -EBUSY: a group operation is in flight; -ENOENT: no ranks.
+ * on input. -EBUSY: a group operation is in flight; -ENODATA: no ranks
+ * (-ENOENT is a rank's GPUSLEEP_R_NOT_RELEASED).
  */
 struct gpusleep_group_op {
 	__u32 tags;
