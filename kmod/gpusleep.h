@@ -592,6 +592,21 @@ void gs_group_kick(struct gs_domain *d);
 struct gs_group *gs_group_due(struct gs_domain *d);
 /* Step g in the answering thread (no lock held), then put it. */
 void gs_group_answered(struct gs_group *g);
+/*
+ * For the arbiter: d's group, referenced (d->lock held), or NULL; its
+ * put; fn on each rank (group->lock held, no domain's) until it says
+ * false; start a group release or resume of tags (0 and its id, or the
+ * refusal's errno and reason); wait for a group operation to end, until
+ * deadline (0: none): 0 and its result, or -ETIMEDOUT.
+ */
+struct gs_group *gs_group_get(struct gs_domain *d);
+void gs_group_put_ref(struct gs_group *g);
+bool gs_group_each(struct gs_group *g,
+		   bool (*fn)(struct gs_domain *d, void *arg), void *arg);
+int gs_group_start_for(struct gs_group *g, u32 kind, u32 tags, u64 *op_id,
+		       u32 *reason);
+int gs_group_wait_for(struct gs_group *g, u64 op_id, ktime_t deadline,
+		      struct gpusleep_group_result *res);
 /* Copy the group's name (fixed for its life) into buf. */
 void gs_group_name(const struct gs_group *g, char *buf, size_t size);
 /* Its id (fixed for its life, unique among live groups). */
@@ -674,6 +689,24 @@ struct gs_step_ntf {
 };
 
 void gs_genl_step_notify(struct gs_domain *d, const struct gs_step_ntf *s);
+
+/* A step of a reclaim or a lease (GPUSLEEP_CMD_RECLAIM_NTF, _LEASE_NTF). */
+struct gs_arb_ntf {
+	u8 cmd;
+	u32 phase;		/* GPUSLEEP_ARB_* */
+	u64 reclaim_id;
+	u64 lease_id;
+	u8 uuid[16];
+	u64 bytes;		/* asked */
+	u64 taken;
+	s32 priority;
+	u32 reason;
+	u32 why;		/* GPUSLEEP_RWHY_* */
+	u32 still_released;
+	const struct gpusleep_reclaim_victim *victim;	/* or NULL */
+};
+
+void gs_genl_arb_notify(struct net *net, const struct gs_arb_ntf *n);
 
 /*
  * fault.c: every allocation, fd creation, eventfd lookup and user copy goes

@@ -469,4 +469,917 @@ TEST_F(ten, budget_is_node_wide)
 	close(e2);
 }
 
+/* ------------------------------------------------------------------ */
+/* Several tenants on one GPU: reclaims and leases                     */
+
+#define LOGN	512
+
+/* What a tenant does with a record: answer (default), hold it, fail it. */
+struct script {
+	uint32_t hold;
+	uint32_t fail;
+	uint32_t fail_tag;	/* fail only this tag's step (0: any) */
+	int status;
+};
+
+struct logent {
+	int dom;
+	uint32_t type;
+	uint32_t tags;
+};
+
+FIXTURE(arb) {
+	int dev, n;
+	int eng[MAXD], agent[MAXD], ctl[MAXD];
+	uint32_t id[MAXD];
+	struct gpusleep_report rep[MAXD];
+	struct script sc[MAXD];
+	struct logent log[LOGN];
+	int nlog;
+	uint8_t gpu[16];
+};
+
+FIXTURE_SETUP(arb)
+{
+	memset(self->eng, 0xff, sizeof(self->eng));
+	memset(self->agent, 0xff, sizeof(self->agent));
+	memset(self->ctl, 0xff, sizeof(self->ctl));
+	self->dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	if (self->dev < 0)
+		GS_SETUP_SKIP("%s: %s (module not loaded)", GS_DEV, strerror(errno));
+	if (geteuid() != 0)
+		GS_SETUP_SKIP("needs root (priorities above 0, other users)");
+	/* A GPU of this test's own: other tests' domains are elsewhere. */
+	memcpy(self->gpu, gpu_a, 16);
+	self->gpu[15] = (uint8_t)getpid();
+	self->gpu[14] = (uint8_t)(getpid() >> 8);
+}
+
+FIXTURE_TEARDOWN(arb)
+{
+	int i;
+
+	if (self->dev < 0)
+		return;
+	budget("0");
+	for (i = 0; i < MAXD; i++) {
+		if (self->ctl[i] >= 0)
+			close(self->ctl[i]);
+		if (self->agent[i] >= 0)
+			close(self->agent[i]);
+		if (self->eng[i] >= 0)
+			close(self->eng[i]);
+	}
+	close(self->dev);
+}
+
+/*
+ * Tenant i: a domain with weights and kv_cache of w and kv bytes with
+ * those policies, on this test's GPU, at priority prio with flags.
+ */
+static void tenant(struct __test_metadata *_metadata, FIXTURE_DATA(arb) *self,
+		   int i, int32_t prio, uint32_t flags, uint64_t w,
+		   uint32_t wpol, uint64_t kv, uint32_t kvpol)
+{
+	char nm[32];
+
+	snprintf(nm, sizeof(nm), "tenant%d", i);
+	self->eng[i] = gs_create(self->dev, nm, 0, &self->id[i]);
+	ASSERT_LE(0, self->eng[i]);
+	self->agent[i] = gs_attach(self->dev, self->id[i], GPUSLEEP_ROLE_AGENT);
+	ASSERT_LE(0, self->agent[i]);
+	self->ctl[i] = gs_attach(self->dev, self->id[i],
+				 GPUSLEEP_ROLE_CONTROLLER);
+	ASSERT_LE(0, self->ctl[i]);
+	ASSERT_EQ(0, set_tenant(self->eng[i], prio, flags));
+	report_of(&self->rep[i], self->gpu, w, wpol, kv, kvpol);
+	ASSERT_EQ(0, report(self->agent[i], &self->rep[i]));
+	if (i >= self->n)
+		self->n = i + 1;
+}
+
+static void logit(FIXTURE_DATA(arb) *self, int dom,
+		  const struct gpusleep_event *ev)
+{
+	if (self->nlog < LOGN) {
+		self->log[self->nlog].dom = dom;
+		self->log[self->nlog].type = ev->type;
+		self->log[self->nlog].tags = ev->tags;
+		self->nlog++;
+	}
+}
+
+/* Read and handle one record of fd (tenant i); 1 if there was one. */
+static int pump_fd(FIXTURE_DATA(arb) *self, int i, int fd)
+{
+	struct script *sc = &self->sc[i];
+	struct gpusleep_complete c;
+	struct gpusleep_event ev;
+	uint64_t bytes;
+
+	if (fd < 0 || gs_next(fd, &ev, 0))
+		return 0;
+	logit(self, i, &ev);
+	if (!gs_needs_answer(ev.type))
+		return 1;
+	if (sc->hold && ev.type == sc->hold)
+		return 1;
+	bytes = ev.type == GPUSLEEP_EV_PAUSE_TAG ||
+		ev.type == GPUSLEEP_EV_RESUME_TAG ?
+		self->rep[i].tags[ev.tags == KV].mapped_bytes : 0;
+	gs_complete_of(&c, &ev, 0, bytes);
+	if (sc->fail && ev.type == sc->fail &&
+	    (!sc->fail_tag || sc->fail_tag == ev.tags)) {
+		c.status = sc->status;
+		c.bytes = 0;
+	} else if (ev.type == GPUSLEEP_EV_PAUSE_TAG) {
+		/* The driver saw all of it come free. */
+		c.flags = GPUSLEEP_CF_MEASURED;
+		c.freed_bytes = bytes;
+	}
+	ioctl(fd, GPUSLEEP_IOC_COMPLETE, &c);
+	return 1;
+}
+
+/* Play every tenant until nothing comes for quiet_ms. */
+static void pump(FIXTURE_DATA(arb) *self, int quiet_ms)
+{
+	struct pollfd p[2 * MAXD];
+	int i, n, r;
+
+	for (;;) {
+		n = 0;
+		for (i = 0; i < self->n; i++) {
+			p[n].fd = self->eng[i];
+			p[n++].events = POLLIN;
+			p[n].fd = self->agent[i];
+			p[n++].events = POLLIN;
+		}
+		r = poll(p, n, quiet_ms);
+		if (r <= 0)
+			return;
+		r = 0;
+		for (i = 0; i < self->n; i++) {
+			r += pump_fd(self, i, self->eng[i]);
+			r += pump_fd(self, i, self->agent[i]);
+		}
+		if (!r)
+			return;
+	}
+}
+
+static void reclaim_of(struct gpusleep_reclaim *r, const uint8_t *uuid,
+		       uint64_t bytes, int32_t prio, uint32_t flags)
+{
+	memset(r, 0, sizeof(*r));
+	memcpy(r->gpu_uuid, uuid, 16);
+	r->bytes = bytes;
+	r->priority = prio;
+	r->flags = flags;
+}
+
+static int reclaim_wait(int dev, uint64_t id, uint32_t ms,
+			struct gpusleep_reclaim *out,
+			struct gpusleep_reclaim_victim *v, uint32_t nv)
+{
+	struct gpusleep_reclaim r;
+	int ret;
+
+	memset(&r, 0, sizeof(r));
+	r.op_id = id;
+	r.timeout_ms = ms;
+	r.victims = (uintptr_t)v;
+	r.nr_victims = v ? nv : 0;
+	r.victim_size = sizeof(*v);
+	ret = gs_err(ioctl(dev, GPUSLEEP_IOC_RECLAIM_WAIT, &r));
+	if (out)
+		*out = r;
+	return ret;
+}
+
+/* Run a started reclaim to its end, playing every tenant. */
+static int drive(FIXTURE_DATA(arb) *self, uint64_t id,
+		 struct gpusleep_reclaim *out,
+		 struct gpusleep_reclaim_victim *v, uint32_t nv)
+{
+	int i, r;
+
+	for (i = 0; i < 1000; i++) {
+		pump(self, 20);
+		r = reclaim_wait(self->dev, id, 10, out, v, nv);
+		if (r != -ETIMEDOUT)
+			return r;
+	}
+	return -ETIMEDOUT;
+}
+
+/* Start a reclaim (NONBLOCK) and drive it: RECLAIM_WAIT's answer. */
+static int take(FIXTURE_DATA(arb) *self, uint64_t bytes, int32_t prio,
+		uint32_t flags, struct gpusleep_reclaim *out,
+		struct gpusleep_reclaim_victim *v, uint32_t nv, int *lease)
+{
+	struct gpusleep_reclaim r;
+	int ret;
+
+	reclaim_of(&r, self->gpu, bytes, prio,
+		   flags | GPUSLEEP_RECLAIMF_NONBLOCK);
+	ret = gs_err(ioctl(self->dev, GPUSLEEP_IOC_RECLAIM, &r));
+	if (lease)
+		*lease = (flags & GPUSLEEP_RECLAIMF_LEASE) ? ret : -1;
+	if (ret < 0)
+		return ret;
+	if (r.state != GPUSLEEP_RECLAIM_RUNNING && r.state != GPUSLEEP_RECLAIM_DONE)
+		return -EPROTO;
+	return drive(self, r.op_id, out, v, nv);
+}
+
+static uint32_t released(FIXTURE_DATA(arb) *self, int i)
+{
+	struct gpusleep_state st;
+
+	if (gs_state(self->ctl[i], &st))
+		return ~0U;
+	return st.released;
+}
+
+/* Give back a lease by closing it, and play the resumes it brings. */
+static void give_back(FIXTURE_DATA(arb) *self, int lease)
+{
+	int i, k, left = 1;
+
+	close(lease);
+	for (i = 0; i < 200 && left; i++) {
+		pump(self, 20);
+		for (k = left = 0; k < self->n; k++)
+			left |= self->eng[k] >= 0 && released(self, k);
+	}
+}
+
+/* Return a lease with LEASE_RETURN while playing: its answer. */
+static int lease_return(FIXTURE_DATA(arb) *self, int lease)
+{
+	struct pollfd p = { .fd = lease, .events = POLLIN };
+	int i, r;
+
+	r = gs_err(ioctl(lease, GPUSLEEP_IOC_LEASE_RETURN,
+			 GPUSLEEP_LEASE_RETURN_NONBLOCK));
+	if (r != -EINPROGRESS && r < 0)
+		return r;
+	for (i = 0; i < 1000; i++) {
+		pump(self, 10);
+		if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
+			break;
+	}
+	return gs_err(ioctl(lease, GPUSLEEP_IOC_LEASE_RETURN, 0));
+}
+
+/* The position of tenant i's first record of type in the log, or -1. */
+static int first_of(FIXTURE_DATA(arb) *self, int i, uint32_t type)
+{
+	int k;
+
+	for (k = 0; k < self->nlog; k++)
+		if (self->log[k].dom == i && self->log[k].type == type)
+			return k;
+	return -1;
+}
+
+/* Lowest priority first; the owner takes at or below its claim. */
+TEST_F(arb, lowest_priority_first)
+{
+	struct gpusleep_reclaim_victim v[4];
+	struct gpusleep_reclaim r;
+
+	tenant(_metadata, self, 0, 5, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD, 0,
+	       0);
+	tenant(_metadata, self, 1, -10, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD,
+	       0, 0);
+	tenant(_metadata, self, 2, 0, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD, 0,
+	       0);
+	ASSERT_EQ(0, take(self, 64 * MiB, 0, 0, &r, v, 4, NULL));
+	EXPECT_EQ(GPUSLEEP_RECLAIM_DONE, r.state);
+	EXPECT_EQ(0, r.reason);
+	EXPECT_EQ(0, r.why);
+	EXPECT_EQ(64 * MiB, r.taken_bytes);
+	ASSERT_EQ(1, r.nr_victims);
+	EXPECT_EQ(self->id[1], v[0].domain);
+	EXPECT_EQ(W, v[0].tags);
+	EXPECT_EQ(64 * MiB, v[0].freed_bytes);
+	EXPECT_EQ(0, v[0].flags);
+	EXPECT_NE(0, v[0].op_id);
+	EXPECT_EQ(W, released(self, 1));
+	EXPECT_EQ(0, released(self, 0));
+	EXPECT_EQ(0, released(self, 2));
+	/* More than the claim may take: priority 5 is above it. */
+	ASSERT_EQ(0, take(self, 256 * MiB, 0, GPUSLEEP_RECLAIMF_PARTIAL, &r,
+			  v, 4, NULL));
+	EXPECT_EQ(GPUSLEEP_R_SHORTFALL, r.reason);
+	EXPECT_EQ(64 * MiB, r.taken_bytes);
+	ASSERT_EQ(1, r.nr_victims);
+	EXPECT_EQ(self->id[2], v[0].domain);
+	EXPECT_TRUE(r.why & GPUSLEEP_RWHY_PRIORITY);
+	EXPECT_EQ(0, released(self, 0));
+}
+
+/* Among equals, the least recently active (made awake) first, not id. */
+TEST_F(arb, least_recently_active_among_equals)
+{
+	struct gpusleep_reclaim_victim v[4];
+	struct gpusleep_reclaim r;
+	struct gpusleep_op op;
+	int i;
+
+	for (i = 0; i < 3; i++)
+		tenant(_metadata, self, i, 0, 0, 64 * MiB,
+		       GPUSLEEP_POLICY_DISCARD, 0, 0);
+	/* 0 and 1 are made awake again, in that order: 2 is the oldest. */
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, gs_release(self->ctl[i], W, NB, &op));
+		pump(self, 50);
+		ASSERT_EQ(0, gs_resume(self->ctl[i], W, NB, &op));
+		pump(self, 50);
+		ASSERT_EQ(0, released(self, i));
+	}
+	ASSERT_EQ(0, take(self, 64 * MiB, 0, 0, &r, v, 4, NULL));
+	ASSERT_EQ(1, r.nr_victims);
+	EXPECT_EQ(self->id[2], v[0].domain);
+	ASSERT_EQ(0, take(self, 64 * MiB, 0, 0, &r, v, 4, NULL));
+	ASSERT_EQ(1, r.nr_victims);
+	EXPECT_EQ(self->id[0], v[0].domain);
+}
+
+/* Within a domain: discard-kind before backup-kind, the fewest that reach. */
+TEST_F(arb, discard_tags_before_backup)
+{
+	struct gpusleep_reclaim_victim v[4];
+	struct gpusleep_reclaim r;
+
+	/* weights (declared first) backs up, kv_cache discards. */
+	tenant(_metadata, self, 0, 0, 0, 64 * MiB, GPUSLEEP_POLICY_BACKUP,
+	       32 * MiB, GPUSLEEP_POLICY_DISCARD);
+	ASSERT_EQ(0, take(self, 32 * MiB, 0, 0, &r, v, 4, NULL));
+	ASSERT_EQ(1, r.nr_victims);
+	EXPECT_EQ(KV, v[0].tags);
+	EXPECT_EQ(KV, released(self, 0));
+	/* The engine reset its prefix cache before KV went. */
+	EXPECT_LE(0, first_of(self, 0, GPUSLEEP_EV_RESET_CACHES));
+	EXPECT_GT(first_of(self, 0, GPUSLEEP_EV_PAUSE_TAG),
+		  first_of(self, 0, GPUSLEEP_EV_RESET_CACHES));
+	/* Then weights, its backup-kind tag. */
+	ASSERT_EQ(0, take(self, 32 * MiB, 0, 0, &r, v, 4, NULL));
+	ASSERT_EQ(1, r.nr_victims);
+	EXPECT_EQ(W, v[0].tags);
+}
+
+/* Both kinds in one release when one tag is not enough. */
+TEST_F(arb, fewest_tags_that_reach)
+{
+	struct gpusleep_reclaim_victim v[4];
+	struct gpusleep_reclaim r;
+
+	tenant(_metadata, self, 0, 0, 0, 64 * MiB, GPUSLEEP_POLICY_BACKUP,
+	       32 * MiB, GPUSLEEP_POLICY_DISCARD);
+	ASSERT_EQ(0, take(self, 80 * MiB, 0, 0, &r, v, 4, NULL));
+	ASSERT_EQ(1, r.nr_victims);
+	EXPECT_EQ(W | KV, v[0].tags);
+	EXPECT_EQ(96 * MiB, r.taken_bytes);
+}
+
+/* A tenant that refuses (its engine fails the drain) is reported; next. */
+TEST_F(arb, refusing_tenant_reported_next_tried)
+{
+	struct gpusleep_reclaim_victim v[4];
+	struct gpusleep_reclaim r;
+
+	tenant(_metadata, self, 0, -5, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD,
+	       0, 0);
+	tenant(_metadata, self, 1, 0, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD, 0,
+	       0);
+	self->sc[0].fail = GPUSLEEP_EV_DRAIN;
+	self->sc[0].status = -EIO;
+	ASSERT_EQ(0, take(self, 64 * MiB, 0, 0, &r, v, 4, NULL));
+	EXPECT_EQ(0, r.reason);
+	ASSERT_EQ(2, r.nr_victims);
+	EXPECT_EQ(self->id[0], v[0].domain);
+	EXPECT_TRUE(v[0].flags & GPUSLEEP_RVF_FAILED);
+	EXPECT_EQ(GPUSLEEP_R_ENGINE_FAILED, v[0].reason);
+	EXPECT_EQ(-EIO, v[0].error);
+	EXPECT_EQ(0, v[0].freed_bytes);
+	EXPECT_EQ(self->id[1], v[1].domain);
+	EXPECT_EQ(0, v[1].flags);
+	EXPECT_EQ(0, released(self, 0));
+	EXPECT_EQ(W, released(self, 1));
+}
+
+/* A victim failing mid-release: what it released is resumed, nothing half. */
+TEST_F(arb, failing_victim_rolled_back)
+{
+	struct gpusleep_reclaim_victim v[4];
+	struct gpusleep_reclaim r;
+
+	tenant(_metadata, self, 0, -5, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD,
+	       64 * MiB, GPUSLEEP_POLICY_DISCARD);
+	tenant(_metadata, self, 1, 0, 0, 128 * MiB, GPUSLEEP_POLICY_DISCARD,
+	       0, 0);
+	self->sc[0].fail = GPUSLEEP_EV_PAUSE_TAG;
+	/* A release pauses in bit order: weights went, kv_cache fails. */
+	self->sc[0].fail_tag = KV;
+	self->sc[0].status = -ENOMEM;
+	ASSERT_EQ(0, take(self, 128 * MiB, 0, 0, &r, v, 4, NULL));
+	EXPECT_EQ(0, r.reason);
+	ASSERT_EQ(2, r.nr_victims);
+	EXPECT_EQ(W | KV, v[0].tags);
+	EXPECT_TRUE(v[0].flags & GPUSLEEP_RVF_FAILED);
+	EXPECT_TRUE(v[0].flags & GPUSLEEP_RVF_ROLLED_BACK);
+	EXPECT_NE(0, v[0].resume_op_id);
+	EXPECT_EQ(0, v[0].resume_error);
+	EXPECT_EQ(0, released(self, 0));
+	EXPECT_EQ(W, released(self, 1));
+}
+
+/* Short, all or nothing: what was taken is resumed; ENOSPC's reason. */
+TEST_F(arb, shortfall_gives_back_everything)
+{
+	struct gpusleep_reclaim_victim v[4];
+	struct gpusleep_reclaim r;
+
+	tenant(_metadata, self, 0, 0, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD, 0,
+	       0);
+	ASSERT_EQ(0, take(self, 128 * MiB, 0, 0, &r, v, 4, NULL));
+	EXPECT_EQ(GPUSLEEP_R_SHORTFALL, r.reason);
+	EXPECT_TRUE(r.why & GPUSLEEP_RWHY_NO_CANDIDATE);
+	EXPECT_EQ(0, r.taken_bytes);
+	ASSERT_EQ(1, r.nr_victims);
+	EXPECT_TRUE(v[0].flags & GPUSLEEP_RVF_ROLLED_BACK);
+	EXPECT_EQ(0, released(self, 0));
+}
+
+/* PARTIAL keeps what it took. */
+TEST_F(arb, partial_keeps_what_it_took)
+{
+	struct gpusleep_reclaim_victim v[4];
+	struct gpusleep_reclaim r;
+
+	tenant(_metadata, self, 0, 0, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD, 0,
+	       0);
+	ASSERT_EQ(0, take(self, 128 * MiB, 0, GPUSLEEP_RECLAIMF_PARTIAL, &r,
+			  v, 4, NULL));
+	EXPECT_EQ(GPUSLEEP_R_SHORTFALL, r.reason);
+	EXPECT_EQ(64 * MiB, r.taken_bytes);
+	EXPECT_EQ(0, v[0].flags & GPUSLEEP_RVF_ROLLED_BACK);
+	EXPECT_EQ(W, released(self, 0));
+}
+
+/* A blocking RECLAIM that comes short is ENOSPC, with the result written. */
+TEST_F(arb, blocking_shortfall_is_enospc)
+{
+	struct gpusleep_reclaim r;
+
+	reclaim_of(&r, self->gpu, 64 * MiB, 0, 0);
+	EXPECT_EQ(-ENOSPC, gs_err(ioctl(self->dev, GPUSLEEP_IOC_RECLAIM, &r)));
+	EXPECT_EQ(GPUSLEEP_R_SHORTFALL, r.reason);
+	EXPECT_EQ(GPUSLEEP_RWHY_NO_CANDIDATE, r.why);
+	EXPECT_EQ(GPUSLEEP_RECLAIM_DONE, r.state);
+	EXPECT_NE(0, r.op_id);
+	EXPECT_EQ(-1, r.lease_fd);
+}
+
+/* The form of a request: EINVAL, nothing started; priority > 0: EPERM. */
+TEST_F(arb, reclaim_invalid)
+{
+	struct gpusleep_reclaim r, r0;
+	uint64_t before;
+	unsigned int c;
+
+	reclaim_of(&r0, self->gpu, 64 * MiB, 0, 0);
+	EXPECT_EQ(-ENOSPC, gs_err(ioctl(self->dev, GPUSLEEP_IOC_RECLAIM, &r0)));
+	before = r0.op_id;
+	for (c = 0; c < 8; c++) {
+		r = r0;
+		r.op_id = 0;
+		switch (c) {
+		case 0: r.bytes = 0; break;
+		case 1: memset(r.gpu_uuid, 0, 16); break;
+		case 2: r.flags = 1U << 4; break;
+		case 3: r.pad = 1; break;
+		case 4: r.reserved[0] = 1; break;
+		case 5: r.priority = GPUSLEEP_PRIO_MIN - 1; break;
+		case 6: r.victims = 8; r.nr_victims = 1; r.victim_size = 8;
+			break;
+		case 7: r.priority = GPUSLEEP_PRIO_MAX + 1; break;
+		}
+		EXPECT_EQ(-EINVAL, gs_err(ioctl(self->dev, GPUSLEEP_IOC_RECLAIM,
+						&r))) TH_LOG("case %u", c);
+	}
+	r = r0;
+	EXPECT_EQ(-ENOSPC, gs_err(ioctl(self->dev, GPUSLEEP_IOC_RECLAIM, &r)));
+	EXPECT_EQ(before + 1, r.op_id);	/* none of those started */
+	EXPECT_EQ(-ENOENT, reclaim_wait(self->dev, r.op_id + 100, 0, NULL,
+					NULL, 0));
+}
+
+/* ----------------------------------------------------------- leases */
+
+/*
+ * A lease keeps what it took: a resume by anyone else is LEASED (EAGAIN);
+ * its close resumes it, and the lease lets go of it.
+ */
+TEST_F(arb, lease_holds_until_closed)
+{
+	struct gpusleep_tenant t;
+	struct gpusleep_reclaim r;
+	struct gpusleep_op op;
+	int lease;
+
+	tenant(_metadata, self, 0, 0, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD, 0,
+	       0);
+	ASSERT_EQ(0, take(self, 64 * MiB, 0, GPUSLEEP_RECLAIMF_LEASE, &r,
+			  NULL, 0, &lease));
+	ASSERT_LE(0, lease);
+	EXPECT_NE(0, r.lease_id);
+	ASSERT_EQ(0, get_tenant(self->ctl[0], &t));
+	EXPECT_EQ(r.lease_id, t.lease_id);
+	EXPECT_EQ(W, t.leased_tags);
+	EXPECT_EQ(-EAGAIN, gs_resume(self->ctl[0], 0, NB, &op));
+	EXPECT_EQ(GPUSLEEP_R_LEASED, op.reason);
+	EXPECT_EQ(W, op.bad_tags);
+	EXPECT_EQ(-EAGAIN, gs_resume(self->ctl[0], W, NB, &op));
+	EXPECT_EQ(W, released(self, 0));
+	give_back(self, lease);
+	EXPECT_EQ(0, released(self, 0));
+	ASSERT_EQ(0, get_tenant(self->ctl[0], &t));
+	EXPECT_EQ(0, t.lease_id);
+	EXPECT_EQ(0, t.leased_tags);
+}
+
+/* LEASE_INFO and LEASE_RETURN: the victims, their resumes, the count. */
+TEST_F(arb, lease_info_and_return)
+{
+	struct gpusleep_reclaim_victim v[4];
+	struct gpusleep_reclaim r;
+	struct gpusleep_lease li;
+	int lease;
+
+	tenant(_metadata, self, 0, 0, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD, 0,
+	       0);
+	ASSERT_EQ(0, take(self, 64 * MiB, 0, GPUSLEEP_RECLAIMF_LEASE, &r,
+			  NULL, 0, &lease));
+	memset(&li, 0, sizeof(li));
+	li.victims = (uintptr_t)v;
+	li.nr_victims = 4;
+	li.victim_size = sizeof(v[0]);
+	ASSERT_EQ(0, gs_err(ioctl(lease, GPUSLEEP_IOC_LEASE_INFO, &li)));
+	EXPECT_EQ(r.lease_id, li.id);
+	EXPECT_EQ(r.op_id, li.reclaim_op_id);
+	EXPECT_EQ(GPUSLEEP_LEASE_HELD, li.state);
+	EXPECT_EQ(64 * MiB, li.taken_bytes);
+	EXPECT_EQ(0, memcmp(li.gpu_uuid, self->gpu, 16));
+	ASSERT_EQ(1, li.nr_victims);
+	EXPECT_EQ(self->id[0], v[0].domain);
+	EXPECT_EQ(0, lease_return(self, lease));
+	memset(&li, 0, sizeof(li));
+	li.victims = (uintptr_t)v;
+	li.nr_victims = 4;
+	li.victim_size = sizeof(v[0]);
+	ASSERT_EQ(0, gs_err(ioctl(lease, GPUSLEEP_IOC_LEASE_INFO, &li)));
+	EXPECT_EQ(GPUSLEEP_LEASE_RETURNED, li.state);
+	EXPECT_EQ(0, li.still_released);
+	ASSERT_EQ(1, li.nr_victims);
+	EXPECT_TRUE(v[0].flags & GPUSLEEP_RVF_RETURNED);
+	EXPECT_NE(0, v[0].resume_op_id);
+	EXPECT_EQ(0, released(self, 0));
+	EXPECT_EQ(-EINVAL, gs_err(ioctl(lease, GPUSLEEP_IOC_LEASE_RETURN, 2)));
+	close(lease);
+}
+
+/* Its return resumes the highest priority first. */
+TEST_F(arb, lease_returns_highest_priority_first)
+{
+	struct gpusleep_reclaim r;
+	int lease;
+
+	tenant(_metadata, self, 0, -5, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD,
+	       0, 0);
+	tenant(_metadata, self, 1, -1, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD,
+	       0, 0);
+	ASSERT_EQ(0, take(self, 128 * MiB, 0, GPUSLEEP_RECLAIMF_LEASE, &r,
+			  NULL, 0, &lease));
+	EXPECT_EQ(W, released(self, 0));
+	EXPECT_EQ(W, released(self, 1));
+	self->nlog = 0;
+	EXPECT_EQ(0, lease_return(self, lease));
+	close(lease);
+	ASSERT_LE(0, first_of(self, 1, GPUSLEEP_EV_RESUME_TAG));
+	EXPECT_LT(first_of(self, 1, GPUSLEEP_EV_RESUME_TAG),
+		  first_of(self, 0, GPUSLEEP_EV_RESUME_TAG));
+	EXPECT_EQ(0, released(self, 0));
+	EXPECT_EQ(0, released(self, 1));
+}
+
+/* A resume that fails at the return is reported; the next is tried. */
+TEST_F(arb, lease_return_failure_reported_next_tried)
+{
+	struct gpusleep_reclaim r;
+	int lease;
+
+	tenant(_metadata, self, 0, -5, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD,
+	       0, 0);
+	tenant(_metadata, self, 1, -1, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD,
+	       0, 0);
+	ASSERT_EQ(0, take(self, 128 * MiB, 0, GPUSLEEP_RECLAIMF_LEASE, &r,
+			  NULL, 0, &lease));
+	/* The GPU is still full for tenant 1: its remap fails. */
+	self->sc[1].fail = GPUSLEEP_EV_RESUME_TAG;
+	self->sc[1].status = -ENOMEM;
+	EXPECT_EQ(1, lease_return(self, lease));
+	close(lease);
+	EXPECT_EQ(W, released(self, 1));	/* truthful, resumable by hand */
+	EXPECT_EQ(0, released(self, 0));
+}
+
+/* The holder dies: its lease closes with it, and the victims wake. */
+TEST_F(arb, dying_lease_holder_wakes_the_victims)
+{
+	pid_t p;
+	int i, st = -1;
+
+	tenant(_metadata, self, 0, 0, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD, 0,
+	       0);
+	p = fork();
+	ASSERT_LE(0, p);
+	if (p == 0) {
+		struct gpusleep_reclaim r;
+		int fd;
+
+		reclaim_of(&r, self->gpu, 64 * MiB, 0,
+			   GPUSLEEP_RECLAIMF_LEASE);
+		fd = ioctl(self->dev, GPUSLEEP_IOC_RECLAIM, &r);
+		if (fd < 0)
+			_exit(10);
+		raise(SIGKILL);		/* dies holding it */
+		_exit(11);
+	}
+	for (i = 0; i < 1000 && waitpid(p, &st, WNOHANG) == 0; i++)
+		pump(self, 10);
+	ASSERT_TRUE(WIFSIGNALED(st));
+	for (i = 0; i < 100 && released(self, 0); i++)
+		pump(self, 20);
+	EXPECT_EQ(0, released(self, 0));
+}
+
+/* A victim that dies while leased leaves the lease; the rest come back. */
+TEST_F(arb, dying_victim_leaves_the_lease)
+{
+	struct gpusleep_reclaim_victim v[4];
+	struct gpusleep_reclaim r;
+	struct gpusleep_lease li;
+	int lease, i;
+
+	tenant(_metadata, self, 0, -5, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD,
+	       0, 0);
+	tenant(_metadata, self, 1, -1, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD,
+	       0, 0);
+	ASSERT_EQ(0, take(self, 128 * MiB, 0, GPUSLEEP_RECLAIMF_LEASE, &r,
+			  NULL, 0, &lease));
+	close(self->eng[0]);	/* tenant 0's engine dies */
+	self->eng[0] = -1;
+	memset(&li, 0, sizeof(li));
+	li.victims = (uintptr_t)v;
+	li.nr_victims = 4;
+	li.victim_size = sizeof(v[0]);
+	ASSERT_EQ(0, gs_err(ioctl(lease, GPUSLEEP_IOC_LEASE_INFO, &li)));
+	ASSERT_EQ(2, li.nr_victims);
+	for (i = 0; i < 2; i++)
+		EXPECT_EQ(v[i].domain == self->id[0],
+			  !!(v[i].flags & GPUSLEEP_RVF_GONE));
+	EXPECT_EQ(0, lease_return(self, lease));
+	li.nr_victims = 4;
+	ASSERT_EQ(0, gs_err(ioctl(lease, GPUSLEEP_IOC_LEASE_INFO, &li)));
+	for (i = 0; i < 2; i++)
+		EXPECT_EQ(v[i].domain == self->id[0] ? GPUSLEEP_RVF_GONE :
+			  GPUSLEEP_RVF_RETURNED,
+			  v[i].flags & (GPUSLEEP_RVF_GONE |
+					GPUSLEEP_RVF_RETURNED));
+	EXPECT_EQ(0, released(self, 1));
+	close(lease);
+}
+
+/* Two claims on one GPU run one after the other: never the same victim. */
+TEST_F(arb, concurrent_reclaims_on_one_gpu)
+{
+	struct gpusleep_reclaim_victim v1[4], v2[4];
+	struct gpusleep_reclaim a, b;
+	int i;
+
+	for (i = 0; i < 2; i++)
+		tenant(_metadata, self, i, 0, 0, 64 * MiB,
+		       GPUSLEEP_POLICY_DISCARD, 0, 0);
+	reclaim_of(&a, self->gpu, 64 * MiB, 0, GPUSLEEP_RECLAIMF_NONBLOCK);
+	reclaim_of(&b, self->gpu, 64 * MiB, 0, GPUSLEEP_RECLAIMF_NONBLOCK);
+	ASSERT_EQ(0, gs_err(ioctl(self->dev, GPUSLEEP_IOC_RECLAIM, &a)));
+	ASSERT_EQ(0, gs_err(ioctl(self->dev, GPUSLEEP_IOC_RECLAIM, &b)));
+	EXPECT_EQ(a.op_id + 1, b.op_id);
+	ASSERT_EQ(0, drive(self, b.op_id, &b, v2, 4));
+	ASSERT_EQ(0, drive(self, a.op_id, &a, v1, 4));
+	EXPECT_EQ(0, a.reason);
+	EXPECT_EQ(0, b.reason);
+	ASSERT_EQ(1, a.nr_victims);
+	ASSERT_EQ(1, b.nr_victims);
+	EXPECT_NE(v1[0].domain, v2[0].domain);
+	EXPECT_EQ(W, released(self, 0));
+	EXPECT_EQ(W, released(self, 1));
+	/* In order: the first claim took the first in line. */
+	EXPECT_EQ(self->id[0], v1[0].domain);
+}
+
+/* ------------------------------------------------------ host budget */
+
+/* A backup-kind tag that does not fit is skipped; discard-kind is taken. */
+TEST_F(arb, budget_skips_backups_that_do_not_fit)
+{
+	struct gpusleep_reclaim_victim v[4];
+	struct gpusleep_reclaim r;
+
+	tenant(_metadata, self, 0, -5, 0, 64 * MiB, GPUSLEEP_POLICY_BACKUP, 0,
+	       0);
+	tenant(_metadata, self, 1, 0, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD, 0,
+	       0);
+	ASSERT_EQ(0, budget("33554432"));	/* 32 MiB */
+	ASSERT_EQ(0, take(self, 64 * MiB, 0, 0, &r, v, 4, NULL));
+	EXPECT_EQ(0, r.reason);
+	ASSERT_EQ(1, r.nr_victims);
+	EXPECT_EQ(self->id[1], v[0].domain);
+	EXPECT_EQ(0, released(self, 0));
+	/* Short, the budget is named among the causes. */
+	ASSERT_EQ(0, take(self, 64 * MiB, 0, 0, &r, v, 4, NULL));
+	EXPECT_EQ(GPUSLEEP_R_SHORTFALL, r.reason);
+	EXPECT_TRUE(r.why & GPUSLEEP_RWHY_HOST_BUDGET);
+	/* DISCARD_ONLY: no backup even within the budget. */
+	ASSERT_EQ(0, budget("0"));
+	ASSERT_EQ(0, take(self, 64 * MiB, 0, GPUSLEEP_RECLAIMF_DISCARD_ONLY,
+			  &r, v, 4, NULL));
+	EXPECT_EQ(GPUSLEEP_R_SHORTFALL, r.reason);
+	EXPECT_EQ(0, released(self, 0));
+}
+
+/* ------------------------------------------ who may take from whom */
+
+/*
+ * Run a blocking RECLAIM in a child with who() applied first, playing
+ * the tenants meanwhile: the child's exit status is its errno, its why
+ * in bits 0-6 of a second byte... (status: errno, or 100 + why).
+ */
+static int claim_as(struct __test_metadata *_metadata,
+		    FIXTURE_DATA(arb) *self, int (*who)(void), int32_t prio,
+		    uint32_t *why)
+{
+	int pfd[2], st = -1, i;
+	uint32_t w = ~0U;
+	pid_t p;
+
+	ASSERT_EQ(0, pipe(pfd));
+	p = fork();
+	if (p == 0) {
+		struct gpusleep_reclaim r;
+		int ret;
+
+		close(pfd[0]);
+		if (who())
+			_exit(99);
+		reclaim_of(&r, self->gpu, 64 * MiB, prio, 0);
+		ret = gs_err(ioctl(self->dev, GPUSLEEP_IOC_RECLAIM, &r));
+		if (write(pfd[1], &r.why, 4) != 4)
+			_exit(98);
+		_exit(-ret);
+	}
+	close(pfd[1]);
+	for (i = 0; i < 1000 && waitpid(p, &st, WNOHANG) == 0; i++)
+		pump(self, 10);
+	if (read(pfd[0], &w, 4) != 4)
+		w = ~0U;
+	close(pfd[0]);
+	*why = w;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int as_nobody(void)
+{
+	return setresgid(NOBODY, NOBODY, NOBODY) ||
+	       setresuid(NOBODY, NOBODY, NOBODY) ? -1 : 0;
+}
+
+static int in_user_ns(void)
+{
+	return unshare(CLONE_NEWUSER);
+}
+
+static int without_cap_sys_nice(void)
+{
+	return drop_cap(CAP_SYS_NICE);
+}
+
+/* Another user takes nothing without consent: not permitted. */
+TEST_F(arb, cross_user_needs_consent)
+{
+	uint32_t why;
+
+	tenant(_metadata, self, 0, -5, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD,
+	       0, 0);
+	EXPECT_EQ(ENOSPC, claim_as(_metadata, self, as_nobody, 0, &why));
+	EXPECT_TRUE(why & GPUSLEEP_RWHY_NOT_PERMITTED);
+	EXPECT_EQ(0, released(self, 0));
+}
+
+/* ... and with it (yieldable), only below its claim's priority. */
+TEST_F(arb, cross_user_yieldable_below_priority)
+{
+	uint32_t why;
+
+	tenant(_metadata, self, 0, 0, GPUSLEEP_TENF_YIELDABLE, 64 * MiB,
+	       GPUSLEEP_POLICY_DISCARD, 0, 0);
+	EXPECT_EQ(ENOSPC, claim_as(_metadata, self, as_nobody, 0, &why));
+	EXPECT_EQ(GPUSLEEP_RWHY_PRIORITY | GPUSLEEP_RWHY_NO_CANDIDATE, why);
+	EXPECT_EQ(0, released(self, 0));
+	ASSERT_EQ(0, set_tenant(self->eng[0], -1, GPUSLEEP_TENF_YIELDABLE));
+	EXPECT_EQ(0, claim_as(_metadata, self, as_nobody, 0, &why));
+	EXPECT_EQ(W, released(self, 0));
+}
+
+/* Another user namespace, even the same uid: not the owner either. */
+TEST_F(arb, cross_namespace_needs_consent)
+{
+	uint32_t why;
+
+	tenant(_metadata, self, 0, -5, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD,
+	       0, 0);
+	EXPECT_EQ(ENOSPC, claim_as(_metadata, self, in_user_ns, 0, &why));
+	EXPECT_TRUE(why & GPUSLEEP_RWHY_NOT_PERMITTED);
+	EXPECT_EQ(0, released(self, 0));
+	ASSERT_EQ(0, set_tenant(self->eng[0], -5, GPUSLEEP_TENF_YIELDABLE));
+	EXPECT_EQ(0, claim_as(_metadata, self, in_user_ns, 0, &why));
+	EXPECT_EQ(W, released(self, 0));
+}
+
+/* A claim above the default priority needs CAP_SYS_NICE: EPERM. */
+TEST_F(arb, claim_above_default_needs_cap_sys_nice)
+{
+	uint32_t why;
+
+	tenant(_metadata, self, 0, 0, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD, 0,
+	       0);
+	EXPECT_EQ(EPERM, claim_as(_metadata, self, without_cap_sys_nice, 1,
+				  &why));
+	EXPECT_EQ(0, released(self, 0));
+	EXPECT_EQ(0, claim_as(_metadata, self, without_cap_sys_nice, 0, &why));
+}
+
+/* RECLAIM_WAIT: by id, the caller's newest by 0; someone else's: EPERM. */
+TEST_F(arb, reclaim_wait_is_the_claimants)
+{
+	struct gpusleep_reclaim r, w;
+	pid_t p;
+
+	reclaim_of(&r, self->gpu, 64 * MiB, 0, 0);
+	EXPECT_EQ(-ENOSPC, gs_err(ioctl(self->dev, GPUSLEEP_IOC_RECLAIM, &r)));
+	ASSERT_EQ(0, reclaim_wait(self->dev, 0, 0, &w, NULL, 0));
+	EXPECT_EQ(r.op_id, w.op_id);
+	EXPECT_EQ(GPUSLEEP_R_SHORTFALL, w.reason);
+	EXPECT_EQ(64 * MiB, w.bytes);
+	EXPECT_EQ(0, memcmp(w.gpu_uuid, self->gpu, 16));
+	ASSERT_EQ(0, reclaim_wait(self->dev, r.op_id, 0, &w, NULL, 0));
+	EXPECT_EQ(GPUSLEEP_RECLAIM_DONE, w.state);
+	p = fork();
+	ASSERT_LE(0, p);
+	if (p == 0) {
+		if (as_nobody())
+			_exit(99);
+		_exit(-reclaim_wait(self->dev, r.op_id, 0, NULL, NULL, 0));
+	}
+	EXPECT_EQ(EPERM << 8, gs_reap(p));
+}
+
+/* A deadline reached while a victim drains: called off, short, resumed. */
+TEST_F(arb, deadline_cancels_the_draining_victim)
+{
+	struct gpusleep_reclaim_victim v[4];
+	struct gpusleep_reclaim r;
+	int i;
+
+	tenant(_metadata, self, 0, 0, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD, 0,
+	       0);
+	self->sc[0].hold = GPUSLEEP_EV_DRAIN;
+	reclaim_of(&r, self->gpu, 64 * MiB, 0, GPUSLEEP_RECLAIMF_NONBLOCK);
+	r.timeout_ms = 300;
+	ASSERT_EQ(0, gs_err(ioctl(self->dev, GPUSLEEP_IOC_RECLAIM, &r)));
+	ASSERT_EQ(0, drive(self, r.op_id, &r, v, 4));
+	EXPECT_EQ(GPUSLEEP_R_SHORTFALL, r.reason);
+	EXPECT_TRUE(r.why & GPUSLEEP_RWHY_DEADLINE);
+	ASSERT_EQ(1, r.nr_victims);
+	EXPECT_TRUE(v[0].flags & GPUSLEEP_RVF_CANCELLED);
+	EXPECT_EQ(GPUSLEEP_R_CANCELLED, v[0].reason);
+	for (i = 0; i < 10; i++)
+		pump(self, 20);
+	EXPECT_EQ(0, released(self, 0));
+}
+
 TEST_HARNESS_MAIN
