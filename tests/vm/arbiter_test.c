@@ -1012,6 +1012,73 @@ TEST_F(arb, lease_holds_until_closed)
 	EXPECT_EQ(0, t.leased_tags);
 }
 
+/* Read a file of the class, or of domain id's directory, no newline. */
+static int sysfs_read(uint32_t id, const char *name, char *buf, size_t len)
+{
+	char path[256];
+	ssize_t n;
+	int fd;
+
+	if (id)
+		snprintf(path, sizeof(path), "/sys/class/gpusleep/domain%u/%s",
+			 id, name);
+	else
+		snprintf(path, sizeof(path), "/sys/class/gpusleep/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	if (n && buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+	return 0;
+}
+
+/*
+ * A lease in sysfs: the domain's leased_tags and lease_id (poll() wakes on
+ * leased_tags), the class's count of leases held.
+ */
+TEST_F(arb, lease_shown_in_sysfs)
+{
+	struct gpusleep_reclaim r;
+	char path[256], buf[64];
+	struct pollfd p;
+	long before;
+	int lease;
+
+	tenant(_metadata, self, 0, 0, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD, 0,
+	       0);
+	ASSERT_EQ(0, sysfs_read(0, "leases", buf, sizeof(buf)));
+	before = atol(buf);
+	snprintf(path, sizeof(path), "/sys/class/gpusleep/domain%u/leased_tags",
+		 self->id[0]);
+	p.fd = open(path, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, p.fd);
+	ASSERT_LE(0, read(p.fd, buf, sizeof(buf)));
+	p.events = POLLPRI | POLLERR;
+	ASSERT_EQ(0, poll(&p, 1, 0));
+	ASSERT_EQ(0, take(self, 64 * MiB, 0, GPUSLEEP_RECLAIMF_LEASE, &r,
+			  NULL, 0, &lease));
+	ASSERT_EQ(1, poll(&p, 1, GS_WAIT_MS));
+	ASSERT_EQ(0, sysfs_read(self->id[0], "leased_tags", buf, sizeof(buf)));
+	EXPECT_STREQ("weights", buf);
+	ASSERT_EQ(0, sysfs_read(self->id[0], "lease_id", buf, sizeof(buf)));
+	EXPECT_EQ(r.lease_id, strtoull(buf, NULL, 10));
+	ASSERT_EQ(0, sysfs_read(0, "leases", buf, sizeof(buf)));
+	EXPECT_EQ(before + 1, atol(buf));
+	ASSERT_EQ(0, sysfs_read(0, "reclaims", buf, sizeof(buf)));
+	EXPECT_LE(r.op_id, strtoull(buf, NULL, 10));
+	give_back(self, lease);
+	ASSERT_EQ(0, sysfs_read(self->id[0], "leased_tags", buf, sizeof(buf)));
+	EXPECT_STREQ("", buf);
+	ASSERT_EQ(0, sysfs_read(0, "leases", buf, sizeof(buf)));
+	EXPECT_EQ(before, atol(buf));
+	close(p.fd);
+}
+
 /* LEASE_INFO and LEASE_RETURN: the victims, their resumes, the count. */
 TEST_F(arb, lease_info_and_return)
 {
