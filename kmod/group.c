@@ -857,6 +857,14 @@ static u32 gs_resume_check(struct gs_domain *d, u32 tags, u32 *bad)
 	if (*bad)
 		return GPUSLEEP_R_NOT_RELEASED;
 	want = tags ? tags : d->released;
+	/* A lease holds them (reclaim.c): as for one domain's resume. */
+	*bad = want & d->leased;
+	if (*bad)
+		return GPUSLEEP_R_LEASED;
+	if (d->op_active && (d->op.tags & d->leased)) {
+		*bad = d->op.tags & d->leased;
+		return GPUSLEEP_R_LEASED;
+	}
 	if (want && !d->agent)
 		return GPUSLEEP_R_NOT_ENABLED;
 	return GPUSLEEP_R_NONE;

@@ -1449,4 +1449,68 @@ TEST_F(arb, deadline_cancels_the_draining_victim)
 	EXPECT_EQ(0, released(self, 0));
 }
 
+/* ------------------------------------------------------------ groups */
+
+static int group_of(FIXTURE_DATA(arb) *self, int n)
+{
+	struct gpusleep_group_create c;
+	struct gpusleep_group_add a;
+	int g, i;
+
+	memset(&c, 0, sizeof(c));
+	snprintf(c.name, sizeof(c.name), "arb%d", getpid());
+	g = gs_err(ioctl(self->dev, GPUSLEEP_IOC_CREATE_GROUP, &c));
+	for (i = 0; g >= 0 && i < n; i++) {
+		memset(&a, 0, sizeof(a));
+		a.fd = self->eng[i];
+		if (ioctl(g, GPUSLEEP_IOC_GROUP_ADD, &a)) {
+			close(g);
+			return -errno;
+		}
+	}
+	return g;
+}
+
+/*
+ * A domain in a group is taken with its whole group (a tensor-parallel
+ * engine does not run with one rank asleep): the bytes counted are those
+ * of its rank on the GPU asked; its lease gives every rank back.
+ */
+TEST_F(arb, group_taken_whole)
+{
+	struct gpusleep_reclaim_victim v[4];
+	struct gpusleep_group_op go;
+	struct gpusleep_reclaim r;
+	int g, lease;
+
+	tenant(_metadata, self, 0, 0, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD, 0,
+	       0);
+	tenant(_metadata, self, 1, 0, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD, 0,
+	       0);
+	/* Rank 1 is on another GPU. */
+	memcpy(self->rep[1].gpu_uuid, gpu_b, 16);
+	ASSERT_EQ(0, report(self->agent[1], &self->rep[1]));
+	g = group_of(self, 2);
+	ASSERT_LE(0, g);
+	ASSERT_EQ(0, take(self, 64 * MiB, 0, GPUSLEEP_RECLAIMF_LEASE, &r, v,
+			  4, &lease));
+	EXPECT_EQ(0, r.reason);
+	EXPECT_EQ(64 * MiB, r.taken_bytes);
+	ASSERT_EQ(1, r.nr_victims);
+	EXPECT_EQ(self->id[0], v[0].domain);
+	EXPECT_TRUE(v[0].flags & GPUSLEEP_RVF_GROUP);
+	EXPECT_NE(0, v[0].group);
+	EXPECT_EQ(W, released(self, 0));
+	EXPECT_EQ(W, released(self, 1));
+	/* Leased on every rank: the group's own resume is refused. */
+	memset(&go, 0, sizeof(go));
+	go.flags = GPUSLEEP_OPF_NONBLOCK;
+	EXPECT_EQ(-EAGAIN, gs_err(ioctl(g, GPUSLEEP_IOC_GROUP_RESUME, &go)));
+	EXPECT_EQ(GPUSLEEP_R_LEASED, go.reason);
+	give_back(self, lease);
+	EXPECT_EQ(0, released(self, 0));
+	EXPECT_EQ(0, released(self, 1));
+	close(g);
+}
+
 TEST_HARNESS_MAIN
