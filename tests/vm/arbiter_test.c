@@ -199,20 +199,48 @@ TEST_F(ten, report_invalid_changes_nothing)
 	for (c = 0; c < 14; c++) {
 		r = good;
 		switch (c) {
-		case 0: memset(r.gpu_uuid, 0, 16); break;	/* no GPU */
-		case 1: r.nr_tags = 1; break;		/* not the declaration */
-		case 2: r.nr_tags = 3; break;
-		case 3: r.flags = 1; break;
-		case 4: r.pad = 1; break;
-		case 5: r.reserved[3] = 1; break;
-		case 6: r.tags[2].size_bytes = 1; break;	/* past nr_tags */
-		case 7: r.tags[0].policy = 2; break;
-		case 8: r.tags[0].content = 3; break;
-		case 9: r.tags[0].flags = 2; break;
-		case 10: r.tags[0].mapped_bytes = 9 * MiB; break; /* > size */
-		case 11: r.tags[1].content = GPUSLEEP_CONTENT_KEPT; break;
-		case 12: r.tags[1].flags = GPUSLEEP_RTF_VERIFIED; break;
-		case 13: r.process_bytes = 1; break;	/* without a source */
+		case 0:	/* no GPU */
+			memset(r.gpu_uuid, 0, 16);
+			break;
+		case 1:	/* not the declaration */
+			r.nr_tags = 1;
+			break;
+		case 2:
+			r.nr_tags = 3;
+			break;
+		case 3:
+			r.flags = 1;
+			break;
+		case 4:
+			r.pad = 1;
+			break;
+		case 5:
+			r.reserved[3] = 1;
+			break;
+		case 6:	/* past nr_tags */
+			r.tags[2].size_bytes = 1;
+			break;
+		case 7:
+			r.tags[0].policy = 2;
+			break;
+		case 8:
+			r.tags[0].content = 3;
+			break;
+		case 9:
+			r.tags[0].flags = 2;
+			break;
+		case 10:	/* > size */
+			r.tags[0].mapped_bytes = 9 * MiB;
+			break;
+		case 11:
+			r.tags[1].content = GPUSLEEP_CONTENT_KEPT;
+			break;
+		case 12:
+			r.tags[1].flags = GPUSLEEP_RTF_VERIFIED;
+			break;
+		case 13:	/* without a source */
+			r.process_bytes = 1;
+			break;
 		}
 		EXPECT_EQ(-EINVAL, report(self->agent, &r)) TH_LOG("case %u", c);
 	}
@@ -543,7 +571,7 @@ static void tenant(struct __test_metadata *_metadata, FIXTURE_DATA(arb) *self,
 {
 	char nm[32];
 
-	snprintf(nm, sizeof(nm), "tenant%d", i);
+	snprintf(nm, sizeof(nm), "ten%d", i);
 	self->eng[i] = gs_create(self->dev, nm, 0, &self->id[i]);
 	ASSERT_LE(0, self->eng[i]);
 	self->agent[i] = gs_attach(self->dev, self->id[i], GPUSLEEP_ROLE_AGENT);
@@ -958,15 +986,32 @@ TEST_F(arb, reclaim_invalid)
 		r = r0;
 		r.op_id = 0;
 		switch (c) {
-		case 0: r.bytes = 0; break;
-		case 1: memset(r.gpu_uuid, 0, 16); break;
-		case 2: r.flags = 1U << 4; break;
-		case 3: r.pad = 1; break;
-		case 4: r.reserved[0] = 1; break;
-		case 5: r.priority = GPUSLEEP_PRIO_MIN - 1; break;
-		case 6: r.victims = 8; r.nr_victims = 1; r.victim_size = 8;
+		case 0:
+			r.bytes = 0;
 			break;
-		case 7: r.priority = GPUSLEEP_PRIO_MAX + 1; break;
+		case 1:
+			memset(r.gpu_uuid, 0, 16);
+			break;
+		case 2:
+			r.flags = 1U << 4;
+			break;
+		case 3:
+			r.pad = 1;
+			break;
+		case 4:
+			r.reserved[0] = 1;
+			break;
+		case 5:
+			r.priority = GPUSLEEP_PRIO_MIN - 1;
+			break;
+		case 6:
+			r.victims = 8;
+			r.nr_victims = 1;
+			r.victim_size = 8;
+			break;
+		case 7:
+			r.priority = GPUSLEEP_PRIO_MAX + 1;
+			break;
 		}
 		EXPECT_EQ(-EINVAL, gs_err(ioctl(self->dev, GPUSLEEP_IOC_RECLAIM,
 						&r))) TH_LOG("case %u", c);

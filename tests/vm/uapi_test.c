@@ -864,8 +864,10 @@ TEST_F(dev, tenant_commands_on_the_wrong_fd)
 
 struct reclaim_long { struct gpusleep_reclaim r; __u64 more; };
 
-/* RECLAIM grows at its end: smaller than its first version EINVAL, a
- * newer caller's unknown tail must be zero (E2BIG), and is cleared. */
+/*
+ * RECLAIM grows at its end: smaller than its first version EINVAL, a
+ * newer caller's unknown tail must be zero (E2BIG), and is cleared.
+ */
 TEST_F(dev, reclaim_struct_sizes)
 {
 	struct reclaim_long l;
