@@ -208,6 +208,10 @@ static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
 		fprintf(stderr, "gpusleep agent: %s: %llu bytes of discarded contents were lost by the rollback (they read as zeros)\n",
 			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
 			(unsigned long long)r.lost_bytes);
+	if (r.flags & GS_MM_RES_VERIFY_FAILED)
+		fprintf(stderr, "gpusleep agent: resuming %s failed: its backup's host copy changed since the release (checksum mismatch); %llu bytes of contents are lost, answered EBADMSG: the tag stays released, the next resume maps it fresh (zeros) and the engine must reload it\n",
+			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
+			(unsigned long long)r.lost_bytes);
 	if (r.flags & GS_MM_RES_SHORTFALL)
 		fprintf(stderr, "gpusleep agent: %s: released %llu bytes but the driver saw only %llu come free\n",
 			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",

@@ -617,6 +617,47 @@ TEST_F(agent, dispatch_pause_resume)
 	EXPECT_EQ(-EPIPE, gs_agent_dispatch(self->a));
 }
 
+/*
+ * Issue 34 item 6: a backup that fails its verification is answered as
+ * a failed RESUME_TAG, EBADMSG (the module's VERIFY_FAILED), with the
+ * bytes lost; never as success. The next resume maps it fresh.
+ */
+TEST_F(agent, resume_of_a_corrupted_backup_is_answered_ebadmsg)
+{
+	struct gs_agent_result ar;
+	struct gs_agent_stats st;
+	int peer = self->sv[1];
+	char *host = NULL;
+
+	ASSERT_EQ(0, gs_mm_set_verify(self->mm, true));
+	ASSERT_EQ(0, send_ev(peer, 1, GPUSLEEP_EV_PAUSE_TAG, GPUSLEEP_TAG_WEIGHTS, 0, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	ASSERT_EQ(0, rec[0].status);
+	ASSERT_EQ(0, gs_mm_backup_ptr(self->mm, self->w + 100, 1,
+				      (void **)&host));
+	ASSERT_NE(NULL, host);
+	*host ^= 0x40;
+	ASSERT_EQ(0, send_ev(peer, 2, GPUSLEEP_EV_RESUME_TAG, GPUSLEEP_TAG_WEIGHTS, 0, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	ASSERT_EQ(2, nrec);
+	EXPECT_EQ(GPUSLEEP_EV_RESUME_TAG, rec[1].type);
+	EXPECT_EQ(-EBADMSG, rec[1].status);
+	EXPECT_EQ(0, rec[1].bytes);
+	EXPECT_EQ(4 * MiB, rec[1].lost_bytes);
+	ASSERT_EQ(0, gs_agent_last_result(self->a, GPUSLEEP_TAG_WEIGHTS, &ar));
+	EXPECT_NE(0, ar.mm.flags & GS_MM_RES_VERIFY_FAILED);
+	gs_agent_get_stats(self->a, &st);
+	EXPECT_EQ(1, st.failures);
+	EXPECT_EQ(0, st.resumes);
+
+	ASSERT_EQ(0, send_ev(peer, 3, GPUSLEEP_EV_RESUME_TAG, GPUSLEEP_TAG_WEIGHTS, 0, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	EXPECT_EQ(0, rec[2].status);
+	EXPECT_EQ(4 * MiB, rec[2].bytes);
+	EXPECT_EQ(4 * MiB, rec[2].lost_bytes);	/* said again */
+	EXPECT_EQ(0, self->w[100]);		/* zeros, not garbage */
+}
+
 TEST_F(agent, thread_serves_until_stopped)
 {
 	struct gs_agent_stats st;

@@ -14,6 +14,7 @@ argument; the public calls have type hints and docstrings; every public
 function and method of the packages (py.typed) has resolvable annotations
 on every parameter and its return."""
 
+import ctypes
 import errno
 import os
 import subprocess
@@ -31,6 +32,8 @@ TESTS = ["import gpusleep loads no library",
          "one exception class per reason, names and errnos as libgpusleep",
          "engine callback answers",
          "memory manager on the host backend: views, backup, discard",
+         "memory manager: a verified backup whose host copy changed "
+         "fails the resume (EBADMSG), then comes back zeroed",
          "no /dev/gpusleep: Controller raises, adapter says how to fix it",
          "make python-install DESTDIR: import gpusleep from the stage",
          "adapter in local mode: regions, pause/resume, verified free",
@@ -158,6 +161,39 @@ def memory():
     mm.free(k)
     mm.close()
     check(agent.MemoryManager("auto").backend in ("host", "cuda"), "auto")
+
+
+def verify():
+    from gpusleep import agent
+    from gpusleep import _lib
+    mm = agent.MemoryManager("host")
+    mm.set_policy("weights", backup=True)
+    check(mm.verify is False, "off by default")
+    check(mm.tag_info("weights")["content"] == "kept", "kept")
+    mm.set_verify(True)
+    check(mm.verify is True and mm.tag_info("weights")["verified"] == 1,
+          "on")
+    raises(TypeError, mm.set_verify, 1)
+    w = mm.alloc("weights", 1 << 20)
+    w.view[:] = b"\x5a" * (1 << 20)
+    r = mm.pause_ex("weights")
+    check(r["verified"] and r["verify_bytes"] == 1 << 20, repr(r))
+    host = ctypes.c_void_p()
+    check(_lib.lib().gs_mm_backup_ptr(mm.handle, w.addr + 7, 1,
+                                      ctypes.byref(host)) == 0, "backup_ptr")
+    b = ctypes.c_ubyte.from_address(host.value)
+    b.value ^= 1
+    e = raises(OSError, mm.resume, "weights")
+    check(e.errno == errno.EBADMSG, str(e))
+    check(e.result["verify_failed"] and e.result["lost_bytes"] >= 1 << 20,
+          repr(e.result))
+    i = mm.tag_info("weights")
+    check(i["paused"] == 1 and i["content"] == "zeroed" and i["lost"] == 1,
+          repr(i))
+    r = mm.resume_ex("weights")
+    check(r["lost_bytes"] >= 1 << 20 and w.view.tobytes() == bytes(1 << 20),
+          "zeroed after")
+    mm.close()
 
 
 def no_device():
@@ -797,7 +833,7 @@ def main():
     tap = Tap(TESTS)
     tap.run(TESTS[0], lazy_import)
     tap.run(TESTS[1], check_layouts)
-    for name, fn in zip(TESTS[2:], [tags, exceptions, answers, memory,
+    for name, fn in zip(TESTS[2:], [tags, exceptions, answers, memory, verify,
                                     no_device, install, local_mode,
                                     torch_mode, torch_released,
                                     torch_expandable, torch_foreign_pool,

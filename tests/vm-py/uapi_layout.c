@@ -147,6 +147,8 @@ int main(void)
 	F(gs_mm_tag_info, pauses);
 	F(gs_mm_tag_info, resumes);
 	F(gs_mm_tag_info, lost);
+	F(gs_mm_tag_info, content);
+	F(gs_mm_tag_info, verified);
 	F(gs_mm_tag_info, pad);
 	S(gs_mm_tag_info);
 	F(gs_agent_stats, events);
@@ -170,6 +172,8 @@ int main(void)
 	F(gs_mm_result, duration_ns);
 	F(gs_mm_result, copy_ns);
 	F(gs_mm_result, copied_bytes);
+	F(gs_mm_result, verify_ns);
+	F(gs_mm_result, verify_bytes);
 	S(gs_mm_result);
 	F(gs_agent_result, op_id);
 	F(gs_agent_result, type);

@@ -402,6 +402,11 @@ struct gs_mm_result {
 				 * allocations, not the chunks' slack or free
 				 * blocks (a rate is copied_bytes / copy_ns;
 				 * none when 0) */
+	uint64_t verify_ns;	/* verification (gs_mm_set_verify): time
+				 * spent taking (pause) or checking (resume)
+				 * the checksums of the host copy, not
+				 * counted in copy_ns */
+	uint64_t verify_bytes;	/* the bytes summed */
 };
 #define GS_MM_RES_MEASURED	(1U << 0)	/* freed_bytes was measured (never
 						 * for a tag holding nothing) */
@@ -413,7 +418,33 @@ struct gs_mm_result {
 						 * fault (status
 						 * -ENOTRECOVERABLE: the CUDA
 						 * context is lost) */
+#define GS_MM_RES_VERIFIED	(1U << 4)	/* pause: the backup's host copy
+						 * was checksummed; resume: it
+						 * was checked and matched */
+#define GS_MM_RES_VERIFY_FAILED	(1U << 5)	/* resume failed (-EBADMSG):
+						 * the host copy changed since
+						 * its backup; nothing mapped,
+						 * the tag still released, its
+						 * contents lost (lost_bytes);
+						 * the next resume maps those
+						 * chunks fresh (zeros) */
 int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res);
+
+/*
+ * Verification of backups (off by default; GPUSLEEP_VERIFY=1 in the
+ * environment turns it on for every mm made after): a backup's host copy
+ * is checksummed (CRC-32C in three lanes, user/csum.c) once the
+ * device-to-host copies are synchronised, and checked before a resume
+ * maps anything; a mismatch fails the resume with -EBADMSG and
+ * GS_MM_RES_VERIFY_FAILED (the agent answers RESUME_TAG so: the module's
+ * VERIFY_FAILED). It finds a host copy that changed in between (a stray
+ * write, a staging reuse bug, memory corruption); not a copy that read
+ * wrong device memory, nor one that wrote the device wrong on the way
+ * back (docs/cuda-backend.md, Verification). Applies from the next
+ * pause; a backup taken without it is restored unchecked.
+ */
+int gs_mm_set_verify(struct gs_mm *mm, bool on);
+bool gs_mm_verify(struct gs_mm *mm);
 /*
  * gs_mm_pause_ex with a deadline (CLOCK_MONOTONIC ns, 0: none): the
  * pause's waits for the GPU end before it, by a margin for the answer
@@ -538,9 +569,20 @@ struct gs_mm_tag_info {
 	uint64_t staging_bytes;
 	uint64_t pauses;	/* successful pauses */
 	uint64_t resumes;	/* successful resumes */
-	uint32_t lost;		/* 1 if a failed pause lost DISCARD contents */
+	uint32_t lost;		/* 1 if a failed pause lost DISCARD contents,
+				 * or a backup failed its verification */
+	uint32_t content;	/* after the next resume (GS_MM_CONTENT_*):
+				 * BACKUP: kept; DISCARD: zeroed; a paused
+				 * tag whose backup failed its check or a
+				 * rollback lost: zeroed */
+	uint32_t verified;	/* 1: BACKUP with verification on (its
+				 * next resume is checked) */
 	uint32_t pad;
 };
+/* What a tag holds after a resume: the uAPI's GPUSLEEP_CONTENT_* values. */
+#define GS_MM_CONTENT_UNDEFINED	0	/* whatever the pages hold */
+#define GS_MM_CONTENT_ZEROED	1	/* zeros */
+#define GS_MM_CONTENT_KEPT	2	/* what it held before the release */
 int gs_mm_tag_info(struct gs_mm *mm, uint32_t tag, struct gs_mm_tag_info *info);
 
 /* ------------------------------------------------------------------ */

@@ -215,7 +215,7 @@ class gs_mm_tag_info(ctypes.Structure):
                 ("mapped_bytes", u64), ("used_bytes", u64),
                 ("staging", ctypes.c_void_p), ("staging_bytes", u64),
                 ("pauses", u64), ("resumes", u64), ("lost", u32),
-                ("pad", u32)]
+                ("content", u32), ("verified", u32), ("pad", u32)]
 
 
 class gs_agent_stats(ctypes.Structure):
@@ -230,7 +230,8 @@ class gs_mm_result(ctypes.Structure):
                 ("unmapped_bytes", u64), ("lost_bytes", u64),
                 ("freed_bytes", u64), ("free_before", u64),
                 ("free_after", u64), ("duration_ns", u64),
-                ("copy_ns", u64), ("copied_bytes", u64)]
+                ("copy_ns", u64), ("copied_bytes", u64),
+                ("verify_ns", u64), ("verify_bytes", u64)]
 
 
 class gs_agent_result(ctypes.Structure):
@@ -294,6 +295,10 @@ GS_MM_RES_MEASURED = 1 << 0
 GS_MM_RES_SHORTFALL = 1 << 1
 GS_MM_RES_PARTIAL = 1 << 2
 GS_MM_RES_FAULT = 1 << 3
+GS_MM_RES_VERIFIED = 1 << 4
+GS_MM_RES_VERIFY_FAILED = 1 << 5
+#: What a tag holds after a resume (GPUSLEEP_CONTENT_*, GS_MM_CONTENT_*)
+CONTENTS = ("undefined", "zeroed", "kept")
 GS_MM_STAGING_LAZY = 1 << 0
 GS_MM_STAGING_FREE_AFTER_RESUME = 1 << 1
 
@@ -402,6 +407,8 @@ PROTOTYPES = {
     "gs_mm_set_fence_streams": (c_int, [c_void_p, P(c_void_p), c_uint]),
     "gs_mm_set_fence_timeout": (c_int, [c_void_p, c_uint]),
     "gs_mm_set_pin_limit": (c_int, [c_void_p, u64]),
+    "gs_mm_set_verify": (c_int, [c_void_p, ctypes.c_bool]),
+    "gs_mm_verify": (ctypes.c_bool, [c_void_p]),
     "gs_mm_pinned": (None, [c_void_p, P(u64), P(u64)]),
     "gs_mm_set_staging": (c_int, [c_void_p, u32, c_uint]),
     "gs_mm_pin_staging": (c_int, [c_void_p, u32, u64, P(u64)]),
