@@ -995,8 +995,9 @@ static long gs_group_start(struct gs_group *g, u32 kind,
 	long ret;
 
 	lockdep_assert_held(&g->lock);
+	/* Nothing to act on; ENOENT is a rank's not_released. */
 	if (!g->nr)
-		return -ENOENT;
+		return -ENODATA;
 	if (g->phase != GS_GP_IDLE)
 		return -EBUSY;
 	gs_group_reset_members(g);
@@ -1225,9 +1226,9 @@ static long gs_group_ioc_add(struct gs_gfile *gf, const struct gs_uarg *ua)
 	} else {
 		mutex_lock(&d->lock);
 		if (d->dead) {
-			ret = -ENOENT;
+			ret = -ENODEV;	/* as the domain's own fds answer */
 		} else if (d->group) {
-			ret = -EBUSY;	/* one group per domain */
+			ret = -EEXIST;	/* one group per domain */
 		} else {
 			struct gs_change c = { .from = d->state };
 

@@ -51,6 +51,10 @@ static const char * const gs_reason_names[GPUSLEEP_R_MAX] = {
 	[GPUSLEEP_R_NO_MEMORY]		= "no_memory",
 	[GPUSLEEP_R_QUEUE_FULL]		= "queue_full",
 	[GPUSLEEP_R_ENGINE_TIMEOUT]	= "engine_timeout",
+	[GPUSLEEP_R_LEASED]		= "leased",
+	[GPUSLEEP_R_HOST_BUDGET]	= "host_budget",
+	[GPUSLEEP_R_VERIFY_FAILED]	= "verify_failed",
+	[GPUSLEEP_R_SHORTFALL]		= "shortfall",
 };
 
 static const char * const gs_state_names[GPUSLEEP_S_MAX] = {
@@ -90,6 +94,10 @@ static const int gs_reason_errnos[GPUSLEEP_R_MAX] = {
 	[GPUSLEEP_R_NO_MEMORY]		= ENOMEM,
 	[GPUSLEEP_R_QUEUE_FULL]		= ENOBUFS,
 	[GPUSLEEP_R_ENGINE_TIMEOUT]	= ETIMEDOUT,
+	[GPUSLEEP_R_LEASED]		= EAGAIN,
+	[GPUSLEEP_R_HOST_BUDGET]	= ENOSPC,
+	[GPUSLEEP_R_VERIFY_FAILED]	= EBADMSG,
+	[GPUSLEEP_R_SHORTFALL]		= ENOSPC,
 };
 
 int gs_reason_errno(u32 reason)

@@ -291,6 +291,14 @@ static const struct reason_desc reasons[GPUSLEEP_R_MAX] = {
 	[GPUSLEEP_R_ENGINE_TIMEOUT] = { "ENGINE_TIMEOUT",
 		"the engine did not answer a cache reset or KV repair in time",
 		ETIMEDOUT },
+	[GPUSLEEP_R_LEASED] = { "LEASED",
+		"the tags are held by a lease: resumed when it ends", EAGAIN },
+	[GPUSLEEP_R_HOST_BUDGET] = { "HOST_BUDGET",
+		"the backup would pass the node's host-RAM budget", ENOSPC },
+	[GPUSLEEP_R_VERIFY_FAILED] = { "VERIFY_FAILED",
+		"a restored backup failed its checksum: contents lost", EBADMSG },
+	[GPUSLEEP_R_SHORTFALL] = { "SHORTFALL",
+		"the reclaim could not free the bytes asked for", ENOSPC },
 };
 
 const char *gs_reason_str(uint32_t reason)

@@ -1710,17 +1710,17 @@ TEST_F(g, membership_rules)
 	EXPECT_EQ(-EEXIST, mkgroup(self->dev, self->name));
 	g2 = mkgroup(self->dev, nm);
 	ASSERT_LE(0, g2);
-	EXPECT_EQ(-EBUSY, addrank(g2, self->eng[0], NULL));
-	EXPECT_EQ(-EBUSY, addrank(self->grp, self->eng[0], NULL));
+	EXPECT_EQ(-EEXIST, addrank(g2, self->eng[0], NULL));
+	EXPECT_EQ(-EEXIST, addrank(self->grp, self->eng[0], NULL));
 	ctl = gs_attach(self->dev, self->id[0], GPUSLEEP_ROLE_CONTROLLER);
 	ASSERT_LE(0, ctl);
-	EXPECT_EQ(-EBUSY, addrank(g2, ctl, NULL));
+	EXPECT_EQ(-EEXIST, addrank(g2, ctl, NULL));
 	EXPECT_EQ(-EPERM, addrank(g2, self->agent[1], NULL));
 	efd = eventfd(0, 0);
 	EXPECT_EQ(-EINVAL, addrank(g2, efd, NULL));
 	EXPECT_EQ(-EBADF, addrank(g2, 999, NULL));
 	/* An empty group has nothing to release. */
-	EXPECT_EQ(-ENOENT, gop(g2, GPUSLEEP_IOC_GROUP_RELEASE, 0, 0, 0, NULL));
+	EXPECT_EQ(-ENODATA, gop(g2, GPUSLEEP_IOC_GROUP_RELEASE, 0, 0, 0, NULL));
 	/* Once the first group is gone, the domain may join another. */
 	close(self->grp);
 	self->grp = -1;
@@ -1734,6 +1734,95 @@ TEST_F(g, membership_rules)
  * Every rank declares the same tags: a domain with another declaration is
  * refused (EXDEV), and GET_TAGS on the group fd gives the ranks' one.
  */
+/*
+ * One errno, one meaning (docs/errors.md): a group with no ranks is
+ * ENODATA, for a release and a resume alike, while ENOENT stays a
+ * rank's not_released.
+ */
+TEST_F(g, empty_group_is_enodata)
+{
+	struct gpusleep_group_op o;
+	char nm[40];
+	int g2;
+
+	snprintf(nm, sizeof(nm), "%s-e", self->name);
+	g2 = mkgroup(self->dev, nm);
+	ASSERT_LE(0, g2);
+	EXPECT_EQ(-ENODATA, gop(g2, GPUSLEEP_IOC_GROUP_RELEASE, 0, 0, 0, &o));
+	EXPECT_EQ(0, o.op_id);
+	EXPECT_EQ(-ENODATA, gop(g2, GPUSLEEP_IOC_GROUP_RESUME, 0, 0, 0, &o));
+	EXPECT_EQ(0, o.op_id);
+	close(g2);
+}
+
+/* A rank whose tag is awake: the resume is refused ENOENT, naming it. */
+TEST_F(g, resume_of_awake_rank_is_enoent)
+{
+	struct gpusleep_group_op o;
+
+	EXPECT_EQ(-ENOENT, gop(self->grp, GPUSLEEP_IOC_GROUP_RESUME, W, 0, 0,
+			       &o));
+	EXPECT_EQ(GPUSLEEP_R_NOT_RELEASED, o.reason);
+	EXPECT_EQ(0, o.rank);
+	EXPECT_EQ(W, o.bad_tags);
+}
+
+/* A dead domain joins nothing: ENODEV, as its own fds answer. */
+TEST_F(g, add_dead_domain_is_enodev)
+{
+	uint32_t id;
+	int e, ctl;
+
+	e = gs_create(self->dev, "gdead", CAPS, &id);
+	ASSERT_LE(0, e);
+	ctl = gs_attach(self->dev, id, GPUSLEEP_ROLE_CONTROLLER);
+	ASSERT_LE(0, ctl);
+	close(e);
+	EXPECT_EQ(-ENODEV, gs_release(ctl, 0, 0, NULL));
+	EXPECT_EQ(-ENODEV, addrank(self->grp, ctl, NULL));
+	close(ctl);
+}
+
+/* A domain in a group already: EEXIST (EBUSY is the group's operation). */
+TEST_F(g, add_member_of_a_group_is_eexist)
+{
+	char nm[40];
+	int g2;
+
+	snprintf(nm, sizeof(nm), "%s-m", self->name);
+	g2 = mkgroup(self->dev, nm);
+	ASSERT_LE(0, g2);
+	EXPECT_EQ(-EEXIST, addrank(g2, self->eng[1], NULL));
+	close(g2);
+}
+
+/* A group operation in flight: GROUP_ADD is EBUSY, the domain untouched. */
+TEST_F(g, add_during_group_op_is_ebusy)
+{
+	struct gpusleep_group_result res;
+	struct gpusleep_group_op o;
+	uint32_t id;
+	int e, g2;
+	char nm[40];
+
+	e = gs_create(self->dev, "gnew", CAPS, &id);
+	ASSERT_LE(0, e);
+	self->sc[0].hold = GPUSLEEP_EV_DRAIN;
+	ASSERT_EQ(0, gop(self->grp, GPUSLEEP_IOC_GROUP_RELEASE, W, NB, 0, &o));
+	pump(self, 50);
+	EXPECT_EQ(-EBUSY, addrank(self->grp, e, NULL));
+	/* Not taken: another group may have it. */
+	snprintf(nm, sizeof(nm), "%s-b", self->name);
+	g2 = mkgroup(self->dev, nm);
+	ASSERT_LE(0, g2);
+	EXPECT_EQ(0, addrank(g2, e, NULL));
+	ASSERT_EQ(0, release_held(self, 0));
+	ASSERT_EQ(0, drive(self, o.op_id, &res, NULL));
+	EXPECT_EQ(0, res.error);
+	close(g2);
+	close(e);
+}
+
 TEST_F(g, ranks_share_one_tag_declaration)
 {
 	struct gpusleep_create c;

@@ -47,6 +47,7 @@
 #define GPUSLEEP_FEAT_GROUPS		(1ULL << 6)	/* docs/groups.md */
 #define GPUSLEEP_FEAT_STEP_DEADLINE	(1ULL << 7)	/* event.deadline_ns */
 #define GPUSLEEP_FEAT_STEP_NTF		(1ULL << 8)	/* netlink STEP_NTF */
+#define GPUSLEEP_FEAT_TENANTS		(1ULL << 9)	/* docs/arbiter.md */
 
 /*
  * Tags: the parts of an engine's memory, released and resumed on their own.
@@ -130,6 +131,10 @@ enum gpusleep_reason {
 	GPUSLEEP_R_NO_MEMORY = 14,	/* ENOMEM: kernel allocation failed */
 	GPUSLEEP_R_QUEUE_FULL = 15,	/* ENOBUFS: event queue overflow */
 	GPUSLEEP_R_ENGINE_TIMEOUT = 16,	/* ETIMEDOUT: no reset/repair answer */
+	GPUSLEEP_R_LEASED = 17,		/* EAGAIN: resume of tags a lease holds */
+	GPUSLEEP_R_HOST_BUDGET = 18,	/* ENOSPC: backup past host_budget_bytes */
+	GPUSLEEP_R_VERIFY_FAILED = 19,	/* EBADMSG: restored backup's checksum */
+	GPUSLEEP_R_SHORTFALL = 20,	/* ENOSPC: RECLAIM took less than asked */
 	GPUSLEEP_R_MAX
 };
 
@@ -493,7 +498,10 @@ struct gpusleep_event {
  * mapped. -ESTALE if that step is not the one awaited (already timed out,
  * cancelled, or never sent), except that a late answer to a timed-out
  * agent step still updates the released tags, so the state follows what
- * the agent really did.
+ * the agent really did. A RESUME_TAG answered -EBADMSG says the restored
+ * backup failed its checksum (GPUSLEEP_RTF_VERIFIED): the resume fails
+ * with GPUSLEEP_R_VERIFY_FAILED, the tag stays released and its contents
+ * are reported lost (the result's lost_tags).
  */
 struct gpusleep_complete {
 	__u64 op_id;
@@ -559,8 +567,8 @@ struct gpusleep_group_create {
  * GPUSLEEP_IOC_GROUP_ADD (group fd): add the domain of fd, an engine or
  * controller fd (holding it proves the right to control the domain), as
  * the next rank. Out: rank, domain (its id). -EBADF/-EINVAL: fd is not a
- * domain fd; -EPERM: an agent fd; -ENOENT: the domain is dead; -EBUSY:
- * the domain is in a group already (this one or another), or a group
+ * domain fd; -EPERM: an agent fd; -ENODEV: the domain is dead; -EEXIST:
+ * the domain is in a group already (this one or another); -EBUSY: a group
  * operation is in flight; -ENOSPC: GPUSLEEP_GROUP_MAX_RANKS reached;
  * -EXDEV: the domain's tags differ from the group's ranks' (names, kinds
  * or order: one tag mask must mean the same on every rank).
@@ -588,7 +596,8 @@ struct gpusleep_group_add {
  * the failing rank's errno (its breakdown: GPUSLEEP_IOC_GROUP_WAIT). An
  * interrupted wait returns -EINTR with op_id written, never restarted (as
  * GPUSLEEP_IOC_RELEASE); the operation goes on. Output fields are ignored
- * on input. -EBUSY: a group operation is in flight; -ENOENT: no ranks.
+ * on input. -EBUSY: a group operation is in flight; -ENODATA: no ranks
+ * (-ENOENT is a rank's GPUSLEEP_R_NOT_RELEASED).
  */
 struct gpusleep_group_op {
 	__u32 tags;
@@ -683,9 +692,258 @@ struct gpusleep_group_wait {
 #define GPUSLEEP_GROUP_RESULT_SIZE_VER0	64
 #define GPUSLEEP_GROUP_WAIT_SIZE_VER0	112
 
+/* ------------------------------------------------------------------ */
+/* Tenants: reports, priorities, reclaims and leases                  */
+/* (docs/arbiter.md; feature GPUSLEEP_FEAT_TENANTS).                  */
+
+/* What a release of a tag costs (struct gpusleep_report_tag.policy). */
+#define GPUSLEEP_POLICY_DISCARD		0	/* frees; nothing kept */
+#define GPUSLEEP_POLICY_BACKUP		1	/* copies to host RAM first */
+/* What a tag holds after its next resume (.content). */
+#define GPUSLEEP_CONTENT_UNDEFINED	0	/* whatever the pages hold */
+#define GPUSLEEP_CONTENT_ZEROED		1	/* zeros */
+#define GPUSLEEP_CONTENT_KEPT		2	/* as before the release */
+/*
+ * Flags of struct gpusleep_report_tag.flags. VERIFIED: its backup is
+ * checksummed when taken and checked at restore; a mismatch is a failed
+ * resume (GPUSLEEP_R_VERIFY_FAILED), never a silent success. Only with
+ * GPUSLEEP_POLICY_BACKUP.
+ */
+#define GPUSLEEP_RTF_VERIFIED		(1U << 0)
+#define GPUSLEEP_RTF_MASK		(GPUSLEEP_RTF_VERIFIED)
+
+/*
+ * One tag as the agent sees it. mapped_bytes <= size_bytes. host_bytes:
+ * the host RAM its backup and the staging kept across cycles hold now
+ * (counted against the node's host_budget_bytes module parameter). A
+ * release of a backup-kind tag is counted as needing
+ * max(mapped_bytes, host_bytes) of host RAM until it is resumed.
+ * CONTENT_KEPT needs POLICY_BACKUP (a discarded tag keeps nothing).
+ */
+struct gpusleep_report_tag {
+	__u64 size_bytes;	/* its device memory, mapped or not */
+	__u64 mapped_bytes;	/* of it, mapped now */
+	__u64 host_bytes;	/* host RAM its backup and kept staging hold */
+	__u32 policy;		/* GPUSLEEP_POLICY_* */
+	__u32 content;		/* GPUSLEEP_CONTENT_*: after the next resume */
+	__u32 flags;		/* GPUSLEEP_RTF_* */
+	__u32 pad;
+};
+
+/*
+ * GPUSLEEP_IOC_REPORT (agent fd): what the agent knows of its tags and its
+ * process; it replaces the previous report whole. Sent once attached,
+ * after each step it answers, and when sizes change (at most every
+ * 100 ms is plenty). gpu_uuid: the device's (cuDeviceGetUuid; a MIG
+ * instance has its own; the host backend a stable stand-in): not all
+ * zero. nr_tags: the domain's declaration's count (GET_TAGS), tags[i]
+ * describing tag i; entries past it zero. What the process holds outside
+ * its tags, by class (0: unknown): PyTorch's reserved memory outside the
+ * regions, CUDA graph pools outside them, and the process's whole device
+ * memory with whose view that is (GPUSLEEP_RESIDENT_*; bytes need a
+ * source). -EINVAL for any of that broken, and nothing changes;
+ * -EPERM on another fd than an agent's; -ENOTCONN from an agent that is
+ * no longer the domain's; -ENODEV on a dead domain.
+ */
+struct gpusleep_report {
+	__u8  gpu_uuid[16];
+	__u32 nr_tags;
+	__u32 flags;		/* must be 0 */
+	__u64 torch_reserved_bytes;	/* PyTorch's reserved, outside regions */
+	__u64 graph_pool_bytes;		/* CUDA graph pools outside regions */
+	__u64 process_bytes;		/* the process's device memory, all */
+	__u32 process_source;		/* GPUSLEEP_RESIDENT_*, 0: unknown */
+	__u32 pad;
+	__u64 reserved[4];
+	struct gpusleep_report_tag tags[GPUSLEEP_MAX_TAGS];
+};
+
+/* Priorities (struct gpusleep_tenant_set.priority, gpusleep_reclaim). */
+#define GPUSLEEP_PRIO_MIN		(-1000)
+#define GPUSLEEP_PRIO_MAX		1000
+
+/* Flags of a tenant. YIELDABLE: users other than its owner may reclaim it. */
+#define GPUSLEEP_TENF_YIELDABLE		(1U << 0)
+#define GPUSLEEP_TENF_MASK		(GPUSLEEP_TENF_YIELDABLE)
+
+/*
+ * GPUSLEEP_IOC_SET_TENANT (engine fd, in the engine's process): the
+ * tenant's own statement. priority in [GPUSLEEP_PRIO_MIN,
+ * GPUSLEEP_PRIO_MAX], 0 by default, lower yields first: raising it above
+ * both 0 and its current value needs CAP_SYS_NICE in the initial user
+ * namespace (-EPERM), as nice(2); lowering is free. -EINVAL: out of
+ * range, unknown flags, reserved not zero; -ENODEV: dead.
+ */
+struct gpusleep_tenant_set {
+	__s32 priority;
+	__u32 flags;		/* GPUSLEEP_TENF_* */
+	__u64 reserved[2];
+};
+
+/*
+ * GPUSLEEP_IOC_GET_TENANT (any domain fd): the tenant's statement, its
+ * lease and the agent's newest report (zero before any: nr_tags 0).
+ * host_charged_bytes: what the node's host budget counts for it now.
+ */
+struct gpusleep_tenant {
+	__s32 priority;
+	__u32 flags;		/* GPUSLEEP_TENF_* */
+	__u64 idle_ns;		/* since it was last made awake (a duration) */
+	__u64 lease_id;		/* the lease holding some of its tags, or 0 */
+	__u32 leased_tags;	/* the tags that lease holds */
+	__u32 pad;
+	__u64 host_charged_bytes;
+	__u64 reserved[3];
+	struct gpusleep_report report;
+};
+
+/* Flags of struct gpusleep_reclaim.flags. */
+#define GPUSLEEP_RECLAIMF_LEASE		(1U << 0) /* hand out a lease fd */
+#define GPUSLEEP_RECLAIMF_NONBLOCK	(1U << 1) /* return once started */
+#define GPUSLEEP_RECLAIMF_PARTIAL	(1U << 2) /* keep what was taken if short */
+#define GPUSLEEP_RECLAIMF_DISCARD_ONLY	(1U << 3) /* take no backup-kind tag */
+#define GPUSLEEP_RECLAIMF_MASK		(GPUSLEEP_RECLAIMF_LEASE | \
+					 GPUSLEEP_RECLAIMF_NONBLOCK | \
+					 GPUSLEEP_RECLAIMF_PARTIAL | \
+					 GPUSLEEP_RECLAIMF_DISCARD_ONLY)
+
+/* What kept a reclaim short (struct gpusleep_reclaim.why). */
+#define GPUSLEEP_RWHY_NO_CANDIDATE	(1U << 0) /* no domain left to try */
+#define GPUSLEEP_RWHY_PRIORITY		(1U << 1) /* domains at or above the claim */
+#define GPUSLEEP_RWHY_NOT_PERMITTED	(1U << 2) /* not the caller's, not yieldable */
+#define GPUSLEEP_RWHY_REFUSED		(1U << 3) /* victims refused or failed */
+#define GPUSLEEP_RWHY_HOST_BUDGET	(1U << 4) /* backup tags past the budget */
+#define GPUSLEEP_RWHY_DEADLINE		(1U << 5) /* its deadline came */
+#define GPUSLEEP_RWHY_CANCELLED		(1U << 6) /* its lease closed first */
+
+/* struct gpusleep_reclaim.state */
+#define GPUSLEEP_RECLAIM_RUNNING	1
+#define GPUSLEEP_RECLAIM_DONE		2
+
+/* Flags of struct gpusleep_reclaim_victim.flags. */
+#define GPUSLEEP_RVF_UNMEASURED		(1U << 0) /* freed: unmapped, not measured */
+#define GPUSLEEP_RVF_GROUP		(1U << 1) /* taken with its group: op_id */
+#define GPUSLEEP_RVF_FAILED		(1U << 2) /* refused or failed: error */
+#define GPUSLEEP_RVF_ROLLED_BACK	(1U << 3) /* resumed again: not kept */
+#define GPUSLEEP_RVF_STILL_RELEASED	(1U << 4) /* a resume failed: released */
+#define GPUSLEEP_RVF_CANCELLED		(1U << 5) /* called off at the deadline */
+#define GPUSLEEP_RVF_RETURNED		(1U << 6) /* resumed at its lease's end */
+#define GPUSLEEP_RVF_GONE		(1U << 7) /* the domain died meanwhile */
+
+/*
+ * One domain a reclaim tried, in the order tried: the tags its release
+ * took (tags) and its op_id (a group's: the group operation, GROUP),
+ * freed_bytes counted on the reclaim's GPU (measured by the agent, else
+ * the bytes unmapped: UNMEASURED), its release's error and reason
+ * (FAILED), and the resume that gave the tags back (resume_op_id: a
+ * rollback or the lease's return; its error and reason).
+ */
+struct gpusleep_reclaim_victim {
+	__u32 domain;
+	__u32 tags;
+	__u64 op_id;
+	__u64 freed_bytes;
+	__s32 error;
+	__u32 reason;
+	__u32 flags;		/* GPUSLEEP_RVF_* */
+	__u32 group;		/* group id (GPUSLEEP_RVF_GROUP), else 0 */
+	__u64 resume_op_id;
+	__s32 resume_error;
+	__u32 resume_reason;
+};
+
+/*
+ * GPUSLEEP_IOC_RECLAIM (/dev/gpusleep): free bytes of device memory on
+ * the GPU gpu_uuid (as the tenants' reports name it) at priority, within
+ * timeout_ms (0: the reclaim_timeout_ms module parameter). The module
+ * picks the victims among the domains on that GPU the caller may take
+ * from (docs/arbiter.md: lowest priority first, then least recently
+ * active, then id; within a domain discard-kind tags before backup-kind,
+ * in declared order; a domain in a group with its whole group) and
+ * releases them one at a time, each an ordinary release with every rule,
+ * until bytes came free. Short of bytes, what it took is resumed again
+ * (all or nothing) unless PARTIAL. One reclaim at a time per GPU; ids are
+ * node-wide, from 1. Out: op_id, state, and when done taken_bytes,
+ * reason (NONE or SHORTFALL), why, and up to nr_victims entries of
+ * victim_size bytes at victims (out: nr_victims written, victim_size the
+ * module's). With LEASE: lease_fd (O_CLOEXEC; also the return value) and
+ * lease_id; closing it gives back what was taken. Blocking unless
+ * NONBLOCK; interrupted, -EINTR with op_id (and with LEASE, lease_fd)
+ * written: the reclaim goes on (RECLAIM_WAIT). Returns 0 (the lease fd
+ * with LEASE), -ENOSPC when short (nothing kept unless PARTIAL; then 0).
+ * -EINVAL: unknown flags, reserved or pad not zero, bytes 0, gpu_uuid
+ * zero, priority out of range, victims without victim_size >=
+ * GPUSLEEP_RECLAIM_VICTIM_SIZE_VER0; -EPERM: priority > 0 without
+ * CAP_SYS_NICE (initial user namespace).
+ */
+struct gpusleep_reclaim {
+	__u8  gpu_uuid[16];
+	__u64 bytes;		/* wanted */
+	__s32 priority;		/* the claim's */
+	__u32 flags;		/* GPUSLEEP_RECLAIMF_* */
+	__u32 timeout_ms;	/* RECLAIM: its deadline; RECLAIM_WAIT: the wait's */
+	__u32 reason;		/* out: GPUSLEEP_R_NONE or _SHORTFALL */
+	__u64 op_id;		/* out; RECLAIM_WAIT: in (0: the caller's newest) */
+	__u64 taken_bytes;	/* out */
+	__u64 victims;		/* user address of entries, or 0 */
+	__u32 nr_victims;	/* in: entries there; out: written */
+	__u32 victim_size;	/* in: one entry's size; out: the module's */
+	__u32 why;		/* out: GPUSLEEP_RWHY_* */
+	__u32 state;		/* out: GPUSLEEP_RECLAIM_* */
+	__s32 lease_fd;		/* out: the lease fd, or -1 */
+	__u32 pad;
+	__u64 lease_id;		/* out: with LEASE, else 0 */
+	__u64 reserved[2];
+};
+
+/* struct gpusleep_lease.state */
+#define GPUSLEEP_LEASE_TAKING		1	/* its reclaim runs */
+#define GPUSLEEP_LEASE_HELD		2
+#define GPUSLEEP_LEASE_RETURNING	3	/* resuming what it took */
+#define GPUSLEEP_LEASE_RETURNED		4
+
+/*
+ * GPUSLEEP_IOC_LEASE_INFO (lease fd): what the lease holds, each victim
+ * as RECLAIM gives it (RETURNED once resumed at the lease's end,
+ * STILL_RELEASED when that resume failed, GONE when it died). While held,
+ * a resume of its tags by anyone else is refused (GPUSLEEP_R_LEASED).
+ * GPUSLEEP_IOC_LEASE_RETURN (lease fd; arg 0 or
+ * GPUSLEEP_LEASE_RETURN_NONBLOCK): give it back now, as its close does:
+ * every domain it took is resumed, highest priority first, then most
+ * recently active; a resume that fails is reported and the next tried.
+ * Returns the number of domains left released (0: all resumed), or
+ * -EINTR (the return goes on; poll() says when it ends). poll(): EPOLLIN
+ * once returned.
+ */
+#define GPUSLEEP_LEASE_RETURN_NONBLOCK	1UL
+
+struct gpusleep_lease {
+	__u64 id;
+	__u64 reclaim_op_id;
+	__u32 state;		/* GPUSLEEP_LEASE_* */
+	__u32 nr_victims;	/* in: entries at victims; out: written */
+	__u64 victims;		/* user address of entries, or 0 */
+	__u32 victim_size;	/* in: one entry's size; out: the module's */
+	__u32 still_released;	/* out: returned, domains left released */
+	__u64 taken_bytes;
+	__u64 held_ns;		/* since its reclaim ended (a duration) */
+	__u8  gpu_uuid[16];
+	__u64 reserved[2];
+};
+
+#define GPUSLEEP_REPORT_TAG_SIZE_VER0		40
+#define GPUSLEEP_REPORT_SIZE_VER0		408
+#define GPUSLEEP_TENANT_SET_SIZE_VER0		24
+#define GPUSLEEP_TENANT_SIZE_VER0		472
+#define GPUSLEEP_RECLAIM_VICTIM_SIZE_VER0	56
+#define GPUSLEEP_RECLAIM_SIZE_VER0		112
+#define GPUSLEEP_LEASE_SIZE_VER0		88
+
 /*
  * 0xBC, numbers 0x00-0x3F: free in Documentation/userspace-api/ioctl/
  * ioctl-number.rst of 6.12 and 7.3 (0xB5 is rpmsg's). docs/uapi.md.
+ * /dev/gpusleep 0x00-0x0F, domain fds 0x10-0x2F, group fd 0x30-0x37,
+ * lease fd 0x38-0x3F.
  */
 #define GPUSLEEP_IOC_MAGIC	0xBC
 
@@ -723,6 +981,10 @@ struct gpusleep_group_wait {
 	_IOWR(GPUSLEEP_IOC_MAGIC, 0x03, struct gpusleep_group_create)
 #define GPUSLEEP_IOC_OPEN_GROUP		\
 	_IOWR(GPUSLEEP_IOC_MAGIC, 0x04, struct gpusleep_group_create)
+#define GPUSLEEP_IOC_RECLAIM		\
+	_IOWR(GPUSLEEP_IOC_MAGIC, 0x05, struct gpusleep_reclaim)
+#define GPUSLEEP_IOC_RECLAIM_WAIT	\
+	_IOWR(GPUSLEEP_IOC_MAGIC, 0x06, struct gpusleep_reclaim)
 /* controller or engine fd */
 #define GPUSLEEP_IOC_RELEASE		_IOWR(GPUSLEEP_IOC_MAGIC, 0x10, struct gpusleep_op)
 #define GPUSLEEP_IOC_RESUME		_IOWR(GPUSLEEP_IOC_MAGIC, 0x11, struct gpusleep_op)
@@ -732,15 +994,24 @@ struct gpusleep_group_wait {
 #define GPUSLEEP_IOC_EVENTFD		_IOW(GPUSLEEP_IOC_MAGIC, 0x15, struct gpusleep_eventfd)
 /* any domain fd */
 #define GPUSLEEP_IOC_GET_TAGS		_IOR(GPUSLEEP_IOC_MAGIC, 0x16, struct gpusleep_tags)
+#define GPUSLEEP_IOC_GET_TENANT		_IOR(GPUSLEEP_IOC_MAGIC, 0x17, struct gpusleep_tenant)
 /* engine or agent fd */
 #define GPUSLEEP_IOC_COMPLETE		_IOW(GPUSLEEP_IOC_MAGIC, 0x20, struct gpusleep_complete)
 /* engine fd */
 #define GPUSLEEP_IOC_GRANT		_IOW(GPUSLEEP_IOC_MAGIC, 0x21, struct gpusleep_grant)
+/* agent fd */
+#define GPUSLEEP_IOC_REPORT		_IOW(GPUSLEEP_IOC_MAGIC, 0x22, struct gpusleep_report)
+/* engine fd */
+#define GPUSLEEP_IOC_SET_TENANT		\
+	_IOW(GPUSLEEP_IOC_MAGIC, 0x23, struct gpusleep_tenant_set)
 /* group fd */
 #define GPUSLEEP_IOC_GROUP_ADD		_IOWR(GPUSLEEP_IOC_MAGIC, 0x30, struct gpusleep_group_add)
 #define GPUSLEEP_IOC_GROUP_RELEASE	_IOWR(GPUSLEEP_IOC_MAGIC, 0x31, struct gpusleep_group_op)
 #define GPUSLEEP_IOC_GROUP_RESUME	_IOWR(GPUSLEEP_IOC_MAGIC, 0x32, struct gpusleep_group_op)
 #define GPUSLEEP_IOC_GROUP_WAIT		_IOWR(GPUSLEEP_IOC_MAGIC, 0x33, struct gpusleep_group_wait)
 #define GPUSLEEP_IOC_GROUP_EVENTFD	_IOW(GPUSLEEP_IOC_MAGIC, 0x34, struct gpusleep_eventfd)
+/* lease fd */
+#define GPUSLEEP_IOC_LEASE_INFO		_IOWR(GPUSLEEP_IOC_MAGIC, 0x38, struct gpusleep_lease)
+#define GPUSLEEP_IOC_LEASE_RETURN	_IO(GPUSLEEP_IOC_MAGIC, 0x39)
 
 #endif /* _UAPI_LINUX_GPUSLEEP_H */
