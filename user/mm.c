@@ -46,10 +46,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "libgpusleep.h"
 #include "backend.h"
 #include "csum.h"
+#include "internal.h"
 
 #define GS_MM_CHUNK_DEFAULT	(16UL << 20)
 #define GS_MM_CHUNK_MAX		(1UL << 30)
@@ -141,6 +143,8 @@ struct gs_mm {
 	uint64_t pin_limit;	/* cap on it; 0: none */
 	uint64_t margin;	/* device memory a new chunk must leave free */
 	bool verify;		/* checksum backups, check them at resume */
+	uint64_t gen;		/* gs_mm_generation */
+	int notify_efd;		/* the agent's kick, -1: none */
 	pthread_mutex_t lock;
 	/*
 	 * The fence thread: waits for the GPU on behalf of a caller that
@@ -169,6 +173,53 @@ static int tag_index(uint32_t tag)
 static size_t round_up(size_t v, size_t a)
 {
 	return (v + a - 1) & ~(a - 1);
+}
+
+/*
+ * What the agent reports changed (under mm->lock): the generation moves
+ * and the agent's thread is kicked (an eventfd write never blocks).
+ */
+static void mm_changed(struct gs_mm *mm)
+{
+	uint64_t one = 1;
+
+	mm->gen++;
+	if (mm->notify_efd >= 0 &&
+	    write(mm->notify_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		fprintf(stderr, "gpusleep: mm: kicking the agent: %s\n",
+			strerror(errno));
+}
+
+void gs_mm_set_notify(struct gs_mm *mm, int efd)
+{
+	pthread_mutex_lock(&mm->lock);
+	mm->notify_efd = efd;
+	pthread_mutex_unlock(&mm->lock);
+}
+
+void gs_mm_clear_notify(struct gs_mm *mm, int efd)
+{
+	pthread_mutex_lock(&mm->lock);
+	if (mm->notify_efd == efd)
+		mm->notify_efd = -1;
+	pthread_mutex_unlock(&mm->lock);
+}
+
+uint64_t gs_mm_generation(struct gs_mm *mm)
+{
+	uint64_t g;
+
+	pthread_mutex_lock(&mm->lock);
+	g = mm->gen;
+	pthread_mutex_unlock(&mm->lock);
+	return g;
+}
+
+int gs_mm_gpu_uuid(struct gs_mm *mm, uint8_t uuid[16])
+{
+	if (!mm->b->uuid)
+		return -EOPNOTSUPP;
+	return mm->b->uuid(mm->b, uuid);
 }
 
 /* GPUSLEEP_VERIFY: 1 (yes, true, on) or 0 (no, false, off, unset). */
@@ -221,6 +272,7 @@ int gs_mm_new(struct gs_backend *b, struct gs_mm **out)
 		mm->chunk_gran = gran;
 	mm->fence_ms = GS_MM_FENCE_MS;
 	mm->verify = verify_env();
+	mm->notify_efd = -1;
 	pthread_mutex_init(&mm->lock, NULL);
 	pthread_mutex_init(&mm->flock, NULL);
 	{
@@ -271,6 +323,7 @@ static int piece_pin(struct gs_mm *mm, struct piece *pc)
 		return ret;
 	}
 	mm->pinned += pc->size;
+	mm_changed(mm);
 	return 0;
 }
 
@@ -281,6 +334,7 @@ static void piece_unpin(struct gs_mm *mm, struct piece *pc)
 	mm->b->host_free(mm->b, pc->host, pc->size);
 	pc->host = NULL;
 	mm->pinned -= pc->size;
+	mm_changed(mm);
 }
 
 /* Give the chunk's pinned staging back (no copy may be queued on it). */
@@ -431,6 +485,7 @@ static void chunk_destroy(struct gs_mm *mm, struct chunk *c)
 	free(c->segs);
 	chunk_free_blocks(c);
 	free(c);
+	mm_changed(mm);
 }
 
 /* The checksums of the segments the backup of c copied (synchronised). */
@@ -648,6 +703,8 @@ int gs_mm_set_peer_access(struct gs_mm *mm, uint64_t devices)
 int gs_mm_set_verify(struct gs_mm *mm, bool on)
 {
 	pthread_mutex_lock(&mm->lock);
+	if (mm->verify != on)
+		mm_changed(mm);
 	mm->verify = on;
 	pthread_mutex_unlock(&mm->lock);
 	return 0;
@@ -797,6 +854,7 @@ int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 		 * exit), but at the tag's next pause, after its fence.
 		 */
 		tag_pin_ahead(mm, &mm->tags[i]);
+		mm_changed(mm);
 	}
 	pthread_mutex_unlock(&mm->lock);
 	return ret;
@@ -950,6 +1008,7 @@ static int chunk_new(struct gs_mm *mm, struct tag *t, size_t need,
 		pp = &(*pp)->next;
 	*pp = c;
 	*out = c;
+	mm_changed(mm);
 	return 0;
 
 err_unreserve:
@@ -1826,6 +1885,7 @@ int gs_mm_pause_until(struct gs_mm *mm, uint32_t tag, uint64_t deadline_ns,
 	}
 out_pausing:
 	t->pausing = false;
+	mm_changed(mm);
 out:
 	pthread_mutex_unlock(&mm->lock);
 	res->status = ret;
@@ -1930,6 +1990,8 @@ undo:
 	tag_update_paused(t);
 out:
 	res->unmapped_bytes = tag_unmapped_bytes(t);
+	if (ret != -EALREADY && ret != -EBUSY)
+		mm_changed(mm);
 	pthread_mutex_unlock(&mm->lock);
 	res->status = ret;
 	res->duration_ns = now_ns() - start;

@@ -269,4 +269,22 @@ TEST_F(mm, verify_corrupted_staging_fails_the_resume)
 	ASSERT_EQ(0, gs_mm_free(self->mm, p));
 }
 
+/*
+ * The GPU the agent reports (issue 37): the device's UUID, the same a
+ * claimant gets for the ordinal without making a context.
+ */
+TEST_F(mm, gpu_uuid_is_the_devices)
+{
+	uint8_t a[16], b[16], zero[16] = { 0 };
+
+	NEED_MM();
+	ASSERT_EQ(0, gs_mm_gpu_uuid(self->mm, a));
+	ASSERT_EQ(0, gs_cuda_device_uuid(0, fake_path(), b));
+	EXPECT_EQ(0, memcmp(a, b, 16));
+	EXPECT_NE(0, memcmp(a, zero, 16));
+	EXPECT_EQ(-ENODEV, gs_cuda_device_uuid(7, fake_path(), b));
+	EXPECT_EQ(-ENOENT, gs_cuda_device_uuid(0, "/nonexistent/libcuda.so.1",
+					       b));
+}
+
 TEST_HARNESS_MAIN

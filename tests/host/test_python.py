@@ -87,6 +87,10 @@ def tags():
 def exceptions():
     from gpusleep import _lib, errors
     L = _lib.lib()
+    # every reason the library names has its Python one (issue 37's too)
+    check(L.gs_reason_name(_lib.R_MAX) == b"UNKNOWN" and
+          L.gs_reason_name(_lib.R_MAX - 1) != b"UNKNOWN",
+          f"R_MAX {_lib.R_MAX} is libgpusleep's")
     for r in range(1, _lib.R_MAX):
         e = errors.from_code(errors.reason_errno(r) or errno.EIO, r)
         check(type(e).__name__ != "GpuSleepError", f"reason {r} has a class")
@@ -96,7 +100,9 @@ def exceptions():
     want = {"NOT_ENABLED": "NotEnabled", "INVALID": "InvalidRequest",
             "KV_NOT_ALLOWED": "KvReleaseNotAllowed",
             "ALREADY_RELEASED": "AlreadyReleased", "BUSY": "Busy",
-            "NOT_RELEASED": "NotReleased", "CANCELLED": "Cancelled"}
+            "NOT_RELEASED": "NotReleased", "CANCELLED": "Cancelled",
+            "LEASED": "Leased", "HOST_BUDGET": "HostBudget",
+            "VERIFY_FAILED": "VerifyFailed", "SHORTFALL": "Shortfall"}
     for r in range(1, _lib.R_MAX):
         n = errors.reason_name(r)
         if n in want:

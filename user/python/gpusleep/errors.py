@@ -78,6 +78,16 @@ _REASONS = {
     _lib.R_ENGINE_TIMEOUT: ("ENGINE_TIMEOUT", _errno.ETIMEDOUT,
                             "the engine did not answer a cache reset or KV "
                             "repair in time"),
+    _lib.R_LEASED: ("LEASED", _errno.EAGAIN,
+                    "the tags are held by a lease: resumed when it ends"),
+    _lib.R_HOST_BUDGET: ("HOST_BUDGET", _errno.ENOSPC,
+                         "the backup would pass the node's host-RAM "
+                         "budget"),
+    _lib.R_VERIFY_FAILED: ("VERIFY_FAILED", _errno.EBADMSG,
+                           "a restored backup failed its checksum: "
+                           "contents lost"),
+    _lib.R_SHORTFALL: ("SHORTFALL", _errno.ENOSPC,
+                       "the reclaim could not free the bytes asked for"),
 }
 
 
@@ -205,6 +215,30 @@ class NoMemory(GpuSleepError):
 
 class QueueFull(GpuSleepError):
     """An event queue overflowed (ENOBUFS)."""
+
+
+class Leased(GpuSleepError, BlockingIOError):
+    """A resume of tags a lease holds, by anyone but the lease (EAGAIN):
+    try again once the lease ends (it resumes them itself)."""
+
+
+class HostBudget(GpuSleepError):
+    """A release whose backup would pass the node's host-RAM budget
+    (ENOSPC; sysfs host_budget_bytes): nothing was released."""
+
+
+class VerifyFailed(GpuSleepError):
+    """A restored backup failed its checksum (EBADMSG): the tag stays
+    released, its contents lost; the next resume maps it fresh (zeros)
+    and the engine must reload it."""
+
+
+class Shortfall(GpuSleepError):
+    """A reclaim could not free the bytes asked for (ENOSPC): .why names
+    what kept it short, .result (a ReclaimResult) what it tried; nothing
+    was kept unless partial=True."""
+
+    why: tuple[str, ...] = ()
 
 
 class DomainNotFound(GpuSleepError, FileNotFoundError, LookupError):
@@ -352,6 +386,10 @@ _BY_REASON = {
     _lib.R_NO_MEMORY: NoMemory,
     _lib.R_QUEUE_FULL: QueueFull,
     _lib.R_ENGINE_TIMEOUT: EngineTimeout,
+    _lib.R_LEASED: Leased,
+    _lib.R_HOST_BUDGET: HostBudget,
+    _lib.R_VERIFY_FAILED: VerifyFailed,
+    _lib.R_SHORTFALL: Shortfall,
 }
 
 # Errors without a reason (a WAIT that timed out, a dead domain's -ENODEV...)
