@@ -35,6 +35,8 @@ TESTS = ["import gpusleep loads no library",
          "memory manager: a verified backup whose host copy changed "
          "fails the resume (EBADMSG), then comes back zeroed",
          "no /dev/gpusleep: Controller raises, adapter says how to fix it",
+         "arbiter without the module: GPU names, arguments checked, "
+         "ModuleNotLoaded",
          "make python-install DESTDIR: import gpusleep from the stage",
          "adapter in local mode: regions, pause/resume, verified free",
          "adapter over a stand-in torch: one MemPool per tag, graphs",
@@ -221,6 +223,59 @@ def no_device():
     check("GPUSLEEP_TMS_LOCAL=1" in str(e), str(e))
     raises(gpusleep.ModuleNotLoaded, tms.pause)
     raises(gpusleep.ModuleNotLoaded, tms.resume)
+
+
+def arbiter_args():
+    import gpusleep
+    from gpusleep import arbiter
+    u = arbiter.gpu_uuid("GPU-5d1e0a3b-1c2d-4e5f-8a9b-0c1d2e3f4a5b")
+    check(len(u) == 16 and u[0] == 0x5d, repr(u))
+    check(arbiter.format_uuid(u) ==
+          "GPU-5d1e0a3b-1c2d-4e5f-8a9b-0c1d2e3f4a5b", "format")
+    check(arbiter.gpu_uuid(u) == u and arbiter.gpu_uuid(bytearray(u)) == u,
+          "bytes")
+    h = arbiter.gpu_uuid("host")
+    check(h == arbiter.gpu_uuid("host:0") != arbiter.gpu_uuid("host:1"),
+          "host stand-ins")
+    for bad, exc in (("GPU-5d1e", ValueError), (b"short", ValueError),
+                     (True, TypeError), (1.5, TypeError),
+                     ("cuda:x", ValueError), (-1, ValueError)):
+        e = raises(exc, arbiter.gpu_uuid, bad)
+        check("gpu" in str(e), str(e))
+    # no driver here: an ordinal says what to do instead
+    os.environ["GPUSLEEP_CUDA_LIB"] = "/nonexistent/libcuda.so.1"
+    try:
+        e = raises(OSError, arbiter.gpu_uuid, 0)
+        check("host" in str(e) and e.errno == errno.ENOENT, str(e))
+    finally:
+        del os.environ["GPUSLEEP_CUDA_LIB"]
+    for args, exc, word in (((h, 0), ValueError, "nbytes"),
+                            ((h, True), TypeError, "nbytes"),
+                            ((h, 1, 1001), ValueError, "priority"),
+                            ((h, 1, "1"), TypeError, "priority"),
+                            ((h, 1, 0, -1), ValueError, "timeout")):
+        e = raises(exc, gpusleep.acquire, *args)
+        check(word in str(e), f"{args}: {e}")
+        e = raises(exc, gpusleep.reclaim, *args)
+        check(word in str(e), f"{args}: {e}")
+    e = raises(TypeError, gpusleep.acquire, h, 1, partial=1)
+    check("partial" in str(e), str(e))
+    e = raises(gpusleep.ModuleNotLoaded, gpusleep.acquire, h, 1 << 20,
+               dev_path="/nonexistent/gpusleep")
+    check("modprobe" in str(e), str(e))
+    e = raises(gpusleep.ModuleNotLoaded, gpusleep.reclaim, "host", 1,
+               dev_path="/nonexistent/gpusleep")
+    # each new reason's class, its errno, and what kind of error it is
+    from gpusleep import errors, _lib
+    for r, cls, en in ((_lib.R_LEASED, errors.Leased, errno.EAGAIN),
+                       (_lib.R_HOST_BUDGET, errors.HostBudget, errno.ENOSPC),
+                       (_lib.R_VERIFY_FAILED, errors.VerifyFailed,
+                        errno.EBADMSG),
+                       (_lib.R_SHORTFALL, errors.Shortfall, errno.ENOSPC)):
+        e = errors.from_code(en, r)
+        check(type(e) is cls and e.errno == en, repr(e))
+    check(issubclass(errors.Leased, BlockingIOError), "Leased: try again")
+    check(issubclass(errors.PriorityNotPermitted, PermissionError), "EPERM")
 
 
 def install():
@@ -695,6 +750,9 @@ def hints():
     from gpusleep import agent
     for fn in (gpusleep.release, gpusleep.resume, gpusleep.state,
                gpusleep.wait, gpusleep.is_sleeping, gpusleep.resolve_domain,
+               gpusleep.acquire, gpusleep.reclaim, gpusleep.reclaim_wait,
+               gpusleep.tenant, gpusleep.Lease.give_back,
+               gpusleep.Controller.tenant,
                gpusleep.Controller.release, gpusleep.Controller.resume,
                gpusleep.Controller.state, gpusleep.Controller.wait,
                gpusleep.Controller.is_sleeping):
@@ -840,7 +898,8 @@ def main():
     tap.run(TESTS[0], lazy_import)
     tap.run(TESTS[1], check_layouts)
     for name, fn in zip(TESTS[2:], [tags, exceptions, answers, memory, verify,
-                                    no_device, install, local_mode,
+                                    no_device, arbiter_args, install,
+                                    local_mode,
                                     torch_mode, torch_released,
                                     torch_expandable, torch_foreign_pool,
                                     torch_nested, torch_device,

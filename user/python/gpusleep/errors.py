@@ -22,6 +22,10 @@ ModuleNotLoaded (no /dev/gpusleep or sysfs class: load the module),
 PermissionDenied (not the domain's owner and no CAP_SYS_ADMIN; also a
 PermissionError).
 
+Reclaims and leases (gpusleep.arbiter): Leased, HostBudget, VerifyFailed
+and Shortfall are reasons; PriorityNotPermitted (a priority above 0
+without CAP_SYS_NICE; also a PermissionError).
+
 Groups: GroupExists (creating a group whose name this user already has
 live; also a FileExistsError), GroupNotFound (opening a name this user
 has no live group of; also a FileNotFoundError and a LookupError).
@@ -36,6 +40,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Optional, Union
 from . import _lib
 
 if TYPE_CHECKING:
+    from .arbiter import ReclaimResult
     from .group import GroupResult
     from .trainer import Result
 
@@ -235,10 +240,17 @@ class VerifyFailed(GpuSleepError):
 
 class Shortfall(GpuSleepError):
     """A reclaim could not free the bytes asked for (ENOSPC): .why names
-    what kept it short, .result (a ReclaimResult) what it tried; nothing
-    was kept unless partial=True."""
+    what kept it short ("priority", "not_permitted", "refused",
+    "host_budget", "deadline"...), .reclaim (an arbiter.ReclaimResult)
+    what it tried; nothing was kept unless partial=True."""
 
     why: tuple[str, ...] = ()
+    reclaim: Optional[ReclaimResult] = None
+
+
+class PriorityNotPermitted(GpuSleepError, PermissionError):
+    """A priority above 0 (a claim's, or a tenant's raised) without
+    CAP_SYS_NICE in the initial user namespace (EPERM), as nice(2)."""
 
 
 class DomainNotFound(GpuSleepError, FileNotFoundError, LookupError):
