@@ -37,6 +37,8 @@ static void gs_deliver(struct gs_domain *d, const struct gpusleep_result *res)
 void gs_announce(struct gs_domain *d, const struct gs_change *c)
 {
 	lockdep_assert_held(&d->lock);
+	/* The host budget counts what the state now says (tenant.c). */
+	gs_tenant_sync(d);
 	gs_sysfs_changed(d);
 	if (c->from != d->state || c->res)
 		gs_genl_notify(d, c->from, d->state, c->op_id, c->res);

@@ -151,6 +151,7 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
 	mutex_init(&d->lock);
 	d->state = GPUSLEEP_S_AWAKE;
 	d->next_op_id = 1;
+	d->active_ns = ktime_get_ns();	/* awake since its creation */
 	gs_evq_init(&d->engine_q);
 	gs_evq_init(&d->agent_q);
 	INIT_LIST_HEAD(&d->efds);
@@ -169,11 +170,17 @@ struct gs_domain *gs_domain_create(const struct gpusleep_create *req,
  * be in the creator's user and pid namespaces. CAP_SYS_ADMIN in the
  * initial user namespace may do anything. Anyone else needs a grant.
  */
-bool gs_may_control(const struct gs_domain *d, const struct cred *cred)
+bool gs_may_control_ns(const struct gs_domain *d, const struct cred *cred,
+		       struct pid_namespace *ns)
 {
 	return uid_eq(cred->euid, d->owner) &&
 	       cred->user_ns == d->cred->user_ns &&
-	       task_active_pid_ns(current) == ns_of_pid(d->owner_pid);
+	       ns == ns_of_pid(d->owner_pid);
+}
+
+bool gs_may_control(const struct gs_domain *d, const struct cred *cred)
+{
+	return gs_may_control_ns(d, cred, task_active_pid_ns(current));
 }
 
 bool gs_may_attach(const struct gs_domain *d, u32 role)
@@ -293,7 +300,7 @@ void gs_domain_kill(struct gs_domain *d)
 }
 
 /* Does the calling process act for the engine of d? */
-static bool gs_engine_here(const struct gs_domain *d)
+bool gs_engine_here(const struct gs_domain *d)
 {
 	return d->shared || task_tgid(current) == d->owner_pid;
 }
@@ -688,6 +695,9 @@ static const struct {
 	{ GPUSLEEP_IOC_COMPLETE,	GPUSLEEP_COMPLETE_SIZE_VER0 },
 	{ GPUSLEEP_IOC_GRANT,		GPUSLEEP_GRANT_SIZE_VER0 },
 	{ GPUSLEEP_IOC_GET_TAGS,	GPUSLEEP_TAGS_SIZE_VER0 },
+	{ GPUSLEEP_IOC_REPORT,		GPUSLEEP_REPORT_SIZE_VER0 },
+	{ GPUSLEEP_IOC_SET_TENANT,	GPUSLEEP_TENANT_SET_SIZE_VER0 },
+	{ GPUSLEEP_IOC_GET_TENANT,	GPUSLEEP_TENANT_SIZE_VER0 },
 };
 
 /* The known command cmd is (any struct size from its first on), or 0. */
@@ -787,6 +797,15 @@ static long gs_domain_ioctl(struct file *file, unsigned int cmd,
 		return gs_ioc_grant(gf, &ua);
 	case GPUSLEEP_IOC_GET_TAGS:
 		return gs_ioc_get_tags(gf, &ua);
+	case GPUSLEEP_IOC_REPORT:
+		return gs_ioc_report(gf, &ua);
+	case GPUSLEEP_IOC_SET_TENANT:
+		/* The tenant's own statement: its engine's, in its process. */
+		if (gf->role != GPUSLEEP_ROLE_ENGINE || !gs_engine_here(d))
+			return -EPERM;
+		return gs_ioc_set_tenant(gf, &ua);
+	case GPUSLEEP_IOC_GET_TENANT:
+		return gs_ioc_get_tenant(gf, &ua);
 	default:
 		return ret;	/* -ENOTTY, or -EINVAL for a struct too small */
 	}

@@ -91,6 +91,37 @@ struct gs_nl_snap {
 	char group[GPUSLEEP_NAME_LEN];	/* "" when in none */
 };
 
+/*
+ * What GET and a dump add about the tenant (docs/arbiter.md), copied
+ * under domain->lock; notifications do not carry it.
+ */
+struct gs_nl_tenant {
+	s32 priority;
+	u32 flags;
+	u64 idle_ns;
+	u64 lease_id;
+	u32 leased;
+	u64 host_bytes;
+	bool reported;
+	struct gpusleep_report report;
+};
+
+static void gs_nl_tenant_snap(struct gs_domain *d, struct gs_nl_tenant *t)
+{
+	u64 now = ktime_get_ns();
+
+	lockdep_assert_held(&d->lock);
+	t->priority = d->priority;
+	t->flags = d->tenant_flags;
+	t->idle_ns = now > d->active_ns ? now - d->active_ns : 0;
+	t->lease_id = d->lease_id;
+	t->leased = d->leased;
+	t->host_bytes = d->host_charged;
+	t->reported = d->reported;
+	if (t->reported)
+		t->report = d->report;
+}
+
 static void gs_nl_snap(struct gs_domain *d, struct gs_nl_snap *s)
 {
 	lockdep_assert_held(&d->lock);
@@ -111,6 +142,8 @@ static void gs_nl_snap(struct gs_domain *d, struct gs_nl_snap *s)
 
 /* What a message adds to the domain's own attributes. */
 struct gs_nl_extra {
+	/* GET (do, dump), RELEASE / RESUME reply: the tenant */
+	const struct gs_nl_tenant *tenant;
 	/* RELEASE / RESUME reply */
 	const struct gpusleep_op *op;
 	/* STATE_NTF */
@@ -184,6 +217,75 @@ static int gs_nl_put_tags(struct sk_buff *skb, int type,
 		nla_nest_end(skb, nest);
 	}
 	return 0;
+}
+
+/* Per tag of the report: one more GPUSLEEP_A_TAG nest each. */
+static int gs_nl_put_report_tags(struct sk_buff *skb,
+				 const struct gs_tagset *ts,
+				 const struct gpusleep_report *r)
+{
+	struct nlattr *nest;
+	u32 i;
+
+	for (i = 0; i < ts->nr; i++) {
+		const struct gpusleep_report_tag *t = &r->tags[i];
+
+		nest = nla_nest_start(skb, GPUSLEEP_A_TAG);
+		if (!nest)
+			return -EMSGSIZE;
+		if (nla_put_u32(skb, GPUSLEEP_A_TAG_INDEX, i) ||
+		    gs_nl_put_u64(skb, GPUSLEEP_A_TAG_SIZE, t->size_bytes,
+				  GPUSLEEP_A_TAG_PAD) ||
+		    gs_nl_put_u64(skb, GPUSLEEP_A_TAG_MAPPED, t->mapped_bytes,
+				  GPUSLEEP_A_TAG_PAD) ||
+		    gs_nl_put_u64(skb, GPUSLEEP_A_TAG_HOST, t->host_bytes,
+				  GPUSLEEP_A_TAG_PAD) ||
+		    nla_put_u32(skb, GPUSLEEP_A_TAG_POLICY, t->policy) ||
+		    nla_put_u32(skb, GPUSLEEP_A_TAG_CONTENT, t->content) ||
+		    nla_put_u32(skb, GPUSLEEP_A_TAG_REPORT_FLAGS, t->flags))
+			return -EMSGSIZE;
+		nla_nest_end(skb, nest);
+	}
+	return 0;
+}
+
+/*
+ * The tenant: its statement and lease always; once its agent reported,
+ * the GPU, what stays resident by class, and per tag what the report
+ * says (a second GPUSLEEP_A_TAG nest per tag, with the same index).
+ */
+static int gs_nl_put_tenant(struct sk_buff *skb, const struct gs_tagset *ts,
+			    const struct gs_nl_tenant *t)
+{
+	const struct gpusleep_report *r = &t->report;
+
+	if (nla_put_s32(skb, GPUSLEEP_A_PRIORITY, t->priority) ||
+	    nla_put_u32(skb, GPUSLEEP_A_TENANT_FLAGS, t->flags) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_IDLE_NS, t->idle_ns,
+			  GPUSLEEP_A_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_HOST_BYTES, t->host_bytes,
+			  GPUSLEEP_A_PAD) ||
+	    nla_put_u32(skb, GPUSLEEP_A_LEASED_TAGS, t->leased))
+		return -EMSGSIZE;
+	if (t->lease_id && gs_nl_put_u64(skb, GPUSLEEP_A_LEASE_ID, t->lease_id,
+					 GPUSLEEP_A_PAD))
+		return -EMSGSIZE;
+	if (!t->reported)
+		return 0;
+	if (nla_put(skb, GPUSLEEP_A_GPU_UUID, sizeof(r->gpu_uuid),
+		    r->gpu_uuid) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_RESIDENT_TORCH_BYTES,
+			  r->torch_reserved_bytes, GPUSLEEP_A_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_RESIDENT_GRAPH_BYTES,
+			  r->graph_pool_bytes, GPUSLEEP_A_PAD))
+		return -EMSGSIZE;
+	if (r->process_source &&
+	    (gs_nl_put_u64(skb, GPUSLEEP_A_RESIDENT_PROCESS_BYTES,
+			   r->process_bytes, GPUSLEEP_A_PAD) ||
+	     nla_put_u32(skb, GPUSLEEP_A_RESIDENT_PROCESS_SOURCE,
+			 r->process_source)))
+		return -EMSGSIZE;
+	return gs_nl_put_report_tags(skb, ts, r);
 }
 
 static int gs_nl_put_result(struct sk_buff *skb, const struct gs_tagset *ts,
@@ -274,6 +376,8 @@ static int gs_nl_fill(struct sk_buff *skb, const struct gs_nl_snap *s,
 		goto err_cancel;
 	if (s->group[0] && nla_put_string(skb, GPUSLEEP_A_GROUP, s->group))
 		goto err_cancel;
+	if (x && x->tenant && gs_nl_put_tenant(skb, &s->tags, x->tenant))
+		goto err_cancel;
 
 	/* A started operation: a refusal is an error ack, not a reply. */
 	if (x && x->op &&
@@ -321,9 +425,24 @@ static struct gs_domain *gs_nl_domain(struct genl_info *info)
 	return d;
 }
 
+/* A snapshot for GET and a dump: the domain, and the tenant. */
+struct gs_nl_get {
+	struct gs_nl_snap snap;
+	struct gs_nl_tenant tenant;
+};
+
+static void gs_nl_get_snap(struct gs_domain *d, struct gs_nl_get *g)
+{
+	mutex_lock(&d->lock);
+	gs_nl_snap(d, &g->snap);
+	gs_nl_tenant_snap(d, &g->tenant);
+	mutex_unlock(&d->lock);
+}
+
 int gpusleep_nl_get_doit(struct sk_buff *skb, struct genl_info *info)
 {
-	struct gs_nl_snap *snap;
+	struct gs_nl_extra x = {};
+	struct gs_nl_get *snap;
 	struct gs_domain *d;
 	struct sk_buff *msg;
 	int ret = -ENOMEM;
@@ -337,11 +456,10 @@ int gpusleep_nl_get_doit(struct sk_buff *skb, struct genl_info *info)
 	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
 	if (!snap || !msg)
 		goto err;
-	mutex_lock(&d->lock);
-	gs_nl_snap(d, snap);
-	mutex_unlock(&d->lock);
-	ret = gs_nl_fill(msg, snap, d->owner_pid, info->snd_portid,
-			 info->snd_seq, 0, GPUSLEEP_CMD_GET, NULL, NULL);
+	gs_nl_get_snap(d, snap);
+	x.tenant = &snap->tenant;
+	ret = gs_nl_fill(msg, &snap->snap, d->owner_pid, info->snd_portid,
+			 info->snd_seq, 0, GPUSLEEP_CMD_GET, &x, NULL);
 	if (ret)
 		goto err;
 	kfree(snap);
@@ -363,7 +481,8 @@ int gpusleep_nl_get_dumpit(struct sk_buff *skb, struct netlink_callback *cb)
 {
 	const struct net *net = sock_net(cb->skb->sk);
 	u32 id = cb->args[0];
-	struct gs_nl_snap *snap;
+	struct gs_nl_extra x = {};
+	struct gs_nl_get *snap;
 	struct gs_domain *d;
 	int ret = 0;
 
@@ -377,13 +496,12 @@ int gpusleep_nl_get_dumpit(struct sk_buff *skb, struct netlink_callback *cb)
 		 */
 		cb->seq = gs_ids_generation();
 		if (net_eq(d->net, net)) {
-			mutex_lock(&d->lock);
-			gs_nl_snap(d, snap);
-			mutex_unlock(&d->lock);
-			ret = gs_nl_fill(skb, snap, d->owner_pid,
+			gs_nl_get_snap(d, snap);
+			x.tenant = &snap->tenant;
+			ret = gs_nl_fill(skb, &snap->snap, d->owner_pid,
 					 NETLINK_CB(cb->skb).portid,
 					 cb->nlh->nlmsg_seq, NLM_F_MULTI,
-					 GPUSLEEP_CMD_GET, NULL, cb);
+					 GPUSLEEP_CMD_GET, &x, cb);
 		}
 		gs_domain_put(d);
 		if (ret)
@@ -585,6 +703,11 @@ struct gs_ntf {
 			char name[GPUSLEEP_NAME_LEN];
 			char group[GPUSLEEP_NAME_LEN];
 		} step;
+		struct {
+			struct gs_arb_ntf n;	/* its victim: v, or none */
+			bool has_victim;
+			struct gpusleep_reclaim_victim v;
+		} arb;
 	};
 };
 
@@ -637,18 +760,18 @@ static void gs_ntf_drain_pool(void)
 }
 
 /*
- * Under domain->lock: an entry from the pool for a notification about d,
- * with a reference on d's network namespace; NULL when the pool is empty:
- * the notification is dropped, and the listeners in d's namespace get
+ * An entry from the pool for a notification in net (about a domain:
+ * under its lock; about a reclaim or a lease: in its job), with a
+ * reference on net; NULL when the pool is empty:
+ * the notification is dropped, and the listeners in that namespace get
  * ENOBUFS at their next receive, as for an overrun socket
  * (netlink_set_err(): it sets their sockets' error and wakes them, no
  * allocation), so that they dump again.
  */
-static struct gs_ntf *gs_ntf_get(struct gs_domain *d, u8 cmd)
+static struct gs_ntf *gs_ntf_get(struct net *net, u8 cmd)
 {
 	struct gs_ntf *e = NULL;
 
-	lockdep_assert_held(&d->lock);
 	spin_lock(&gs_ntf_lock);
 	if (!list_empty(&gs_ntf_free)) {
 		e = list_first_entry(&gs_ntf_free, struct gs_ntf, node);
@@ -657,12 +780,12 @@ static struct gs_ntf *gs_ntf_get(struct gs_domain *d, u8 cmd)
 	}
 	spin_unlock(&gs_ntf_lock);
 	if (!e) {
-		genl_set_err(&gs_nl_family, d->net, 0, GPUSLEEP_NLGRP_EVENTS,
+		genl_set_err(&gs_nl_family, net, 0, GPUSLEEP_NLGRP_EVENTS,
 			     -ENOBUFS);
 		queue_work(system_wq, &gs_ntf_work);	/* the refill */
 		return NULL;
 	}
-	e->net = get_net(d->net);
+	e->net = get_net(net);
 	e->cmd = cmd;
 	e->time_ns = ktime_get_real_ns();
 	return e;
@@ -725,6 +848,74 @@ err_free:
 	return NULL;
 }
 
+static int gs_nl_put_victim(struct sk_buff *skb,
+			    const struct gpusleep_reclaim_victim *v)
+{
+	struct nlattr *nest = nla_nest_start(skb, GPUSLEEP_A_VICTIM);
+
+	if (!nest)
+		return -EMSGSIZE;
+	if (nla_put_u32(skb, GPUSLEEP_A_VICTIM_DOMAIN, v->domain) ||
+	    nla_put_u32(skb, GPUSLEEP_A_VICTIM_TAGS, v->tags) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_VICTIM_OP_ID, v->op_id,
+			  GPUSLEEP_A_VICTIM_PAD) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_VICTIM_FREED, v->freed_bytes,
+			  GPUSLEEP_A_VICTIM_PAD) ||
+	    nla_put_s32(skb, GPUSLEEP_A_VICTIM_ERROR, v->error) ||
+	    nla_put_u32(skb, GPUSLEEP_A_VICTIM_REASON, v->reason) ||
+	    nla_put_u32(skb, GPUSLEEP_A_VICTIM_FLAGS, v->flags) ||
+	    nla_put_u32(skb, GPUSLEEP_A_VICTIM_GROUP, v->group) ||
+	    gs_nl_put_u64(skb, GPUSLEEP_A_VICTIM_RESUME_OP_ID, v->resume_op_id,
+			  GPUSLEEP_A_VICTIM_PAD) ||
+	    nla_put_s32(skb, GPUSLEEP_A_VICTIM_RESUME_ERROR, v->resume_error) ||
+	    nla_put_u32(skb, GPUSLEEP_A_VICTIM_RESUME_REASON, v->resume_reason))
+		return -EMSGSIZE;
+	nla_nest_end(skb, nest);
+	return 0;
+}
+
+/* RECLAIM_NTF or LEASE_NTF: what e says of its reclaim or lease. */
+static struct sk_buff *gs_ntf_build_arb(const struct gs_ntf *e)
+{
+	const struct gs_arb_ntf *n = &e->arb.n;
+	bool reclaim = e->cmd == GPUSLEEP_CMD_RECLAIM_NTF;
+	struct sk_buff *msg;
+	void *hdr;
+
+	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!msg)
+		return NULL;
+	hdr = genlmsg_put(msg, 0, 0, &gs_nl_family, 0, e->cmd);
+	if (!hdr)
+		goto err_free;
+	if (gs_nl_put_u64(msg, GPUSLEEP_A_RECLAIM_ID, n->reclaim_id,
+			  GPUSLEEP_A_PAD) ||
+	    nla_put_u32(msg, GPUSLEEP_A_ARB_PHASE, n->phase) ||
+	    nla_put(msg, GPUSLEEP_A_GPU_UUID, sizeof(n->uuid), n->uuid) ||
+	    gs_nl_put_u64(msg, GPUSLEEP_A_TAKEN_BYTES, n->taken,
+			  GPUSLEEP_A_PAD) ||
+	    (n->lease_id &&
+	     gs_nl_put_u64(msg, GPUSLEEP_A_LEASE_ID, n->lease_id,
+			   GPUSLEEP_A_PAD)) ||
+	    (reclaim &&
+	     (gs_nl_put_u64(msg, GPUSLEEP_A_BYTES, n->bytes, GPUSLEEP_A_PAD) ||
+	      nla_put_s32(msg, GPUSLEEP_A_PRIORITY, n->priority) ||
+	      (n->phase == GPUSLEEP_ARB_END &&
+	       (nla_put_u32(msg, GPUSLEEP_A_REASON, n->reason) ||
+		nla_put_u32(msg, GPUSLEEP_A_WHY, n->why))))) ||
+	    (!reclaim && n->phase == GPUSLEEP_ARB_RETURNED &&
+	     nla_put_u32(msg, GPUSLEEP_A_STILL_RELEASED, n->still_released)) ||
+	    (e->arb.has_victim && gs_nl_put_victim(msg, &e->arb.v)) ||
+	    gs_nl_put_u64(msg, GPUSLEEP_A_TIME_NS, e->time_ns, GPUSLEEP_A_PAD))
+		goto err_free;
+	genlmsg_end(msg, hdr);
+	return msg;
+
+err_free:
+	nlmsg_free(msg);
+	return NULL;
+}
+
 /* Build e's message and multicast it in its domain's namespace. */
 static void gs_ntf_send(struct gs_ntf *e)
 {
@@ -732,6 +923,9 @@ static void gs_ntf_send(struct gs_ntf *e)
 
 	if (e->cmd == GPUSLEEP_CMD_STEP_NTF) {
 		msg = gs_ntf_build_step(e);
+	} else if (e->cmd == GPUSLEEP_CMD_RECLAIM_NTF ||
+		   e->cmd == GPUSLEEP_CMD_LEASE_NTF) {
+		msg = gs_ntf_build_arb(e);
 	} else {
 		msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
 		if (msg && gs_nl_fill(msg, &e->state.snap, NULL, 0, 0, 0,
@@ -824,7 +1018,7 @@ void gs_genl_notify(struct gs_domain *d, u32 from, u32 to, u64 op_id,
 	lockdep_assert_held(&d->lock);
 	if (!gs_genl_listened(d))
 		return;
-	e = gs_ntf_get(d, GPUSLEEP_CMD_STATE_NTF);
+	e = gs_ntf_get(d->net, GPUSLEEP_CMD_STATE_NTF);
 	if (!e)
 		return;
 	gs_nl_snap(d, &e->state.snap);
@@ -849,7 +1043,7 @@ void gs_genl_step_notify(struct gs_domain *d, const struct gs_step_ntf *s)
 	lockdep_assert_held(&d->lock);
 	if (!gs_genl_listened(d))
 		return;
-	e = gs_ntf_get(d, GPUSLEEP_CMD_STEP_NTF);
+	e = gs_ntf_get(d->net, GPUSLEEP_CMD_STEP_NTF);
 	if (!e)
 		return;
 	e->step.s = *s;
@@ -858,5 +1052,26 @@ void gs_genl_step_notify(struct gs_domain *d, const struct gs_step_ntf *s)
 	e->step.group[0] = '\0';
 	if (d->group)
 		gs_group_name(d->group, e->step.group, sizeof(e->step.group));
+	gs_ntf_queue_one(e);
+}
+
+/*
+ * A reclaim's or a lease's step, in net (the claimant's), from its job
+ * (reclaim.c; no domain's lock). Nothing is taken while no one listens.
+ */
+void gs_genl_arb_notify(struct net *net, const struct gs_arb_ntf *n)
+{
+	struct gs_ntf *e;
+
+	if (!genl_has_listeners(&gs_nl_family, net, GPUSLEEP_NLGRP_EVENTS))
+		return;
+	e = gs_ntf_get(net, n->cmd);
+	if (!e)
+		return;
+	e->arb.n = *n;
+	e->arb.n.victim = NULL;
+	e->arb.has_victim = n->victim;
+	if (n->victim)
+		e->arb.v = *n->victim;
 	gs_ntf_queue_one(e);
 }

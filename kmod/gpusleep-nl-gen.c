@@ -17,6 +17,12 @@
 #include <linux/gpusleep.h>
 #include <linux/gpusleep.h>
 #include <linux/gpusleep.h>
+#include <linux/gpusleep.h>
+#include <linux/gpusleep.h>
+#include <linux/gpusleep.h>
+#include <linux/gpusleep.h>
+#include <linux/gpusleep.h>
+#include <linux/gpusleep.h>
 
 /* GPUSLEEP_CMD_GET - do */
 static const struct nla_policy gpusleep_get_nl_policy[GPUSLEEP_A_ID + 1] = {

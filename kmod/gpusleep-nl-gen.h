@@ -18,6 +18,12 @@
 #include <linux/gpusleep.h>
 #include <linux/gpusleep.h>
 #include <linux/gpusleep.h>
+#include <linux/gpusleep.h>
+#include <linux/gpusleep.h>
+#include <linux/gpusleep.h>
+#include <linux/gpusleep.h>
+#include <linux/gpusleep.h>
+#include <linux/gpusleep.h>
 
 /* Ops table for gpusleep */
 extern const struct genl_split_ops gpusleep_nl_ops[4];

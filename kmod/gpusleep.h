@@ -18,8 +18,14 @@
  *   genl.c    the "gpusleep" generic netlink family
  *   fault.c   fault injection for the reliability tests
  *   group.c   groups of domains: one release/resume over every rank
+ *   tenant.c  what a tenant states (priority, consent), its agent's
+ *             reports, and the node's host-RAM budget
+ *   reclaim.c reclaims (bytes on a GPU, taken from its tenants) and the
+ *             leases that give them back (docs/arbiter.md)
  *
  * Lock order (outer first):
+ *   gs_arb_lock      (reclaim.c: per-GPU queues, reclaim history, leases;
+ *                     no domain->lock is taken under it)
  *   gs_domains_lock  (main.c: the id table, the domain count)
  *   gs_groups_lock   (group.c: names and fd counts of live groups;
  *                     nothing nests in it)
@@ -29,6 +35,8 @@
  *       gs_users_lock (user.c: per-user counts; a spinlock, a leaf)
  *       gs_ntf_lock   (genl.c: the notification pool and queue; a
  *                     spinlock, a leaf)
+ *       gs_budget_lock (tenant.c: the node's host-RAM sum; a spinlock,
+ *                     a leaf)
  * A domain tells its group of a change under domain->lock by queueing the
  * group's work (gs_group_kick()), never by taking group->lock. An
  * engine's or agent's COMPLETE whose answer the group waits for steps the
@@ -73,6 +81,7 @@
 #include <linux/gpusleep.h>
 
 struct net;
+struct pid_namespace;
 struct user_namespace;
 
 /*
@@ -239,6 +248,24 @@ struct gs_domain {
 	u64 generation[GPUSLEEP_MAX_TAGS];
 	u32 replaced;
 	struct gs_counters cnt;
+	/*
+	 * The tenant (tenant.c, docs/arbiter.md): its statement, when it
+	 * was last made awake (ktime ns: created, or a resume that left
+	 * nothing released), its agent's newest report, and the host RAM
+	 * the node's budget counts for it: per tag the larger of what the
+	 * report says its backup holds and what a release of it counts on
+	 * (host_pending, from its start until the tag is resumed).
+	 */
+	s32 priority;
+	u32 tenant_flags;	/* GPUSLEEP_TENF_* */
+	u64 active_ns;
+	bool reported;
+	struct gpusleep_report report;
+	u64 host_pending[GPUSLEEP_MAX_TAGS];
+	u64 host_charged;	/* its share of the node's sum */
+	/* reclaim.c: the lease holding leased (released, or being released) */
+	u64 lease_id;
+	u32 leased;
 	u32 last_reason;	/* reason of the newest failed operation */
 	u64 last_release_ns;
 	u64 last_resume_ns;
@@ -263,8 +290,12 @@ struct gs_domain {
 	struct device *dev;	/* sysfs; NULL when sysfs is unavailable */
 	struct kernfs_node *kn_state;	/* sysfs_notify targets (sysfs.c) */
 	struct kernfs_node *kn_released;
+	struct kernfs_node *kn_leased;
+	struct kernfs_node *kn_host;
 	u32 notified_state;	/* values last noted for the watchers */
 	u32 notified_released;
+	u32 notified_leased;
+	u64 notified_host;
 	/*
 	 * Changes notified late (sysfs.c): the nodes owed a notification,
 	 * the work that sends it, and until when (jiffies) a change waits
@@ -382,6 +413,11 @@ int gs_domain_open_fd(struct gs_domain *d, u32 role, bool granted);
 bool gs_may_attach(const struct gs_domain *d, u32 role);
 /* May the holder of cred, in the caller's pid namespace, control d? */
 bool gs_may_control(const struct gs_domain *d, const struct cred *cred);
+/* The same for a caller whose pid namespace is ns (a work acting for it). */
+bool gs_may_control_ns(const struct gs_domain *d, const struct cred *cred,
+		       struct pid_namespace *ns);
+/* Does the calling process act for the engine of d? */
+bool gs_engine_here(const struct gs_domain *d);
 /* The engine is gone: unlist the domain, fail what waits (idempotent). */
 void gs_domain_kill(struct gs_domain *d);
 
@@ -556,11 +592,53 @@ void gs_group_kick(struct gs_domain *d);
 struct gs_group *gs_group_due(struct gs_domain *d);
 /* Step g in the answering thread (no lock held), then put it. */
 void gs_group_answered(struct gs_group *g);
+/*
+ * For the arbiter: d's group, referenced (d->lock held), or NULL; its
+ * put; fn on each rank (group->lock held, no domain's) until it says
+ * false; start a group release or resume of tags (0 and its id, or the
+ * refusal's errno and reason); wait for a group operation to end, until
+ * deadline (0: none): 0 and its result, or -ETIMEDOUT.
+ */
+struct gs_group *gs_group_get(struct gs_domain *d);
+void gs_group_put_ref(struct gs_group *g);
+bool gs_group_each(struct gs_group *g,
+		   bool (*fn)(struct gs_domain *d, void *arg), void *arg);
+int gs_group_start_for(struct gs_group *g, u32 kind, u32 tags, u64 *op_id,
+		       u32 *reason);
+int gs_group_wait_for(struct gs_group *g, u64 op_id, ktime_t deadline,
+		      struct gpusleep_group_result *res);
 /* Copy the group's name (fixed for its life) into buf. */
 void gs_group_name(const struct gs_group *g, char *buf, size_t size);
 /* Its id (fixed for its life, unique among live groups). */
 u32 gs_group_id(const struct gs_group *g);
 void gs_groups_exit(void);
+
+/*
+ * tenant.c. The ioctls, on a domain fd whose role domain.c checked;
+ * gs_tenant_*() with domain->lock held.
+ */
+long gs_ioc_report(struct gs_file *gf, const struct gs_uarg *ua);
+long gs_ioc_set_tenant(struct gs_file *gf, const struct gs_uarg *ua);
+long gs_ioc_get_tenant(struct gs_file *gf, const struct gs_uarg *ua);
+/* Would a release of tags fit the host budget? true if so. */
+bool gs_tenant_fits(struct gs_domain *d, u32 tags);
+/* Count a starting release of tags against it: false if it no longer fits. */
+bool gs_tenant_reserve(struct gs_domain *d, u32 tags);
+/* The state changed: what the budget counts for d follows it. */
+void gs_tenant_sync(struct gs_domain *d);
+/* What a release of tag would count on (backup-kind), else 0. */
+u64 gs_tenant_backup_bytes(const struct gs_domain *d, u32 tag);
+/* The node's budget (0: none) and the sum counted against it. */
+u64 gs_host_budget(void);
+u64 gs_host_used(void);
+
+/* reclaim.c */
+int gs_arb_init(void);
+void gs_arb_exit(void);
+long gs_reclaim(const struct gs_uarg *ua);
+long gs_reclaim_wait(const struct gs_uarg *ua);
+unsigned int gs_leases_held(void);
+u64 gs_reclaims_started(void);
 
 /* main.c: a name or GPU label: 0, -EINVAL, -ENAMETOOLONG */
 int gs_check_label(const char *s, size_t size, bool name);
@@ -611,6 +689,24 @@ struct gs_step_ntf {
 };
 
 void gs_genl_step_notify(struct gs_domain *d, const struct gs_step_ntf *s);
+
+/* A step of a reclaim or a lease (GPUSLEEP_CMD_RECLAIM_NTF, _LEASE_NTF). */
+struct gs_arb_ntf {
+	u8 cmd;
+	u32 phase;		/* GPUSLEEP_ARB_* */
+	u64 reclaim_id;
+	u64 lease_id;
+	u8 uuid[16];
+	u64 bytes;		/* asked */
+	u64 taken;
+	s32 priority;
+	u32 reason;
+	u32 why;		/* GPUSLEEP_RWHY_* */
+	u32 still_released;
+	const struct gpusleep_reclaim_victim *victim;	/* or NULL */
+};
+
+void gs_genl_arb_notify(struct net *net, const struct gs_arb_ntf *n);
 
 /*
  * fault.c: every allocation, fd creation, eventfd lookup and user copy goes

@@ -857,6 +857,14 @@ static u32 gs_resume_check(struct gs_domain *d, u32 tags, u32 *bad)
 	if (*bad)
 		return GPUSLEEP_R_NOT_RELEASED;
 	want = tags ? tags : d->released;
+	/* A lease holds them (reclaim.c): as for one domain's resume. */
+	*bad = want & d->leased;
+	if (*bad)
+		return GPUSLEEP_R_LEASED;
+	if (d->op_active && (d->op.tags & d->leased)) {
+		*bad = d->op.tags & d->leased;
+		return GPUSLEEP_R_LEASED;
+	}
 	if (want && !d->agent)
 		return GPUSLEEP_R_NOT_ENABLED;
 	return GPUSLEEP_R_NONE;
@@ -1657,6 +1665,76 @@ long gs_group_create(const struct gs_uarg *ua)
 	/* The ranks' back-pointers', until gs_group_detach(). */
 	kref_get(&g->kref);
 	return gs_group_hand_out(ua, &req, g);
+}
+
+/* ------------------------------------------------------------------ */
+/* For the arbiter (reclaim.c): a group taken whole, and given back.   */
+
+struct gs_group *gs_group_get(struct gs_domain *d)
+{
+	lockdep_assert_held(&d->lock);
+	if (!d->group)
+		return NULL;
+	/* d->group is set: the back-pointers' reference holds g. */
+	kref_get(&d->group->kref);
+	return d->group;
+}
+
+void gs_group_put_ref(struct gs_group *g)
+{
+	gs_group_put(g);
+}
+
+bool gs_group_each(struct gs_group *g,
+		   bool (*fn)(struct gs_domain *d, void *arg), void *arg)
+{
+	unsigned int i;
+	bool ok = true;
+
+	mutex_lock(&g->lock);
+	for (i = 0; i < g->nr && ok; i++)
+		ok = fn(g->m[i]->d, arg);
+	gs_group_unlock(g);
+	return ok;
+}
+
+int gs_group_start_for(struct gs_group *g, u32 kind, u32 tags, u64 *op_id,
+		       u32 *reason)
+{
+	struct gpusleep_group_op req = { .tags = tags };
+	unsigned int held = 0;
+	int ret;
+
+	mutex_lock(&g->lock);
+	req.rank = GPUSLEEP_GROUP_NO_RANK;
+	if (g->closed || g->detached) {
+		ret = -ENODEV;	/* nobody holds it any more */
+	} else {
+		if (g->phase == GS_GP_IDLE && kind == GPUSLEEP_OP_RELEASE)
+			held = g->nr;	/* their engines' wake-ups are held */
+		ret = gs_group_start(g, kind, &req);
+	}
+	gs_group_unlock(g);
+	gs_group_wake_engines(g, held);
+	*op_id = req.op_id;
+	*reason = ret == -EBUSY ? GPUSLEEP_R_BUSY : req.reason;
+	return ret;
+}
+
+int gs_group_wait_for(struct gs_group *g, u64 op_id, ktime_t deadline,
+		      struct gpusleep_group_result *res)
+{
+	struct gs_waiter w = { .node = LIST_HEAD_INIT(w.node) };
+	int ret;
+
+	mutex_lock(&g->lock);
+	ret = gs_group_waiter_add(g, op_id, &w);
+	gs_group_unlock(g);
+	if (!ret && !w.done)
+		ret = gs_waiter_wait(&g->lock, &g->wq, &w, deadline);
+	if (!ret)
+		*res = w.gres;
+	return ret;
 }
 
 int gs_groups_init(void)

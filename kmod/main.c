@@ -36,7 +36,7 @@ MODULE_PARM_DESC(step_timeout_ms, "Time an agent or engine step has, in ms (defa
 			 GPUSLEEP_FEAT_WAIT_BY_ID | GPUSLEEP_FEAT_SYSFS | \
 			 GPUSLEEP_FEAT_NETLINK | GPUSLEEP_FEAT_DECLARED_TAGS | \
 			 GPUSLEEP_FEAT_GROUPS | GPUSLEEP_FEAT_STEP_DEADLINE | \
-			 GPUSLEEP_FEAT_STEP_NTF)
+			 GPUSLEEP_FEAT_STEP_NTF | GPUSLEEP_FEAT_TENANTS)
 
 /* The id table. Lock order: gs_domains_lock before any domain->lock. */
 static DEFINE_MUTEX(gs_domains_lock);
@@ -282,6 +282,14 @@ static long gpusleep_dev_ioctl(struct file *file, unsigned int cmd,
 		ret = gs_uarg_init(&ua, cmd, arg, GPUSLEEP_IOC_OPEN_GROUP,
 				   GPUSLEEP_GROUP_CREATE_SIZE_VER0);
 		return ret ? ret : gs_group_open(&ua);
+	case _IOC_NR(GPUSLEEP_IOC_RECLAIM):
+		ret = gs_uarg_init(&ua, cmd, arg, GPUSLEEP_IOC_RECLAIM,
+				   GPUSLEEP_RECLAIM_SIZE_VER0);
+		return ret ? ret : gs_reclaim(&ua);
+	case _IOC_NR(GPUSLEEP_IOC_RECLAIM_WAIT):
+		ret = gs_uarg_init(&ua, cmd, arg, GPUSLEEP_IOC_RECLAIM_WAIT,
+				   GPUSLEEP_RECLAIM_SIZE_VER0);
+		return ret ? ret : gs_reclaim_wait(&ua);
 	default:
 		return -ENOTTY;
 	}
@@ -334,6 +342,14 @@ static int __init gpusleep_init(void)
 	BUILD_BUG_ON(sizeof(struct gpusleep_group_result) != GPUSLEEP_GROUP_RESULT_SIZE_VER0);
 	BUILD_BUG_ON(sizeof(struct gpusleep_group_wait) != GPUSLEEP_GROUP_WAIT_SIZE_VER0);
 	BUILD_BUG_ON(GPUSLEEP_NR_TAGS > GPUSLEEP_MAX_TAGS);
+	BUILD_BUG_ON(sizeof(struct gpusleep_report_tag) != GPUSLEEP_REPORT_TAG_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_report) != GPUSLEEP_REPORT_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_tenant_set) != GPUSLEEP_TENANT_SET_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_tenant) != GPUSLEEP_TENANT_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_reclaim_victim) !=
+		     GPUSLEEP_RECLAIM_VICTIM_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_reclaim) != GPUSLEEP_RECLAIM_SIZE_VER0);
+	BUILD_BUG_ON(sizeof(struct gpusleep_lease) != GPUSLEEP_LEASE_SIZE_VER0);
 
 	/*
 	 * The device last: once /dev/gpusleep exists a file can be opened
@@ -350,9 +366,12 @@ static int __init gpusleep_init(void)
 	ret = gs_groups_init();
 	if (ret)
 		goto err_cache;
-	ret = gs_sysfs_init();
+	ret = gs_arb_init();
 	if (ret)
 		goto err_groups;
+	ret = gs_sysfs_init();
+	if (ret)
+		goto err_arb;
 	ret = gs_genl_init();
 	if (ret)
 		goto err_sysfs;
@@ -365,6 +384,8 @@ err_genl:
 	gs_genl_exit();
 err_sysfs:
 	gs_sysfs_exit();
+err_arb:
+	gs_arb_exit();
 err_groups:
 	gs_groups_exit();
 err_cache:
@@ -380,6 +401,7 @@ static void __exit gpusleep_exit(void)
 	gs_genl_exit();
 	gs_sysfs_exit();
 	gs_fault_exit();
+	gs_arb_exit();
 	gs_groups_exit();
 	gs_domains_cache_exit();
 	idr_destroy(&gs_domains);

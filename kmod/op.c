@@ -416,6 +416,9 @@ static void gs_op_finish(struct gs_domain *d, u32 reason, int peer)
 
 	d->op_active = false;
 	WRITE_ONCE(d->last_done_id, op->id);
+	/* Made awake: the arbiter's "least recently active" reads this. */
+	if (op->kind == GPUSLEEP_OP_RESUME && !d->released && !d->dead)
+		d->active_ns = ktime_get_ns();
 	gs_maybe_resume_sched(d, op->id);
 	d->state = gs_rest_state(d);
 	gs_announce(d, &c);
@@ -570,6 +573,17 @@ static int gs_op_tags_check(const struct gs_domain *d, struct gpusleep_op *req)
 	return 0;
 }
 
+/* The tags of mask whose release is a backup to host RAM. */
+static u32 gs_op_backup_tags(const struct gs_domain *d, u32 mask)
+{
+	u32 i, out = 0;
+
+	for (i = 0; i < d->tags.nr; i++)
+		if ((mask & BIT(i)) && gs_tenant_backup_bytes(d, BIT(i)))
+			out |= BIT(i);
+	return out;
+}
+
 int gs_op_release_check(struct gs_domain *d, struct gpusleep_op *req)
 {
 	u32 tags = req->tags ? req->tags : d->tags.all;
@@ -597,6 +611,10 @@ int gs_op_release_check(struct gs_domain *d, struct gpusleep_op *req)
 	/* Nothing new is unmapped before the agent said what it did. */
 	if (d->op_active || d->late.valid)
 		return gs_refuse(req, GPUSLEEP_R_BUSY, 0);
+	/* Backups past the node's host budget: refused, never a host OOM. */
+	if (!gs_tenant_fits(d, tags))
+		return gs_refuse(req, GPUSLEEP_R_HOST_BUDGET,
+				 gs_op_backup_tags(d, tags));
 	return 0;
 }
 
@@ -608,6 +626,10 @@ int gs_op_release(struct gs_domain *d, struct gpusleep_op *req)
 	ret = gs_op_release_check(d, req);
 	if (ret)
 		return ret;
+	/* Checked and counted as one step against every other release. */
+	if (!gs_tenant_reserve(d, tags))
+		return gs_refuse(req, GPUSLEEP_R_HOST_BUDGET,
+				 gs_op_backup_tags(d, tags));
 	gs_op_begin(d, GPUSLEEP_OP_RELEASE, tags, req);
 	req->reason = GPUSLEEP_R_NONE;
 	req->bad_tags = 0;
@@ -648,6 +670,15 @@ int gs_op_resume(struct gs_domain *d, struct gpusleep_op *req)
 	} else {
 		tags = d->released;
 	}
+	/*
+	 * A lease holds its tags (reclaim.c): no one else resumes them, nor
+	 * calls off the release that takes them. The lease's own return
+	 * lets go of them before it resumes.
+	 */
+	if (tags & d->leased)
+		return gs_refuse(req, GPUSLEEP_R_LEASED, tags & d->leased);
+	if (cancel && (d->op.tags & d->leased))
+		return gs_refuse(req, GPUSLEEP_R_LEASED, d->op.tags & d->leased);
 	if (tags && !d->agent)
 		return gs_refuse(req, GPUSLEEP_R_NOT_ENABLED, 0);
 	/*
@@ -729,8 +760,14 @@ bool gs_op_group_stop(struct gs_domain *d, u64 op_id)
 	return true;
 }
 
-static u32 gs_step_fail_reason(u32 type)
+/*
+ * Why a step answered with status failed. A RESUME_TAG answered -EBADMSG:
+ * the restored backup failed its checksum (GPUSLEEP_RTF_VERIFIED).
+ */
+static u32 gs_step_fail_reason(u32 type, int status)
 {
+	if (type == GPUSLEEP_EV_RESUME_TAG && status == -EBADMSG)
+		return GPUSLEEP_R_VERIFY_FAILED;
 	return gs_engine_step(type) ? GPUSLEEP_R_ENGINE_FAILED :
 				      GPUSLEEP_R_AGENT_FAILED;
 }
@@ -795,7 +832,7 @@ int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
 {
 	struct gs_op *op = &d->op;
 	bool engine = gf->role == GPUSLEEP_ROLE_ENGINE;
-	u32 idx;
+	u32 idx, reason;
 	int ret;
 
 	lockdep_assert_held(&d->lock);
@@ -809,15 +846,23 @@ int gs_op_complete(struct gs_domain *d, struct gs_file *gf,
 	    op->await != c->type || engine != gs_engine_step(c->type))
 		return -ESTALE;
 
-	gs_step_ended(d, c->status,
-		      c->status ? gs_step_fail_reason(c->type) : GPUSLEEP_R_NONE);
+	reason = c->status ? gs_step_fail_reason(c->type, c->status) :
+			     GPUSLEEP_R_NONE;
+	gs_step_ended(d, c->status, reason);
 	if (!engine)
 		gs_agent_report(d, op, c->type, op->await_tag, c);
 	if (c->status) {
 		if (c->type == GPUSLEEP_EV_PAUSE_TAG)
 			gs_pause_failed(d, op->await_tag, c->bytes);
+		/*
+		 * Its backup's contents are lost: never a silent success. The
+		 * tag stays released (its remap, when confirmed, is new
+		 * memory: the generation moves on then, as for any remap).
+		 */
+		if (reason == GPUSLEEP_R_VERIFY_FAILED)
+			op->lost_tags |= op->await_tag;
 		op->await = GPUSLEEP_EV_NONE;
-		gs_op_finish(d, gs_step_fail_reason(c->type), c->status);
+		gs_op_finish(d, reason, c->status);
 		return 0;
 	}
 

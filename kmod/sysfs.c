@@ -261,6 +261,170 @@ static ssize_t resident_source_show(struct device *dev,
 }
 static DEVICE_ATTR_RO(resident_source);
 
+/* ----------------------------------------------------- the tenant */
+
+/* A value of the tenant, read under domain->lock into a u64. */
+#define GS_TENANT_ATTR(_name, _fmt, _type, _expr)			\
+static ssize_t _name##_show(struct device *dev,				\
+			    struct device_attribute *attr, char *buf)	\
+{									\
+	struct gs_domain *d = gs_dev_domain(dev);			\
+	_type v;							\
+									\
+	mutex_lock(&d->lock);						\
+	v = (_expr);							\
+	mutex_unlock(&d->lock);						\
+	return sysfs_emit(buf, _fmt "\n", v);				\
+}									\
+static DEVICE_ATTR_RO(_name)
+
+GS_TENANT_ATTR(priority, "%d", int, d->priority);
+GS_TENANT_ATTR(yieldable, "%d", int,
+	       !!(d->tenant_flags & GPUSLEEP_TENF_YIELDABLE));
+GS_TENANT_ATTR(host_bytes, "%llu", unsigned long long, d->host_charged);
+GS_TENANT_ATTR(lease_id, "%llu", unsigned long long, d->lease_id);
+GS_TENANT_ATTR(resident_torch_bytes, "%llu", unsigned long long,
+	       d->reported ? d->report.torch_reserved_bytes : 0);
+GS_TENANT_ATTR(resident_graph_bytes, "%llu", unsigned long long,
+	       d->reported ? d->report.graph_pool_bytes : 0);
+GS_TENANT_ATTR(resident_process_bytes, "%llu", unsigned long long,
+	       d->reported ? d->report.process_bytes : 0);
+
+static const char *gs_resident_name(u32 src)
+{
+	switch (src) {
+	case GPUSLEEP_RESIDENT_PROCESS:
+		return "process";
+	case GPUSLEEP_RESIDENT_DEVICE:
+		return "device";
+	default:
+		return "unknown";
+	}
+}
+
+static ssize_t resident_process_source_show(struct device *dev,
+					    struct device_attribute *attr,
+					    char *buf)
+{
+	struct gs_domain *d = gs_dev_domain(dev);
+	u32 src;
+
+	mutex_lock(&d->lock);
+	src = d->reported ? d->report.process_source : 0;
+	mutex_unlock(&d->lock);
+	return sysfs_emit(buf, "%s\n", gs_resident_name(src));
+}
+static DEVICE_ATTR_RO(resident_process_source);
+
+/* The GPU's UUID as reported (8-4-4-4-12 hex), empty before a report. */
+static ssize_t gpu_uuid_show(struct device *dev,
+			     struct device_attribute *attr, char *buf)
+{
+	struct gs_domain *d = gs_dev_domain(dev);
+	u8 uuid[16];
+	bool reported;
+
+	mutex_lock(&d->lock);
+	reported = d->reported;
+	memcpy(uuid, d->report.gpu_uuid, sizeof(uuid));
+	mutex_unlock(&d->lock);
+	if (!reported)
+		return sysfs_emit(buf, "\n");
+	return sysfs_emit(buf, "%pUb\n", uuid);
+}
+static DEVICE_ATTR_RO(gpu_uuid);
+
+static ssize_t leased_tags_show(struct device *dev,
+				struct device_attribute *attr, char *buf)
+{
+	struct gs_domain *d = gs_dev_domain(dev);
+	u32 tags;
+
+	mutex_lock(&d->lock);
+	tags = d->leased;
+	mutex_unlock(&d->lock);
+	return gs_emit_tags(d, buf, tags);
+}
+static DEVICE_ATTR_RO(leased_tags);
+
+/* The report's tags, one value per declared tag (empty before a report). */
+static ssize_t gs_emit_report(struct device *dev, char *buf,
+			      const char *(*name)(const struct gpusleep_report_tag *),
+			      u64 (*val)(const struct gpusleep_report_tag *))
+{
+	struct gs_domain *d = gs_dev_domain(dev);
+	struct gpusleep_report_tag t[GPUSLEEP_MAX_TAGS];
+	bool reported;
+	int len = 0;
+	u32 i;
+
+	mutex_lock(&d->lock);
+	reported = d->reported;
+	memcpy(t, d->report.tags, sizeof(t));
+	mutex_unlock(&d->lock);
+	for (i = 0; reported && i < d->tags.nr; i++) {
+		if (name)
+			len += sysfs_emit_at(buf, len, "%s%s", i ? "," : "",
+					     name(&t[i]));
+		else
+			len += sysfs_emit_at(buf, len, "%s%llu", i ? "," : "",
+					     (unsigned long long)val(&t[i]));
+	}
+	return len + sysfs_emit_at(buf, len, "\n");
+}
+
+static const char *gs_policy_name(const struct gpusleep_report_tag *t)
+{
+	return t->policy == GPUSLEEP_POLICY_BACKUP ? "backup" : "discard";
+}
+
+static const char *gs_content_name(const struct gpusleep_report_tag *t)
+{
+	switch (t->content) {
+	case GPUSLEEP_CONTENT_KEPT:
+		return "kept";
+	case GPUSLEEP_CONTENT_ZEROED:
+		return "zeroed";
+	default:
+		return "undefined";
+	}
+}
+
+static u64 gs_tag_verified(const struct gpusleep_report_tag *t)
+{
+	return !!(t->flags & GPUSLEEP_RTF_VERIFIED);
+}
+
+static u64 gs_tag_size(const struct gpusleep_report_tag *t)
+{
+	return t->size_bytes;
+}
+
+static u64 gs_tag_mapped(const struct gpusleep_report_tag *t)
+{
+	return t->mapped_bytes;
+}
+
+static u64 gs_tag_host(const struct gpusleep_report_tag *t)
+{
+	return t->host_bytes;
+}
+
+#define GS_REPORT_ATTR(_name, _namefn, _valfn)				\
+static ssize_t _name##_show(struct device *dev,				\
+			    struct device_attribute *attr, char *buf)	\
+{									\
+	return gs_emit_report(dev, buf, _namefn, _valfn);		\
+}									\
+static DEVICE_ATTR_RO(_name)
+
+GS_REPORT_ATTR(tag_policy, gs_policy_name, NULL);
+GS_REPORT_ATTR(tag_content, gs_content_name, NULL);
+GS_REPORT_ATTR(tag_verified, NULL, gs_tag_verified);
+GS_REPORT_ATTR(tag_size_bytes, NULL, gs_tag_size);
+GS_REPORT_ATTR(tag_mapped_bytes, NULL, gs_tag_mapped);
+GS_REPORT_ATTR(tag_host_bytes, NULL, gs_tag_host);
+
 static ssize_t last_error_show(struct device *dev,
 			       struct device_attribute *attr, char *buf)
 {
@@ -303,6 +467,22 @@ static struct attribute *gs_domain_attrs[] = {
 	&dev_attr_tag_generations.attr,
 	&dev_attr_resident_bytes.attr,
 	&dev_attr_resident_source.attr,
+	&dev_attr_priority.attr,
+	&dev_attr_yieldable.attr,
+	&dev_attr_gpu_uuid.attr,
+	&dev_attr_host_bytes.attr,
+	&dev_attr_lease_id.attr,
+	&dev_attr_leased_tags.attr,
+	&dev_attr_tag_policy.attr,
+	&dev_attr_tag_content.attr,
+	&dev_attr_tag_verified.attr,
+	&dev_attr_tag_size_bytes.attr,
+	&dev_attr_tag_mapped_bytes.attr,
+	&dev_attr_tag_host_bytes.attr,
+	&dev_attr_resident_torch_bytes.attr,
+	&dev_attr_resident_graph_bytes.attr,
+	&dev_attr_resident_process_bytes.attr,
+	&dev_attr_resident_process_source.attr,
 	NULL
 };
 ATTRIBUTE_GROUPS(gs_domain);
@@ -323,9 +503,30 @@ static ssize_t domains_show(GS_CLASS_CONST struct class *class,
 }
 static CLASS_ATTR_RO(domains);
 
+/* Leases held now (taking, held or returning). */
+static ssize_t leases_show(GS_CLASS_CONST struct class *class,
+			   GS_CLASS_CONST struct class_attribute *attr,
+			   char *buf)
+{
+	return sysfs_emit(buf, "%u\n", gs_leases_held());
+}
+static CLASS_ATTR_RO(leases);
+
+/* Reclaims asked for since the module was loaded (the newest id). */
+static ssize_t reclaims_show(GS_CLASS_CONST struct class *class,
+			     GS_CLASS_CONST struct class_attribute *attr,
+			     char *buf)
+{
+	return sysfs_emit(buf, "%llu\n",
+			  (unsigned long long)gs_reclaims_started());
+}
+static CLASS_ATTR_RO(reclaims);
+
 static struct attribute *gs_class_attrs[] = {
 	&class_attr_version.attr,
 	&class_attr_domains.attr,
+	&class_attr_leases.attr,
+	&class_attr_reclaims.attr,
 	NULL
 };
 ATTRIBUTE_GROUPS(gs_class);
@@ -359,7 +560,7 @@ static void gs_dev_release(struct device *dev)
  */
 int gs_sysfs_add(struct gs_domain *d)
 {
-	struct kernfs_node *kn_state, *kn_released;
+	struct kernfs_node *kn_state, *kn_released, *kn_leased, *kn_host;
 	struct device *dev;
 	int ret;
 
@@ -381,11 +582,15 @@ int gs_sysfs_add(struct gs_domain *d)
 	/* A missing node only costs a poll() wake-up, not the domain. */
 	kn_state = sysfs_get_dirent(dev->kobj.sd, "state");
 	kn_released = sysfs_get_dirent(dev->kobj.sd, "released_tags");
+	kn_leased = sysfs_get_dirent(dev->kobj.sd, "leased_tags");
+	kn_host = sysfs_get_dirent(dev->kobj.sd, "host_bytes");
 	/* A controller may have attached already (the id is public). */
 	mutex_lock(&d->lock);
 	d->dev = dev;
 	d->kn_state = kn_state;
 	d->kn_released = kn_released;
+	d->kn_leased = kn_leased;
+	d->kn_host = kn_host;
 	mutex_unlock(&d->lock);
 	return 0;
 }
@@ -393,29 +598,36 @@ int gs_sysfs_add(struct gs_domain *d)
 /* Not under domain->lock: device_unregister() waits for show(). */
 void gs_sysfs_remove(struct gs_domain *d)
 {
-	struct kernfs_node *kn_state, *kn_released;
+	struct kernfs_node *kn_state, *kn_released, *kn_leased, *kn_host;
 	struct device *dev;
 
 	mutex_lock(&d->lock);
 	dev = d->dev;
 	kn_state = d->kn_state;
 	kn_released = d->kn_released;
+	kn_leased = d->kn_leased;
+	kn_host = d->kn_host;
 	d->dev = NULL;
 	d->kn_state = NULL;
 	d->kn_released = NULL;
+	d->kn_leased = NULL;
+	d->kn_host = NULL;
 	d->sysfs_owed = 0;
 	mutex_unlock(&d->lock);
 	/* Nothing queues it now (d->dev is NULL); it takes the lock. */
 	cancel_delayed_work_sync(&d->sysfs_work);
 	if (!dev)
 		return;
+	sysfs_put(kn_host);
+	sysfs_put(kn_leased);
 	sysfs_put(kn_released);
 	sysfs_put(kn_state);
 	device_unregister(dev);
 }
 
 /*
- * Each real change of state and released_tags is notified, as kernfs
+ * Each real change of state, released_tags, leased_tags and host_bytes
+ * is notified, as kernfs
  * means it: kernfs_notify() wakes poll() on an open file and, from its
  * work, tells fsnotify (inotify IN_MODIFY, systemd path units), whose
  * watchers hold no file open. Whether anyone has the file open says
@@ -434,6 +646,8 @@ void gs_sysfs_remove(struct gs_domain *d)
 #define GS_SYSFS_QUIET_MS	10
 #define GS_SYSFS_STATE		BIT(0)
 #define GS_SYSFS_RELEASED	BIT(1)
+#define GS_SYSFS_LEASED		BIT(2)
+#define GS_SYSFS_HOST		BIT(3)
 
 /* Notify the nodes of owed; domain->lock held (the nodes stay). */
 static void gs_sysfs_notify(struct gs_domain *d, u32 owed)
@@ -443,6 +657,10 @@ static void gs_sysfs_notify(struct gs_domain *d, u32 owed)
 		sysfs_notify_dirent(d->kn_state);
 	if ((owed & GS_SYSFS_RELEASED) && d->kn_released)
 		sysfs_notify_dirent(d->kn_released);
+	if ((owed & GS_SYSFS_LEASED) && d->kn_leased)
+		sysfs_notify_dirent(d->kn_leased);
+	if ((owed & GS_SYSFS_HOST) && d->kn_host)
+		sysfs_notify_dirent(d->kn_host);
 	d->sysfs_quiet_until = jiffies + msecs_to_jiffies(GS_SYSFS_QUIET_MS);
 }
 
@@ -474,8 +692,14 @@ void gs_sysfs_changed(struct gs_domain *d)
 		owed |= GS_SYSFS_STATE;
 	if (d->released != d->notified_released)
 		owed |= GS_SYSFS_RELEASED;
+	if (d->leased != d->notified_leased)
+		owed |= GS_SYSFS_LEASED;
+	if (d->host_charged != d->notified_host)
+		owed |= GS_SYSFS_HOST;
 	d->notified_state = d->state;
 	d->notified_released = d->released;
+	d->notified_leased = d->leased;
+	d->notified_host = d->host_charged;
 	if (!owed || !d->dev)
 		return;
 	if (!d->sysfs_owed && time_after_eq(jiffies, d->sysfs_quiet_until)) {

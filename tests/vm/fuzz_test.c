@@ -6,7 +6,11 @@
  * and dump, RELEASE, RESUME, malformed requests) from a netlink
  * controller, groups of the domains (created, ranks added, released,
  * resumed and waited for, blocking or not, closed mid-operation so that
- * the kernel finishes a rollback alone) from a group controller, random
+ * the kernel finishes a rollback alone) from a group controller, tenants
+ * (agents' reports valid and not, engines' priorities and consent),
+ * reclaims and leases on the slots' GPU from a claimant (blocking or
+ * not, short deadlines, leases returned, closed or dying with it),
+ * a host budget that comes and goes, random
  * SIGKILLs of every role, eventfds closed and registered again, injected
  * faults; for GS_FUZZ_SECONDS (60 by default), seeded by GS_FUZZ_SEED (the
  * seed is printed for replay). Afterwards every surviving domain's state
@@ -24,10 +28,15 @@
 
 #define SLOTS		4
 #define CONTROLLERS	4	/* by ioctl; then one netlink, one group */
-#define NR_CTL		(CONTROLLERS + 2)
+#define NR_CTL		(CONTROLLERS + 3)
 #define ROLE_CTL	2
 #define ROLE_NL		3
 #define ROLE_GROUP	4
+#define ROLE_ARB	5
+
+/* The GPU every slot's agent reports its domain on. */
+static const uint8_t fuzz_gpu[16] = { 0xf0, 0x22, 3, 4, 5, 6, 7, 8, 9,
+				      10, 11, 12, 13, 14, 15, 16 };
 
 struct slot {
 	volatile uint32_t id;		/* current domain, 0 while none */
@@ -41,6 +50,7 @@ struct shared {
 	struct slot slot[SLOTS];
 	volatile unsigned long ops, bad_inputs, answers;
 	volatile unsigned long group_ops;	/* group operations started */
+	volatile unsigned long reclaims;	/* reclaims started */
 };
 
 static struct shared *sh;
@@ -111,6 +121,14 @@ static void engine_main(int s, unsigned int seed)
 	for (;;) {
 		if (!rnd(&seed, 8))
 			engine_grant(e, &seed);
+		if (!rnd(&seed, 16)) {	/* its statement, valid or not */
+			struct gpusleep_tenant_set t = {
+				.priority = (int)rnd(&seed, 12) - 8,
+				.flags = rnd(&seed, 3),
+			};
+
+			ioctl(e, GPUSLEEP_IOC_SET_TENANT, &t);
+		}
 		r = gs_next(e, &ev, 1000);
 		if (r == -ETIMEDOUT || r == -EFAULT || r == -EINTR)
 			continue;
@@ -133,6 +151,37 @@ static void engine_main(int s, unsigned int seed)
 	}
 }
 
+/* A report of the agent's tags, mostly valid, on the fuzz GPU. */
+static void agent_report(int a, unsigned int *seed)
+{
+	struct gpusleep_report r;
+	unsigned int i;
+
+	memset(&r, 0, sizeof(r));
+	memcpy(r.gpu_uuid, fuzz_gpu, 16);
+	r.nr_tags = 2;
+	for (i = 0; i < 2; i++) {
+		r.tags[i].size_bytes = (1 + rnd(seed, 64)) << 20;
+		r.tags[i].mapped_bytes = rnd(seed, 4) ? r.tags[i].size_bytes :
+					 0;
+		r.tags[i].policy = rnd(seed, 2);
+		if (r.tags[i].policy == GPUSLEEP_POLICY_BACKUP) {
+			r.tags[i].content = GPUSLEEP_CONTENT_KEPT;
+			r.tags[i].host_bytes = rnd(seed, 2) << 20;
+			r.tags[i].flags = rnd(seed, 2);
+		}
+	}
+	r.process_bytes = rnd(seed, 1000);
+	r.process_source = r.process_bytes ? 1 + rnd(seed, 2) : 0;
+	if (!rnd(seed, 8)) {	/* bad input: refused, the report stays */
+		r.nr_tags = rnd(seed, 4);
+		r.tags[rnd(seed, 8)].pad = rnd(seed, 2);
+		r.flags = rnd(seed, 2);
+		__sync_fetch_and_add(&sh->bad_inputs, 1);
+	}
+	ioctl(a, GPUSLEEP_IOC_REPORT, &r);
+}
+
 /* Agent of slot s: records what the kernel accepted in shared memory. */
 static void agent_main(int s, uint32_t id, unsigned int seed)
 {
@@ -149,7 +198,10 @@ static void agent_main(int s, uint32_t id, unsigned int seed)
 	} while (a == -EFAULT || a == -ENOMEM || a == -EMFILE);
 	if (a < 0)
 		_exit(0);	/* the domain died already */
+	agent_report(a, &seed);
 	for (;;) {
+		if (!rnd(&seed, 4))
+			agent_report(a, &seed);
 		r = gs_next(a, &ev, 1000);
 		if (r == -ETIMEDOUT || r == -EFAULT || r == -EINTR)
 			continue;
@@ -162,6 +214,13 @@ static void agent_main(int s, uint32_t id, unsigned int seed)
 		switch (rnd(&seed, 30)) {
 		case 0:
 			continue;	/* no answer: agent timeout */
+		case 3:
+			/* A restored backup that fails its checksum. */
+			if (ev.type == GPUSLEEP_EV_RESUME_TAG) {
+				status = -EBADMSG;
+				bytes = 0;
+			}
+			break;
 		case 1:
 			/*
 			 * A failed step: rolled back (no bytes), or, for a
@@ -192,8 +251,12 @@ static const unsigned long cmds[] = {
 	GPUSLEEP_IOC_API, GPUSLEEP_IOC_CREATE_DOMAIN, GPUSLEEP_IOC_ATTACH,
 	GPUSLEEP_IOC_RELEASE, GPUSLEEP_IOC_RESUME, GPUSLEEP_IOC_IS_SLEEPING,
 	GPUSLEEP_IOC_GET_STATE, GPUSLEEP_IOC_WAIT, GPUSLEEP_IOC_EVENTFD,
-	GPUSLEEP_IOC_COMPLETE,
+	GPUSLEEP_IOC_COMPLETE, GPUSLEEP_IOC_REPORT, GPUSLEEP_IOC_SET_TENANT,
+	GPUSLEEP_IOC_GET_TENANT, GPUSLEEP_IOC_RECLAIM,
+	GPUSLEEP_IOC_RECLAIM_WAIT, GPUSLEEP_IOC_LEASE_INFO,
 };
+
+#define NR_CMDS	(sizeof(cmds) / sizeof(cmds[0]))
 
 /* One random call: returns 1 if it was a deliberately bad input. */
 static int random_call(int dev, int ctl, int *efds, unsigned int *seed)
@@ -207,14 +270,15 @@ static int random_call(int dev, int ctl, int *efds, unsigned int *seed)
 	case 0:		/* garbage struct for a real command */
 		for (i = 0; i < sizeof(buf); i++)
 			buf[i] = rnd(seed, 256);
-		ioctl(fd, cmds[rnd(seed, 10)], buf);
+		ioctl(fd, cmds[rnd(seed, NR_CMDS)], buf);
 		return 1;
 	case 1:		/* unknown command or wrong size */
 		ioctl(fd, _IOC(rnd(seed, 4), GPUSLEEP_IOC_MAGIC,
 			       rnd(seed, 64), rnd(seed, 300)), buf);
 		return 1;
 	case 2:		/* a bad pointer */
-		ioctl(fd, cmds[rnd(seed, 10)], (void *)(uintptr_t)rnd(seed, 4096));
+		ioctl(fd, cmds[rnd(seed, NR_CMDS)],
+		      (void *)(uintptr_t)rnd(seed, 4096));
 		return 1;
 	case 3:		/* eventfd churn */
 		i = rnd(seed, 3);
@@ -481,6 +545,92 @@ static void group_main(unsigned int seed)
 	}
 }
 
+/*
+ * The claimant: reclaims on the slots' GPU, valid and not, blocking with
+ * a short deadline or not, most with a lease; RECLAIM_WAIT by id and for
+ * its newest; its leases looked at, returned (blocking or not) or closed
+ * at any moment, and held when it is killed.
+ */
+static void arb_main(unsigned int seed)
+{
+	struct gpusleep_reclaim_victim v[4];
+	struct gpusleep_reclaim r;
+	struct gpusleep_lease li;
+	int dev = open(GS_DEV, O_RDWR | O_CLOEXEC);
+	int leases[4] = { -1, -1, -1, -1 };
+	unsigned char buf[256];
+	unsigned int i, k;
+	int fd;
+
+	if (dev < 0)
+		_exit(2);
+	for (;;) {
+		k = rnd(&seed, 4);
+		switch (rnd(&seed, 6)) {
+		case 0:
+		case 1:
+			memset(&r, 0, sizeof(r));
+			memcpy(r.gpu_uuid, fuzz_gpu, 16);
+			r.bytes = (1 + rnd(&seed, 128)) << 20;
+			r.priority = -(int)rnd(&seed, 4);
+			r.flags = rnd(&seed, 16) &
+				  ~(unsigned int)GPUSLEEP_RECLAIMF_NONBLOCK;
+			r.flags |= rnd(&seed, 4) ? GPUSLEEP_RECLAIMF_NONBLOCK : 0;
+			r.timeout_ms = rnd(&seed, 2) ? 1 + rnd(&seed, 500) : 0;
+			if (!(r.flags & GPUSLEEP_RECLAIMF_NONBLOCK) &&
+			    !r.timeout_ms)
+				r.timeout_ms = 1 + rnd(&seed, 500);
+			r.victims = (uintptr_t)v;
+			r.nr_victims = rnd(&seed, 5);
+			r.victim_size = sizeof(v[0]);
+			fd = ioctl(dev, GPUSLEEP_IOC_RECLAIM, &r);
+			if (r.op_id)
+				__sync_fetch_and_add(&sh->reclaims, 1);
+			if (fd >= 0 && (r.flags & GPUSLEEP_RECLAIMF_LEASE)) {
+				if (leases[k] >= 0)
+					close(leases[k]);
+				leases[k] = fd;
+			}
+			break;
+		case 2:
+			memset(&r, 0, sizeof(r));
+			r.op_id = rnd(&seed, 2) ? 0 : rnd(&seed, 64);
+			r.timeout_ms = 1 + rnd(&seed, 50);
+			ioctl(dev, GPUSLEEP_IOC_RECLAIM_WAIT, &r);
+			break;
+		case 3:
+			if (leases[k] < 0)
+				break;
+			memset(&li, 0, sizeof(li));
+			li.victims = (uintptr_t)v;
+			li.nr_victims = rnd(&seed, 5);
+			li.victim_size = sizeof(v[0]);
+			ioctl(leases[k], GPUSLEEP_IOC_LEASE_INFO, &li);
+			if (rnd(&seed, 2))
+				ioctl(leases[k], GPUSLEEP_IOC_LEASE_RETURN,
+				      rnd(&seed, 3) ?
+				      GPUSLEEP_LEASE_RETURN_NONBLOCK : 0);
+			break;
+		case 4:
+			if (leases[k] >= 0) {
+				close(leases[k]);
+				leases[k] = -1;
+			}
+			break;
+		default:	/* garbage for the arbiter's commands */
+			for (i = 0; i < sizeof(buf); i++)
+				buf[i] = rnd(&seed, 256);
+			ioctl(dev, rnd(&seed, 2) ? GPUSLEEP_IOC_RECLAIM :
+			      GPUSLEEP_IOC_RECLAIM_WAIT, buf);
+			__sync_fetch_and_add(&sh->bad_inputs, 1);
+			break;
+		}
+		__sync_fetch_and_add(&sh->ops, 1);
+		if (!rnd(&seed, 4))
+			usleep(1000);
+	}
+}
+
 static pid_t spawn_fn(int role, int s, unsigned int seed)
 {
 	pid_t pid = fork();
@@ -495,6 +645,8 @@ static pid_t spawn_fn(int role, int s, unsigned int seed)
 		controller_main(seed);
 	else if (role == ROLE_NL)
 		nl_main(seed);
+	else if (role == ROLE_ARB)
+		arb_main(seed);
 	else
 		group_main(seed);
 	_exit(0);
@@ -503,7 +655,22 @@ static pid_t spawn_fn(int role, int s, unsigned int seed)
 static int ctl_role(int i)
 {
 	return i < CONTROLLERS ? ROLE_CTL :
-	       i == CONTROLLERS ? ROLE_NL : ROLE_GROUP;
+	       i == CONTROLLERS ? ROLE_NL :
+	       i == CONTROLLERS + 1 ? ROLE_GROUP : ROLE_ARB;
+}
+
+/* Leases held now (their returns resume domains), or -1. */
+static int leases_held(void)
+{
+	char buf[32] = "";
+	int fd = open("/sys/class/gpusleep/leases", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n > 0 ? atoi(buf) : -1;
 }
 
 /* Start slot s: an engine (which creates the domain), then its agent. */
@@ -559,7 +726,8 @@ static void settle(int dev)
 	int quiet = 0, tries;
 
 	for (tries = 0; tries < 120 && quiet < 2; tries++) {
-		quiet = busy(dev) ? 0 : quiet + 1;
+		/* A lease given back by its dead holder resumes its victims. */
+		quiet = busy(dev) || leases_held() > 0 ? 0 : quiet + 1;
 		usleep(500000);
 	}
 }
@@ -639,6 +807,10 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 			if (gs_fault_arm(1 + rnd(&seed, 200)) == 0)
 				faults++;
 			break;
+		case 4:	/* a host budget comes, or goes */
+			gs_param_set("host_budget_bytes",
+				     rnd(&seed, 2) ? "0" : "67108864", NULL, 0);
+			break;
 		default:
 			/* An agent that exited (its domain died) is replaced
 			 * together with its engine. */
@@ -659,6 +831,7 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 		waitpid(ctl[i], NULL, 0);
 	}
 	gs_fault_off();
+	gs_param_set("host_budget_bytes", "0", NULL, 0);
 	settle(dev);
 	for (i = 0; i < SLOTS; i++) {
 		struct slot *sl = &sh->slot[i];
@@ -698,11 +871,13 @@ TEST_F_TIMEOUT(fuzz, processes, 900)
 		;
 	gs_param_set("drain_timeout_ms", old_drain, NULL, 0);
 	gs_param_set("step_timeout_ms", old_step, NULL, 0);
-	TH_LOG("ops %lu (group operations started %lu), bad inputs %lu, answers %lu, kills %lu, faults armed %lu, domains checked %lu",
-	       sh->ops, sh->group_ops, sh->bad_inputs, sh->answers, kills,
-	       faults, checked);
+	TH_LOG("ops %lu (group operations started %lu, reclaims %lu), bad inputs %lu, answers %lu, kills %lu, faults armed %lu, domains checked %lu",
+	       sh->ops, sh->group_ops, sh->reclaims, sh->bad_inputs,
+	       sh->answers, kills, faults, checked);
 	EXPECT_LT(0, sh->ops);
 	EXPECT_LT(0, sh->group_ops);
+	EXPECT_LT(0, sh->reclaims);
+	EXPECT_EQ(0, leases_held());
 	close(dev);
 }
 

@@ -1084,4 +1084,246 @@ TEST_F_TIMEOUT(nl, dump_100_domains_under_churn, 600)
 	gs_param_set("max_domains_per_user", old, NULL, 0);
 }
 
+/* ------------------------------------------------- tenants, reclaims */
+
+/* The n-th nest of type in the message's top level (multi-attr), or NULL. */
+static struct nlattr *nth_attr(struct nlmsghdr *nh, int type, int n)
+{
+	int len = nh->nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN);
+	struct nlattr *a = (void *)((char *)NLMSG_DATA(nh) + GENL_HDRLEN);
+
+	for (; len >= NLA_HDRLEN && a->nla_len >= NLA_HDRLEN &&
+	     a->nla_len <= len;
+	     len -= NLA_ALIGN(a->nla_len),
+	     a = (void *)((char *)a + NLA_ALIGN(a->nla_len)))
+		if ((a->nla_type & NLA_TYPE_MASK) == type && !n--)
+			return a;
+	return NULL;
+}
+
+static const uint8_t nl_uuid[16] = { 0x4e, 0x4c, 1, 2, 3, 4, 5, 6, 7, 8,
+				     9, 10, 11, 12, 13, 14 };
+
+static int nl_report(int agent, uint64_t w, uint32_t wpol)
+{
+	struct gpusleep_report r;
+
+	memset(&r, 0, sizeof(r));
+	memcpy(r.gpu_uuid, nl_uuid, 16);
+	r.nr_tags = 2;
+	r.tags[0].size_bytes = w;
+	r.tags[0].mapped_bytes = w;
+	r.tags[0].host_bytes = w / 2;
+	r.tags[0].policy = wpol;
+	r.tags[0].content = wpol ? GPUSLEEP_CONTENT_KEPT : 0;
+	r.torch_reserved_bytes = 7;
+	r.graph_pool_bytes = 9;
+	r.process_bytes = 11;
+	r.process_source = GPUSLEEP_RESIDENT_PROCESS;
+	return gs_err(ioctl(agent, GPUSLEEP_IOC_REPORT, &r));
+}
+
+/* GET: the tenant's statement always; its report once sent. */
+TEST_F(nl, get_shows_the_tenant)
+{
+	struct gpusleep_tenant_set ts = { .priority = -3,
+					  .flags = GPUSLEEP_TENF_YIELDABLE };
+	struct nlattr *tb[NL_MAX_ATTR], *g[NL_MAX_ATTR], *a;
+	char out[NL_BUF];
+	int i, seen = 0;
+
+	ASSERT_EQ(0, nl_get(self->sk, self->family, self->id, out, sizeof(out)));
+	nl_parse_genl(tb, (void *)out);
+	ASSERT_NE(NULL, tb[GPUSLEEP_A_PRIORITY]);
+	EXPECT_EQ(0, nla_u32(tb[GPUSLEEP_A_PRIORITY]));
+	EXPECT_EQ(NULL, tb[GPUSLEEP_A_GPU_UUID]);	/* no report yet */
+	EXPECT_EQ(NULL, tb[GPUSLEEP_A_LEASE_ID]);
+
+	ASSERT_EQ(0, gs_err(ioctl(self->engine, GPUSLEEP_IOC_SET_TENANT, &ts)));
+	ASSERT_EQ(0, nl_report(self->agent, 64 << 20, GPUSLEEP_POLICY_BACKUP));
+	ASSERT_EQ(0, nl_get(self->sk, self->family, self->id, out, sizeof(out)));
+	nl_parse_genl(tb, (void *)out);
+	ASSERT_NE(NULL, tb[GPUSLEEP_A_PRIORITY]);
+	EXPECT_EQ(-3, (int32_t)nla_u32(tb[GPUSLEEP_A_PRIORITY]));
+	EXPECT_EQ(GPUSLEEP_TENF_YIELDABLE, nla_u32(tb[GPUSLEEP_A_TENANT_FLAGS]));
+	ASSERT_NE(NULL, tb[GPUSLEEP_A_GPU_UUID]);
+	EXPECT_EQ(NLA_HDRLEN + 16, tb[GPUSLEEP_A_GPU_UUID]->nla_len);
+	EXPECT_EQ(0, memcmp(nla_data_(tb[GPUSLEEP_A_GPU_UUID]), nl_uuid, 16));
+	EXPECT_EQ(32 << 20, nla_u64(tb[GPUSLEEP_A_HOST_BYTES]));
+	EXPECT_EQ(7, nla_u64(tb[GPUSLEEP_A_RESIDENT_TORCH_BYTES]));
+	EXPECT_EQ(9, nla_u64(tb[GPUSLEEP_A_RESIDENT_GRAPH_BYTES]));
+	EXPECT_EQ(11, nla_u64(tb[GPUSLEEP_A_RESIDENT_PROCESS_BYTES]));
+	EXPECT_EQ(GPUSLEEP_RESIDENT_PROCESS,
+		  nla_u32(tb[GPUSLEEP_A_RESIDENT_PROCESS_SOURCE]));
+	ASSERT_NE(NULL, tb[GPUSLEEP_A_IDLE_NS]);
+	/* The report's per-tag nests, beside the declaration's. */
+	for (i = 0; (a = nth_attr((void *)out, GPUSLEEP_A_TAG, i)); i++) {
+		nl_parse(g, nla_data_(a), a->nla_len - NLA_HDRLEN);
+		if (!g[GPUSLEEP_A_TAG_POLICY])
+			continue;
+		ASSERT_NE(NULL, g[GPUSLEEP_A_TAG_INDEX]);
+		if (nla_u32(g[GPUSLEEP_A_TAG_INDEX]) != 0)
+			continue;
+		seen = 1;
+		EXPECT_EQ(GPUSLEEP_POLICY_BACKUP,
+			  nla_u32(g[GPUSLEEP_A_TAG_POLICY]));
+		EXPECT_EQ(GPUSLEEP_CONTENT_KEPT,
+			  nla_u32(g[GPUSLEEP_A_TAG_CONTENT]));
+		EXPECT_EQ(64 << 20, nla_u64(g[GPUSLEEP_A_TAG_SIZE]));
+		EXPECT_EQ(64 << 20, nla_u64(g[GPUSLEEP_A_TAG_MAPPED]));
+		EXPECT_EQ(32 << 20, nla_u64(g[GPUSLEEP_A_TAG_HOST]));
+	}
+	EXPECT_TRUE(seen);
+}
+
+/* The next message of cmd on fd (others skipped): its attributes. */
+static int recv_cmd(int fd, int cmd, char *buf, struct nlattr **tb)
+{
+	struct nlmsghdr *nh = (void *)buf;
+	int n;
+
+	for (;;) {
+		n = nl_recv(fd, buf, NL_BUF);
+		if (n < 0)
+			return n;
+		if (!NLMSG_OK(nh, n))
+			return -EPROTO;
+		if (((struct genlmsghdr *)NLMSG_DATA(nh))->cmd != cmd)
+			continue;
+		nl_parse_genl(tb, nh);
+		return 0;
+	}
+}
+
+static uint32_t arb_phase(struct nlattr **tb)
+{
+	return tb[GPUSLEEP_A_ARB_PHASE] ? nla_u32(tb[GPUSLEEP_A_ARB_PHASE]) :
+					  0;
+}
+
+/*
+ * A reclaim and its lease on the events group: the reclaim's start, its
+ * victim, its end; the lease taken, each resume of its return, returned.
+ */
+TEST_F(nl, reclaim_and_lease_events)
+{
+	struct nlattr *tb[NL_MAX_ATTR], *v[NL_MAX_ATTR];
+	struct gpusleep_reclaim r;
+	char buf[NL_BUF];
+	int lsn, lease;
+
+	lsn = join_events(self->group);
+	ASSERT_LE(0, lsn);
+	ASSERT_EQ(0, nl_report(self->agent, 64 << 20, GPUSLEEP_POLICY_DISCARD));
+	memset(&r, 0, sizeof(r));
+	memcpy(r.gpu_uuid, nl_uuid, 16);
+	r.bytes = 64 << 20;
+	r.flags = GPUSLEEP_RECLAIMF_LEASE | GPUSLEEP_RECLAIMF_NONBLOCK;
+	lease = gs_err(ioctl(self->dev, GPUSLEEP_IOC_RECLAIM, &r));
+	ASSERT_LE(0, lease);
+	ASSERT_EQ(0, gs_answer_next(self->engine, GPUSLEEP_EV_DRAIN, W, 0, 0));
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_PAUSE_TAG, W, 0,
+				    64 << 20));
+
+	ASSERT_EQ(0, recv_cmd(lsn, GPUSLEEP_CMD_RECLAIM_NTF, buf, tb));
+	EXPECT_EQ(GPUSLEEP_ARB_START, arb_phase(tb));
+	EXPECT_EQ(r.op_id, nla_u64(tb[GPUSLEEP_A_RECLAIM_ID]));
+	EXPECT_EQ(64 << 20, nla_u64(tb[GPUSLEEP_A_BYTES]));
+	EXPECT_EQ(r.lease_id, nla_u64(tb[GPUSLEEP_A_LEASE_ID]));
+	EXPECT_EQ(0, memcmp(nla_data_(tb[GPUSLEEP_A_GPU_UUID]), nl_uuid, 16));
+	ASSERT_EQ(0, recv_cmd(lsn, GPUSLEEP_CMD_RECLAIM_NTF, buf, tb));
+	EXPECT_EQ(GPUSLEEP_ARB_VICTIM, arb_phase(tb));
+	ASSERT_NE(NULL, tb[GPUSLEEP_A_VICTIM]);
+	nl_parse(v, nla_data_(tb[GPUSLEEP_A_VICTIM]),
+		 tb[GPUSLEEP_A_VICTIM]->nla_len - NLA_HDRLEN);
+	EXPECT_EQ(self->id, nla_u32(v[GPUSLEEP_A_VICTIM_DOMAIN]));
+	EXPECT_EQ(W, nla_u32(v[GPUSLEEP_A_VICTIM_TAGS]));
+	EXPECT_EQ(0, nla_u32(v[GPUSLEEP_A_VICTIM_ERROR]));
+	ASSERT_EQ(0, recv_cmd(lsn, GPUSLEEP_CMD_RECLAIM_NTF, buf, tb));
+	EXPECT_EQ(GPUSLEEP_ARB_END, arb_phase(tb));
+	EXPECT_EQ(0, nla_u32(tb[GPUSLEEP_A_REASON]));
+	EXPECT_EQ(64 << 20, nla_u64(tb[GPUSLEEP_A_TAKEN_BYTES]));
+	ASSERT_EQ(0, recv_cmd(lsn, GPUSLEEP_CMD_LEASE_NTF, buf, tb));
+	EXPECT_EQ(GPUSLEEP_ARB_TAKEN, arb_phase(tb));
+	EXPECT_EQ(r.lease_id, nla_u64(tb[GPUSLEEP_A_LEASE_ID]));
+
+	close(lease);
+	ASSERT_EQ(0, gs_answer_next(self->agent, GPUSLEEP_EV_RESUME_TAG, W, 0,
+				    64 << 20));
+	ASSERT_EQ(0, recv_cmd(lsn, GPUSLEEP_CMD_LEASE_NTF, buf, tb));
+	EXPECT_EQ(GPUSLEEP_ARB_RESUME, arb_phase(tb));
+	ASSERT_NE(NULL, tb[GPUSLEEP_A_VICTIM]);
+	nl_parse(v, nla_data_(tb[GPUSLEEP_A_VICTIM]),
+		 tb[GPUSLEEP_A_VICTIM]->nla_len - NLA_HDRLEN);
+	EXPECT_TRUE(nla_u32(v[GPUSLEEP_A_VICTIM_FLAGS]) &
+		    GPUSLEEP_RVF_RETURNED);
+	ASSERT_EQ(0, recv_cmd(lsn, GPUSLEEP_CMD_LEASE_NTF, buf, tb));
+	EXPECT_EQ(GPUSLEEP_ARB_RETURNED, arb_phase(tb));
+	EXPECT_EQ(0, nla_u32(tb[GPUSLEEP_A_STILL_RELEASED]));
+	close(lsn);
+}
+
+/*
+ * Nothing of a reclaim reaches a listener in another network namespace:
+ * notifications go out in the order they were made, so a state change
+ * made there after the reclaim ended comes first to it.
+ */
+TEST_F(nl, reclaim_events_stay_in_the_claimants_namespace)
+{
+	struct gpusleep_reclaim r;
+	int sv[2];
+	char ok;
+	pid_t c;
+
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+	c = fork();
+	ASSERT_LE(0, c);
+	if (c == 0) {
+		struct nlattr *tb[NL_MAX_ATTR];
+		struct gpusleep_op op;
+		struct nlmsghdr *nh;
+		char buf[NL_BUF];
+		uint16_t family;
+		uint32_t group, id;
+		int lsn, sk, e, a, n;
+
+		if (unshare(CLONE_NEWNET))
+			_exit(20);
+		sk = nl_open();
+		if (sk < 0 || nl_resolve(sk, &family, &group))
+			_exit(21);
+		lsn = join_events(group);
+		if (lsn < 0 || write(sv[1], "j", 1) != 1)
+			_exit(22);
+		if (read(sv[1], buf, 1) != 1)	/* the reclaim ended */
+			_exit(23);
+		e = gs_create(self->dev, "netns-r", 0, &id);
+		a = gs_attach(self->dev, id, GPUSLEEP_ROLE_AGENT);
+		if (e < 0 || a < 0 || gs_release(e, W, NB, &op))
+			_exit(24);
+		for (;;) {
+			n = nl_recv(lsn, buf, NL_BUF);
+			nh = (void *)buf;
+			if (n < 0 || !NLMSG_OK(nh, n))
+				_exit(25);
+			if (((struct genlmsghdr *)NLMSG_DATA(nh))->cmd ==
+			    GPUSLEEP_CMD_RECLAIM_NTF)
+				_exit(26);
+			nl_parse_genl(tb, nh);
+			if (tb[GPUSLEEP_A_ID] &&
+			    nla_u32(tb[GPUSLEEP_A_ID]) == id)
+				_exit(0);
+		}
+	}
+	ASSERT_EQ(1, read(sv[0], &ok, 1));
+	memset(&r, 0, sizeof(r));
+	memcpy(r.gpu_uuid, nl_uuid, 16);
+	r.bytes = 64 << 20;
+	EXPECT_EQ(-ENOSPC, gs_err(ioctl(self->dev, GPUSLEEP_IOC_RECLAIM, &r)));
+	ASSERT_EQ(1, write(sv[0], "d", 1));
+	EXPECT_EQ(0, gs_reap(c));
+	close(sv[0]);
+	close(sv[1]);
+}
+
 TEST_HARNESS_MAIN

@@ -145,6 +145,11 @@ TEST_F(sys, files_are_read_only_for_all)
 		"kv_release_allowed", "op_in_flight", "releases", "resumes",
 		"failures", "cancels", "timeouts", "last_error",
 		"last_release_us", "last_resume_us",
+		"priority", "yieldable", "gpu_uuid", "host_bytes", "lease_id",
+		"leased_tags", "tag_policy", "tag_content", "tag_verified",
+		"tag_size_bytes", "tag_mapped_bytes", "tag_host_bytes",
+		"resident_torch_bytes", "resident_graph_bytes",
+		"resident_process_bytes", "resident_process_source",
 	};
 	char path[256];
 	struct stat st;
@@ -440,6 +445,99 @@ TEST_F(sys, resident_source_device)
 	ASSERT_EQ(0, release_reporting(self, 1 << 30, GPUSLEEP_RESIDENT_DEVICE));
 	EXPECT_TRUE(sysfs_is(self->id, "resident_bytes", "1073741824"));
 	EXPECT_TRUE(sysfs_is(self->id, "resident_source", "device"));
+}
+
+/* ------------------------------------------------------- the tenant */
+
+static int report_tenant(int agent, uint64_t host)
+{
+	struct gpusleep_report r;
+	unsigned int i;
+
+	memset(&r, 0, sizeof(r));
+	for (i = 0; i < 16; i++)
+		r.gpu_uuid[i] = (uint8_t)(0xa0 + i);
+	r.nr_tags = 2;
+	r.tags[0].size_bytes = 64 << 20;
+	r.tags[0].mapped_bytes = 48 << 20;
+	r.tags[0].host_bytes = host;
+	r.tags[0].policy = GPUSLEEP_POLICY_BACKUP;
+	r.tags[0].content = GPUSLEEP_CONTENT_KEPT;
+	r.tags[0].flags = GPUSLEEP_RTF_VERIFIED;
+	r.tags[1].size_bytes = 32 << 20;
+	r.tags[1].mapped_bytes = 32 << 20;
+	r.tags[1].content = GPUSLEEP_CONTENT_ZEROED;
+	r.torch_reserved_bytes = 3 << 20;
+	r.graph_pool_bytes = 2 << 20;
+	r.process_bytes = 100 << 20;
+	r.process_source = GPUSLEEP_RESIDENT_DEVICE;
+	return gs_err(ioctl(agent, GPUSLEEP_IOC_REPORT, &r));
+}
+
+/* Before a report: the tenant's defaults, and nothing reported. */
+TEST_F(sys, tenant_initial_values)
+{
+	EXPECT_TRUE(sysfs_is(self->id, "priority", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "yieldable", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "gpu_uuid", ""));
+	EXPECT_TRUE(sysfs_is(self->id, "host_bytes", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "lease_id", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "leased_tags", ""));
+	EXPECT_TRUE(sysfs_is(self->id, "tag_policy", ""));
+	EXPECT_TRUE(sysfs_is(self->id, "tag_size_bytes", ""));
+	EXPECT_TRUE(sysfs_is(self->id, "resident_torch_bytes", "0"));
+	EXPECT_TRUE(sysfs_is(self->id, "resident_process_source", "unknown"));
+	EXPECT_LE(0, sysfs_num(0, "leases"));
+	EXPECT_LE(0, sysfs_num(0, "reclaims"));
+}
+
+/* One value per file, as the statement and the report say. */
+TEST_F(sys, tenant_values_follow_the_report)
+{
+	struct gpusleep_tenant_set t = {
+		.priority = -7, .flags = GPUSLEEP_TENF_YIELDABLE,
+	};
+
+	ASSERT_EQ(0, gs_err(ioctl(self->engine, GPUSLEEP_IOC_SET_TENANT, &t)));
+	ASSERT_EQ(0, report_tenant(self->agent, 16 << 20));
+	EXPECT_TRUE(sysfs_is(self->id, "priority", "-7"));
+	EXPECT_TRUE(sysfs_is(self->id, "yieldable", "1"));
+	EXPECT_TRUE(sysfs_is(self->id, "gpu_uuid",
+			     "a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf"));
+	EXPECT_TRUE(sysfs_is(self->id, "host_bytes", "16777216"));
+	EXPECT_TRUE(sysfs_is(self->id, "tag_policy", "backup,discard"));
+	EXPECT_TRUE(sysfs_is(self->id, "tag_content", "kept,zeroed"));
+	EXPECT_TRUE(sysfs_is(self->id, "tag_verified", "1,0"));
+	EXPECT_TRUE(sysfs_is(self->id, "tag_size_bytes", "67108864,33554432"));
+	EXPECT_TRUE(sysfs_is(self->id, "tag_mapped_bytes",
+			     "50331648,33554432"));
+	EXPECT_TRUE(sysfs_is(self->id, "tag_host_bytes", "16777216,0"));
+	EXPECT_TRUE(sysfs_is(self->id, "resident_torch_bytes", "3145728"));
+	EXPECT_TRUE(sysfs_is(self->id, "resident_graph_bytes", "2097152"));
+	EXPECT_TRUE(sysfs_is(self->id, "resident_process_bytes", "104857600"));
+	EXPECT_TRUE(sysfs_is(self->id, "resident_process_source", "device"));
+}
+
+/* A change of what the budget counts wakes poll() on host_bytes. */
+TEST_F(sys, poll_host_bytes_wakes)
+{
+	struct pollfd p;
+	char path[256], buf[32];
+
+	snprintf(path, sizeof(path), CLASS "/domain%u/host_bytes", self->id);
+	p.fd = open(path, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, p.fd);
+	ASSERT_LT(0, read(p.fd, buf, sizeof(buf)));
+	p.events = POLLPRI | POLLERR;
+	p.revents = 0;
+	ASSERT_EQ(0, poll(&p, 1, 0));
+	ASSERT_EQ(0, report_tenant(self->agent, 8 << 20));
+	ASSERT_EQ(1, poll(&p, 1, GS_WAIT_MS));
+	EXPECT_TRUE(p.revents & (POLLPRI | POLLERR));
+	ASSERT_EQ(0, lseek(p.fd, 0, SEEK_SET));
+	ASSERT_LT(0, read(p.fd, buf, sizeof(buf)));
+	EXPECT_EQ(0, strncmp(buf, "8388608", 7));
+	close(p.fd);
 }
 
 TEST_HARNESS_MAIN

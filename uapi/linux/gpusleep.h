@@ -816,6 +816,9 @@ struct gpusleep_tenant {
 #define GPUSLEEP_RWHY_DEADLINE		(1U << 5) /* its deadline came */
 #define GPUSLEEP_RWHY_CANCELLED		(1U << 6) /* its lease closed first */
 
+/* A reclaim tries at most this many victims (entries of its result). */
+#define GPUSLEEP_RECLAIM_MAX_VICTIMS	64
+
 /* struct gpusleep_reclaim.state */
 #define GPUSLEEP_RECLAIM_RUNNING	1
 #define GPUSLEEP_RECLAIM_DONE		2
