@@ -414,8 +414,12 @@ static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
 		fprintf(stderr, "gpusleep agent: pausing %s failed (%s) and %llu bytes of it stay unmapped: answering them, a resume maps them back\n",
 			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
 			strerror(-status), (unsigned long long)r.unmapped_bytes);
-	if (r.lost_bytes)
+	if (r.lost_bytes && pause)
 		fprintf(stderr, "gpusleep agent: %s: %llu bytes of discarded contents were lost by the rollback (they read as zeros)\n",
+			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
+			(unsigned long long)r.lost_bytes);
+	if (r.lost_bytes && !pause && !status)
+		fprintf(stderr, "gpusleep agent: %s: resumed fresh, %llu bytes of its contents were lost before (they read as zeros: reload them)\n",
 			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
 			(unsigned long long)r.lost_bytes);
 	if (r.flags & GS_MM_RES_VERIFY_FAILED)

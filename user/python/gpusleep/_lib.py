@@ -333,6 +333,7 @@ RVF_NAMES = ("unmeasured", "group", "failed", "rolled_back",
 LEASE_STATES = (None, "taking", "held", "returning", "returned")
 LEASE_RETURN_NONBLOCK = 1
 GPU_UUID_LEN = 41
+RECLAIM_MAX_VICTIMS = 64
 
 
 def bit_names(bits: int, names: tuple[str, ...]) -> list[str]:

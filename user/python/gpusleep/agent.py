@@ -372,6 +372,30 @@ class Agent:
                 if r.resident_source < len(_lib.RESIDENT_SOURCES) else None,
                 "generation": r.generation}
 
+    def set_outside(self, torch_reserved: int = 0,
+                    graph_pool: int = 0) -> None:
+        """What the process holds outside its tags that only it knows:
+        PyTorch's reserved memory outside the regions' pools, and CUDA
+        graph pools outside them (0: unknown). Sent in the agent's next
+        report (the thread's: at most one per 100 ms)."""
+        for name, v in (("torch_reserved", torch_reserved),
+                        ("graph_pool", graph_pool)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise TypeError(f"{name}: want bytes (int >= 0), not {v!r}")
+        _lib.lib().gs_agent_set_outside(self._a, torch_reserved, graph_pool)
+
+    def report(self) -> None:
+        """Send a report to the module now (GPUSLEEP_IOC_REPORT): the
+        tags' sizes, policies, content after resume, verification, and
+        what the process holds; OSError when the module refuses it."""
+        _lib.check(_lib.lib().gs_agent_report(self._a), "report")
+
+    def report_stats(self) -> dict[str, int]:
+        """Reports sent, failed, coalesced; last_error (-errno)."""
+        st = _lib.gs_agent_report_stats()
+        _lib.lib().gs_agent_get_report_stats(self._a, ctypes.byref(st))
+        return {k: getattr(st, k) for k, _ in st._fields_ if k != "pad"}
+
     def stop(self) -> int:
         """Stop the thread; 0, or the -errno that ended it."""
         if self._thread:

@@ -44,9 +44,9 @@ log = logging.getLogger("gpusleep.arbiter")
 #: "cuda:N" or "domain:NAME".
 GpuRef = Union[str, bytes, int]
 
-# entries of victims asked for: more domains than that on one GPU are
-# tried all the same, only not listed
-_MAX_VICTIMS = 256
+# entries of victims asked for: a reclaim tries at most that many
+# (GPUSLEEP_RECLAIM_MAX_VICTIMS)
+_MAX_VICTIMS = _lib.RECLAIM_MAX_VICTIMS
 
 
 def _uuid_array(u: bytes) -> ctypes.Array[ctypes.c_uint8]:
