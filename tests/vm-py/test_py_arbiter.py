@@ -12,9 +12,14 @@ killed with its lease wakes the engines; an unprivileged claim above 0 is
 PriorityNotPermitted; a backup whose host copy changed is VerifyFailed
 through the module (issue 34 item 6), and the next resume maps it fresh;
 what a process holds outside its tags reaches the tenant (issue 34
-item 5); Engine(priority=) states itself. SKIPs without /dev/gpusleep."""
+item 5); Engine(priority=) states itself. gpusleepctl: acquire holds a
+lease while a command runs and gives it back at its end, or until
+SIGTERM; leases and status show it; reclaim takes for good; status says
+what is left on the GPU by class. SKIPs without /dev/gpusleep."""
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,10 +28,15 @@ from gstest import (GUARD_S, REPO, Tap, Proc, check, need_device, raises)
 import gpusleep
 from gpusleep import arbiter
 
+sys.path.insert(0, os.path.join(REPO, "tests", "host"))
+import mankeys  # noqa: E402
+
 MiB = 1 << 20
 MIB = 4			# per tag, in a 16 MiB chunk: each tag holds 16 MiB
 TAG = 16 * MiB
 NAME = f"arb{os.getpid()}"
+CTL = os.environ.get("GPUSLEEP_CTL") or os.path.join(REPO, "build", "bin",
+                                                    "gpusleepctl")
 TESTS = ["three tenants report their GPU, tags and priority",
          "acquire: the lowest priority, its discard-kind tag first; "
          "held, a resume by another is Leased; the end resumes it",
@@ -38,7 +48,12 @@ TESTS = ["three tenants report their GPU, tags and priority",
          "a verified backup changed while released: VerifyFailed, "
          "then fresh",
          "what the process holds outside its tags reaches the tenant",
-         "Engine(priority=, yieldable=) states itself"]
+         "Engine(priority=, yieldable=) states itself",
+         "gpusleepctl acquire -- COMMAND: held while it runs (leases, "
+         "status show it), given back at its end",
+         "gpusleepctl acquire until SIGTERM, on domain:NAME's GPU",
+         "gpusleepctl reclaim for good; status: tenant, what is left by "
+         "class"]
 
 S = {"eng": [], "agent": [], "ids": []}
 PRIOS = (-5, 0, 0)
@@ -238,6 +253,90 @@ def engine_priority():
         raises(ValueError, e.set_tenant, 1001)
 
 
+def run_ctl(*args, **kw):
+    return subprocess.run([CTL] + [str(a) for a in args],
+                          capture_output=True, text=True, timeout=GUARD_S,
+                          **kw)
+
+
+def ctl_acquire_command():
+    low = S["ids"][0]
+    inner = f"{CTL} -j leases; {CTL} -j status {low}"
+    p = run_ctl("-j", "acquire", "--gpu", "host", "--size", "8M", "--",
+                "sh", "-c", inner)
+    objs = [json.loads(ln) for ln in p.stdout.splitlines() if ln.strip()]
+    check(p.returncode == 0 and len(objs) == 4, p.stdout + p.stderr)
+    got, leases, st, back = objs
+    check(got["kind"] == "acquired" and got["lease_id"] > 0 and
+          [v["domain"]["id"] for v in got["victims"]] == [low] and
+          got["victims"][0]["tags"] == ["kv_cache"] and
+          got["taken_bytes"] >= 8 * MiB, got)
+    check([x["lease_id"] for x in leases] == [got["lease_id"]] and
+          leases[0]["domains"][0]["id"] == low and
+          leases[0]["domains"][0]["leased_tags"] == ["kv_cache"], leases)
+    check(st["tenant"]["lease_id"] == got["lease_id"] and
+          st["tenant"]["priority"] == -5 and
+          st["released_tags"] == ["kv_cache"], st)
+    check(back["kind"] == "returned" and back["still_released"] == 0 and
+          "returned" in back["victims"][0]["flags"], back)
+    # the keys gpusleepctl(8) documents, and only those
+    for o, doc in ((got, mankeys.man_keys("acquire")),
+                   (back, mankeys.man_keys("returned"))):
+        check(mankeys.json_keys(o) <= doc and
+              {"kind", "victims", "lease_id"} <= mankeys.json_keys(o),
+              mankeys.json_keys(o) - doc)
+    check(mankeys.json_keys(leases) == mankeys.man_keys("leases"),
+          mankeys.json_keys(leases) ^ mankeys.man_keys("leases"))
+    check(awake(0), "given back")
+    # the command's exit status is gpusleepctl's
+    p = run_ctl("acquire", "-g", "host", "-s", "8M", "--", "sh", "-c",
+                "exit 7")
+    check(p.returncode == 7 and awake(0), p.stdout + p.stderr)
+    S["agent"][0].ask("fill", "filled")
+    p = run_ctl("acquire", "--gpu", "host", "--size", "1T")
+    check(p.returncode == 1 and "short" in p.stderr, p.stderr)
+    p = run_ctl("acquire", "--gpu", "nonsense", "--size", "1M")
+    check(p.returncode == 2 and "--gpu" in p.stderr, p.stderr)
+
+
+def ctl_acquire_signal():
+    p = subprocess.Popen([CTL, "acquire", "--gpu", f"domain:{NAME}-1",
+                          "--size", "1M"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        first = p.stdout.readline()
+        check("lease" in first and "took" in first, first)
+        check(not awake(0), "held")
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=GUARD_S)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    check(p.returncode == 0 and "every domain resumed" in out, out + err)
+    check(awake(0), "given back at SIGTERM")
+    S["agent"][0].ask("fill", "filled")
+
+
+def ctl_reclaim_status():
+    low = S["ids"][0]
+    p = run_ctl("reclaim", "--gpu", "host", "--size", "1M")
+    check(p.returncode == 0 and "reclaim" in p.stdout and
+          f"{NAME}-0" in p.stdout, p.stdout + p.stderr)
+    check(gpusleep.state(low).released == ["kv_cache"], "taken for good")
+    p = run_ctl("status", low)
+    check(p.returncode == 0 and "priority -5" in p.stdout and
+          "content after resume: weights kept, kv_cache zeroed"
+          in p.stdout and "left on the GPU: tags 16.0 MiB" in p.stdout,
+          p.stdout)
+    p = run_ctl("-j", "status", low)
+    o = json.loads(p.stdout)
+    check(o["left"]["tags"] == TAG and o["mapped_bytes"] ==
+          {"weights": TAG, "kv_cache": 0}, o)
+    check(gpusleep.resume(low).ok, "resumed by hand")
+    S["agent"][0].ask("fill", "filled")
+
+
 def main():
     tap = Tap(TESTS)
     need_device(tap, TESTS)
@@ -246,7 +345,9 @@ def main():
                                     shortfall, reclaim_for_good,
                                     holder_killed, unprivileged_priority,
                                     verify_failed, outside,
-                                    engine_priority]):
+                                    engine_priority, ctl_acquire_command,
+                                    ctl_acquire_signal,
+                                    ctl_reclaim_status]):
             tap.run(name, fn)
     finally:
         for p in S["agent"] + S["eng"]:
