@@ -37,6 +37,8 @@ TESTS = ["import gpusleep loads no library",
          "no /dev/gpusleep: Controller raises, adapter says how to fix it",
          "arbiter without the module: GPU names, arguments checked, "
          "ModuleNotLoaded",
+         "drop-in: what PyTorch holds outside the regions, by class, from "
+         "a memory snapshot",
          "make python-install DESTDIR: import gpusleep from the stage",
          "adapter in local mode: regions, pause/resume, verified free",
          "adapter over a stand-in torch: one MemPool per tag, graphs",
@@ -276,6 +278,25 @@ def arbiter_args():
         check(type(e) is cls and e.errno == en, repr(e))
     check(issubclass(errors.Leased, BlockingIOError), "Leased: try again")
     check(issubclass(errors.PriorityNotPermitted, PermissionError), "EPERM")
+
+
+def outside():
+    from gpusleep import torch_memory_saver as tms
+    snap = [{"device": 0, "segment_pool_id": (0, 0), "total_size": 100},
+            {"device": 0, "segment_pool_id": (0, 0), "total_size": 20},
+            {"device": 0, "segment_pool_id": (0, 7), "total_size": 1000},
+            {"device": 0, "segment_pool_id": (3, 0), "total_size": 40},
+            {"device": 0, "segment_pool_id": (0, 9), "total_size": 5},
+            {"device": 1, "segment_pool_id": (0, 0), "total_size": 7000}]
+    # the regions' pools (0, 7) aside; a graph's (3, 0) and another
+    # MemPool (0, 9) are outside them; device 1 is not this process's GPU
+    check(tms.outside_of(snap, [(0, 7)], 0) == (120, 45),
+          repr(tms.outside_of(snap, [(0, 7)], 0)))
+    check(tms.outside_of(snap, [], None) == (7120, 1045), "every device")
+    check(tms.outside_of([], [(0, 7)], 0) == (0, 0), "nothing")
+    # without torch in use here: unknown, 0
+    check(tms.torch_memory_saver.outside() == (0, 0) or
+          "torch" in sys.modules, "no torch: (0, 0)")
 
 
 def install():
@@ -898,7 +919,8 @@ def main():
     tap.run(TESTS[0], lazy_import)
     tap.run(TESTS[1], check_layouts)
     for name, fn in zip(TESTS[2:], [tags, exceptions, answers, memory, verify,
-                                    no_device, arbiter_args, install,
+                                    no_device, arbiter_args, outside,
+                                    install,
                                     local_mode,
                                     torch_mode, torch_released,
                                     torch_expandable, torch_foreign_pool,
