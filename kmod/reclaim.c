@@ -635,6 +635,7 @@ static int gs_victim_resume(struct gs_cand *c, u64 lease_id, u32 tags,
 	}
 	for (tries = 0; tries < GS_RESUME_TRIES; tries++) {
 		memset(&req, 0, sizeof(req));
+		memset(res, 0, sizeof(*res));	/* not the busy one's */
 		busy = 0;
 		mutex_lock(&d->lock);
 		if (d->dead) {

@@ -199,20 +199,48 @@ TEST_F(ten, report_invalid_changes_nothing)
 	for (c = 0; c < 14; c++) {
 		r = good;
 		switch (c) {
-		case 0: memset(r.gpu_uuid, 0, 16); break;	/* no GPU */
-		case 1: r.nr_tags = 1; break;		/* not the declaration */
-		case 2: r.nr_tags = 3; break;
-		case 3: r.flags = 1; break;
-		case 4: r.pad = 1; break;
-		case 5: r.reserved[3] = 1; break;
-		case 6: r.tags[2].size_bytes = 1; break;	/* past nr_tags */
-		case 7: r.tags[0].policy = 2; break;
-		case 8: r.tags[0].content = 3; break;
-		case 9: r.tags[0].flags = 2; break;
-		case 10: r.tags[0].mapped_bytes = 9 * MiB; break; /* > size */
-		case 11: r.tags[1].content = GPUSLEEP_CONTENT_KEPT; break;
-		case 12: r.tags[1].flags = GPUSLEEP_RTF_VERIFIED; break;
-		case 13: r.process_bytes = 1; break;	/* without a source */
+		case 0:	/* no GPU */
+			memset(r.gpu_uuid, 0, 16);
+			break;
+		case 1:	/* not the declaration */
+			r.nr_tags = 1;
+			break;
+		case 2:
+			r.nr_tags = 3;
+			break;
+		case 3:
+			r.flags = 1;
+			break;
+		case 4:
+			r.pad = 1;
+			break;
+		case 5:
+			r.reserved[3] = 1;
+			break;
+		case 6:	/* past nr_tags */
+			r.tags[2].size_bytes = 1;
+			break;
+		case 7:
+			r.tags[0].policy = 2;
+			break;
+		case 8:
+			r.tags[0].content = 3;
+			break;
+		case 9:
+			r.tags[0].flags = 2;
+			break;
+		case 10:	/* > size */
+			r.tags[0].mapped_bytes = 9 * MiB;
+			break;
+		case 11:
+			r.tags[1].content = GPUSLEEP_CONTENT_KEPT;
+			break;
+		case 12:
+			r.tags[1].flags = GPUSLEEP_RTF_VERIFIED;
+			break;
+		case 13:	/* without a source */
+			r.process_bytes = 1;
+			break;
 		}
 		EXPECT_EQ(-EINVAL, report(self->agent, &r)) TH_LOG("case %u", c);
 	}
@@ -494,6 +522,7 @@ FIXTURE(arb) {
 	uint32_t id[MAXD];
 	struct gpusleep_report rep[MAXD];
 	struct script sc[MAXD];
+	struct gpusleep_event held[MAXD];	/* the record held back */
 	struct logent log[LOGN];
 	int nlog;
 	uint8_t gpu[16];
@@ -543,7 +572,7 @@ static void tenant(struct __test_metadata *_metadata, FIXTURE_DATA(arb) *self,
 {
 	char nm[32];
 
-	snprintf(nm, sizeof(nm), "tenant%d", i);
+	snprintf(nm, sizeof(nm), "ten%d", i);
 	self->eng[i] = gs_create(self->dev, nm, 0, &self->id[i]);
 	ASSERT_LE(0, self->eng[i]);
 	self->agent[i] = gs_attach(self->dev, self->id[i], GPUSLEEP_ROLE_AGENT);
@@ -582,8 +611,10 @@ static int pump_fd(FIXTURE_DATA(arb) *self, int i, int fd)
 	logit(self, i, &ev);
 	if (!gs_needs_answer(ev.type))
 		return 1;
-	if (sc->hold && ev.type == sc->hold)
+	if (sc->hold && ev.type == sc->hold) {
+		self->held[i] = ev;
 		return 1;
+	}
 	bytes = ev.type == GPUSLEEP_EV_PAUSE_TAG ||
 		ev.type == GPUSLEEP_EV_RESUME_TAG ?
 		self->rep[i].tags[ev.tags == KV].mapped_bytes : 0;
@@ -958,15 +989,32 @@ TEST_F(arb, reclaim_invalid)
 		r = r0;
 		r.op_id = 0;
 		switch (c) {
-		case 0: r.bytes = 0; break;
-		case 1: memset(r.gpu_uuid, 0, 16); break;
-		case 2: r.flags = 1U << 4; break;
-		case 3: r.pad = 1; break;
-		case 4: r.reserved[0] = 1; break;
-		case 5: r.priority = GPUSLEEP_PRIO_MIN - 1; break;
-		case 6: r.victims = 8; r.nr_victims = 1; r.victim_size = 8;
+		case 0:
+			r.bytes = 0;
 			break;
-		case 7: r.priority = GPUSLEEP_PRIO_MAX + 1; break;
+		case 1:
+			memset(r.gpu_uuid, 0, 16);
+			break;
+		case 2:
+			r.flags = 1U << 4;
+			break;
+		case 3:
+			r.pad = 1;
+			break;
+		case 4:
+			r.reserved[0] = 1;
+			break;
+		case 5:
+			r.priority = GPUSLEEP_PRIO_MIN - 1;
+			break;
+		case 6:
+			r.victims = 8;
+			r.nr_victims = 1;
+			r.victim_size = 8;
+			break;
+		case 7:
+			r.priority = GPUSLEEP_PRIO_MAX + 1;
+			break;
 		}
 		EXPECT_EQ(-EINVAL, gs_err(ioctl(self->dev, GPUSLEEP_IOC_RECLAIM,
 						&r))) TH_LOG("case %u", c);
@@ -1447,6 +1495,51 @@ TEST_F(arb, deadline_cancels_the_draining_victim)
 	for (i = 0; i < 10; i++)
 		pump(self, 20);
 	EXPECT_EQ(0, released(self, 0));
+}
+
+/*
+ * The return finds a victim busy with an operation of its own (its owner
+ * releasing another tag, unmapping): it waits for that one, then resumes
+ * what the lease took; the owner's release is not called off.
+ */
+TEST_F(arb, lease_return_waits_for_the_victims_own_operation)
+{
+	struct gpusleep_reclaim_victim v[4];
+	struct gpusleep_reclaim r;
+	struct gpusleep_lease li;
+	struct gpusleep_op op;
+	int lease, i;
+
+	tenant(_metadata, self, 0, 0, 0, 64 * MiB, GPUSLEEP_POLICY_DISCARD,
+	       64 * MiB, GPUSLEEP_POLICY_DISCARD);
+	ASSERT_EQ(0, take(self, 64 * MiB, 0, GPUSLEEP_RECLAIMF_LEASE, &r,
+			  NULL, 0, &lease));
+	ASSERT_EQ(W, released(self, 0));
+	self->sc[0].hold = GPUSLEEP_EV_PAUSE_TAG;
+	ASSERT_EQ(0, gs_release(self->ctl[0], KV, NB, &op));
+	pump(self, 50);
+	ASSERT_EQ(GPUSLEEP_EV_PAUSE_TAG, self->held[0].type);
+	ASSERT_EQ(-EINPROGRESS, gs_err(ioctl(lease, GPUSLEEP_IOC_LEASE_RETURN,
+					     GPUSLEEP_LEASE_RETURN_NONBLOCK)));
+	pump(self, 100);
+	EXPECT_EQ(W | KV, released(self, 0));	/* the return waits */
+	self->sc[0].hold = 0;
+	ASSERT_EQ(0, gs_answer(self->agent[0], &self->held[0], 0, 64 * MiB));
+	for (i = 0; i < 100 && released(self, 0) != KV; i++)
+		pump(self, 20);
+	EXPECT_EQ(0, gs_finish(self->ctl[0], op.op_id, NULL));
+	EXPECT_EQ(KV, released(self, 0));
+	memset(&li, 0, sizeof(li));
+	li.victims = (uintptr_t)v;
+	li.nr_victims = 4;
+	li.victim_size = sizeof(v[0]);
+	ASSERT_EQ(0, gs_err(ioctl(lease, GPUSLEEP_IOC_LEASE_INFO, &li)));
+	EXPECT_EQ(GPUSLEEP_LEASE_RETURNED, li.state);
+	ASSERT_EQ(1, li.nr_victims);
+	EXPECT_TRUE(v[0].flags & GPUSLEEP_RVF_RETURNED);
+	EXPECT_GT(v[0].resume_op_id, op.op_id);	/* its own resume */
+	EXPECT_EQ(0, v[0].resume_error);
+	close(lease);
 }
 
 /* ------------------------------------------------------------ groups */

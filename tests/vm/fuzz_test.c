@@ -256,7 +256,7 @@ static const unsigned long cmds[] = {
 	GPUSLEEP_IOC_RECLAIM_WAIT, GPUSLEEP_IOC_LEASE_INFO,
 };
 
-#define NR_CMDS	(sizeof(cmds) / sizeof(cmds[0]))
+#define NR_CMDS	ARRAY_SIZE(cmds)
 
 /* One random call: returns 1 if it was a deliberately bad input. */
 static int random_call(int dev, int ctl, int *efds, unsigned int *seed)

@@ -840,4 +840,91 @@ TEST_F(dev, admin_may_attach_others_domain)
 		close(c);
 }
 
+/* ------------------------------------------ tenants, reclaims, leases */
+
+/* Each new command belongs to one kind of fd: elsewhere, ENOTTY. */
+TEST_F(dev, tenant_commands_on_the_wrong_fd)
+{
+	struct gpusleep_reclaim r;
+	struct gpusleep_report rep;
+	int e = gs_create(self->dev, "u5", 0, NULL);
+
+	ASSERT_LE(0, e);
+	memset(&rep, 0, sizeof(rep));
+	memset(&r, 0, sizeof(r));
+	EXPECT_EQ(-ENOTTY, gs_err(ioctl(self->dev, GPUSLEEP_IOC_REPORT, &rep)));
+	EXPECT_EQ(-ENOTTY, gs_err(ioctl(self->dev, GPUSLEEP_IOC_GET_TENANT,
+					&rep)));
+	EXPECT_EQ(-ENOTTY, gs_err(ioctl(e, GPUSLEEP_IOC_RECLAIM, &r)));
+	EXPECT_EQ(-ENOTTY, gs_err(ioctl(e, GPUSLEEP_IOC_LEASE_INFO, &r)));
+	EXPECT_EQ(-ENOTTY, gs_err(ioctl(self->dev, GPUSLEEP_IOC_LEASE_RETURN,
+					0)));
+	close(e);
+}
+
+struct reclaim_long { struct gpusleep_reclaim r; __u64 more; };
+
+/*
+ * RECLAIM grows at its end: smaller than its first version EINVAL, a
+ * newer caller's unknown tail must be zero (E2BIG), and is cleared.
+ */
+TEST_F(dev, reclaim_struct_sizes)
+{
+	struct reclaim_long l;
+
+	memset(&l, 0, sizeof(l));
+	EXPECT_EQ(-EINVAL, gs_err(ioctl(self->dev,
+		_IOWR(GPUSLEEP_IOC_MAGIC, 0x05, struct gpusleep_lease), &l)));
+	l.r.gpu_uuid[0] = 1;
+	l.r.bytes = 1;
+	l.more = 1;
+	EXPECT_EQ(-E2BIG, gs_err(ioctl(self->dev,
+		_IOWR(GPUSLEEP_IOC_MAGIC, 0x05, struct reclaim_long), &l)));
+	l.more = 0;
+	l.r.gpu_uuid[0] = 0xee;		/* a GPU nobody is on */
+	EXPECT_EQ(-ENOSPC, gs_err(ioctl(self->dev,
+		_IOWR(GPUSLEEP_IOC_MAGIC, 0x05, struct reclaim_long), &l)));
+	EXPECT_EQ(GPUSLEEP_R_SHORTFALL, l.r.reason);
+	EXPECT_EQ(0, l.more);
+}
+
+/* A lease fd: O_CLOEXEC, unknown commands ENOTTY, LEASE_INFO's sizes. */
+TEST_F(dev, lease_fd_basics)
+{
+	struct gpusleep_reclaim r;
+	struct gpusleep_lease li;
+	int lease, flags;
+
+	memset(&r, 0, sizeof(r));
+	r.gpu_uuid[0] = 0xef;
+	r.bytes = 1;
+	r.flags = GPUSLEEP_RECLAIMF_LEASE | GPUSLEEP_RECLAIMF_NONBLOCK |
+		  GPUSLEEP_RECLAIMF_PARTIAL;
+	lease = gs_err(ioctl(self->dev, GPUSLEEP_IOC_RECLAIM, &r));
+	ASSERT_LE(0, lease);
+	EXPECT_EQ(lease, r.lease_fd);
+	flags = fcntl(lease, F_GETFD);
+	EXPECT_TRUE(flags & FD_CLOEXEC);
+	EXPECT_EQ(-ENOTTY, gs_err(ioctl(lease, _IO(GPUSLEEP_IOC_MAGIC, 0x3f))));
+	EXPECT_EQ(-ENOTTY, gs_err(ioctl(lease, GPUSLEEP_IOC_GET_STATE, &li)));
+	memset(&li, 0, sizeof(li));
+	li.reserved[1] = 1;
+	EXPECT_EQ(-EINVAL, gs_err(ioctl(lease, GPUSLEEP_IOC_LEASE_INFO, &li)));
+	memset(&li, 0, sizeof(li));
+	EXPECT_EQ(0, gs_err(ioctl(lease, GPUSLEEP_IOC_LEASE_INFO, &li)));
+	EXPECT_EQ(r.lease_id, li.id);
+	EXPECT_EQ(GPUSLEEP_RECLAIM_VICTIM_SIZE_VER0, li.victim_size);
+	close(lease);
+}
+
+/* The handshake reports the tenants feature. */
+TEST_F(dev, api_reports_tenants)
+{
+	struct gpusleep_api a = { .api = GPUSLEEP_API_VERSION,
+				  .features = GPUSLEEP_FEAT_TENANTS };
+
+	EXPECT_EQ(0, gs_err(ioctl(self->dev, GPUSLEEP_IOC_API, &a)));
+	EXPECT_TRUE(a.features & GPUSLEEP_FEAT_TENANTS);
+}
+
 TEST_HARNESS_MAIN
