@@ -42,6 +42,7 @@ TESTS = ["three tenants report their GPU, tags and priority",
          "held, a resume by another is Leased; the end resumes it",
          "a bigger claim: a whole domain, then the next",
          "a claim nobody can meet: Shortfall, nothing kept",
+         "discard_only: the three engines' KV caches, no weights",
          "reclaim: taken for good, resumed by hand",
          "a holder killed with its lease: the engines wake",
          "an unprivileged claim above priority 0: PriorityNotPermitted",
@@ -154,6 +155,17 @@ def shortfall():
     for i in range(3):
         check(awake(i), f"engine {i}: nothing kept")
         # taken and given back: the weights restored, KV fresh
+        agent_check(i, ["weights=same", "kv=zero"])
+        S["agent"][i].ask("fill", "filled")
+
+
+def discard_only():
+    with gpusleep.acquire("host", 40 * MiB, discard_only=True) as lease:
+        check(sorted(v.domain for v in lease.victims) == sorted(S["ids"])
+              and all(v.tags == ["kv_cache"] for v in lease.victims),
+              repr(lease.victims))
+    for i in range(3):
+        check(awake(i), f"engine {i} awake")
         agent_check(i, ["weights=same", "kv=zero"])
         S["agent"][i].ask("fill", "filled")
 
@@ -342,7 +354,8 @@ def main():
     need_device(tap, TESTS)
     try:
         for name, fn in zip(TESTS, [start, acquire_lowest, acquire_bigger,
-                                    shortfall, reclaim_for_good,
+                                    shortfall, discard_only,
+                                    reclaim_for_good,
                                     holder_killed, unprivileged_priority,
                                     verify_failed, outside,
                                     engine_priority, ctl_acquire_command,
