@@ -18,7 +18,7 @@
  * byte (about 10x slower). Not a cryptographic hash: it finds corruption
  * and bugs, not tampering.
  */
-#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -28,10 +28,26 @@
 #define CRC32C_POLY_REV	0x82f63b78u
 
 static uint32_t table[256];
-static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+/*
+ * 0: not made, 1: being made, 2: made. Not pthread_once: the wheel's
+ * library binds nothing of glibc past 2.17 (pthread_once moved into
+ * libc.so.6 at 2.34; user/python/glibc_compat.c).
+ */
+static int table_state;
 
 static void table_init(void)
 {
+	int want = 0;
+
+	if (__atomic_load_n(&table_state, __ATOMIC_ACQUIRE) == 2)
+		return;
+	if (!__atomic_compare_exchange_n(&table_state, &want, 1, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		/* another thread makes it: 256 entries, a moment */
+		while (__atomic_load_n(&table_state, __ATOMIC_ACQUIRE) != 2)
+			;
+		return;
+	}
 	for (uint32_t i = 0; i < 256; i++) {
 		uint32_t c = i;
 
@@ -39,11 +55,12 @@ static void table_init(void)
 			c = c & 1 ? (c >> 1) ^ CRC32C_POLY_REV : c >> 1;
 		table[i] = c;
 	}
+	__atomic_store_n(&table_state, 2, __ATOMIC_RELEASE);
 }
 
 static uint32_t sw_bytes(uint32_t crc, const unsigned char *p, size_t n)
 {
-	pthread_once(&table_once, table_init);
+	table_init();
 	while (n--)
 		crc = table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
 	return crc;
