@@ -22,7 +22,7 @@
 
 BENCH_DIR	:= $(BUILD)/bench
 BENCH_NAMES	:= bench_state bench_roundtrip bench_fanout bench_host bench_scale \
-		   bench_group bench_node
+		   bench_group bench_node bench_arbiter
 BENCH_BINS	:= $(BENCH_NAMES:%=$(BENCH_DIR)/%)
 BENCH_CFLAGS	:= $(CFLAGS) -Iuser/include -Ibench -MMD -MP
 BENCH_GPU	:= $(if $(GS_CUDA_H),$(BENCH_DIR)/gpu/bench_cuda)

@@ -25,7 +25,7 @@ done
 [ -w "$P/max_domains" ] && echo 2048 > "$P/max_domains"
 for rep in $(seq 1 "${BENCH_REPEAT:-1}"); do
 	# bench_host last: its 1 GiB touches evict what the others rely on.
-	for b in bench_state bench_roundtrip bench_fanout bench_scale bench_group \
+	for b in bench_state bench_roundtrip bench_fanout bench_scale bench_group bench_arbiter \
 		bench_node bench_host; do
 		# BENCH_ONLY: the benchmarks named there, no other
 		[ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY " == *" $b "* ]] ||

@@ -8,7 +8,7 @@
 # Usage: tools/demo.sh [--weights-mib N] [--kv-mib N] [--steps N]
 #                      [--abort-step N] [--bucket-mib N] [--serve N]
 #                      [--max-inflight N] [--timeout-s S] [--json]
-#                      [--fault stale-prefix|bad-push]
+#                      [--fault stale-prefix|bad-push] [--lease-steps N]
 #   (through make: make demo DEMO_ARGS="--weights-mib 128 --json")
 #
 # Starts, in order: the engine (build/demo/engine: scheduler, gs_agent on
@@ -19,13 +19,19 @@
 # trainer runs `gpusleepctl status` before the engine quits. A second
 # watcher (`gpusleepctl -j monitor --timeline`) records each operation's
 # steps for the picture.
+# Then the second part (docs/arbiter.md): two engines, policy (priority 0)
+# and reward (priority -10), and a trainer (tools/demo/leases.py) that
+# takes the memory it needs with gpusleep.acquire() for each of its
+# --lease-steps steps (default 2; 0: no second part) and gives it back,
+# waking both engines; each then checks its weights.
 #
 # Environment: BUILD (default REPO/build), GPUSLEEPCTL (default
 # BUILD/bin/gpusleepctl; when it is not there the demo runs without the
 # watcher and the status, and says so).
 # Files, in $GPUSLEEP_OUT (the VM's results dir, build/vm/demo) or a fresh
 # directory under /tmp: engine.log, events.jsonl, timeline.jsonl (each
-# operation's steps), monitor.err, rows.jsonl (the trainer's timeline rows)
+# operation's steps), monitor.err, rows.jsonl (the trainer's timeline rows),
+# policy.log, reward.log and leases.jsonl (the second part's rows)
 # and demo.svg (tools/demo/plot.py: the engine's and the trainer's memory
 # over the steps, the release timeline and the steps of each operation;
 # written when python3 is there).
@@ -42,6 +48,7 @@ CTL=${GPUSLEEPCTL:-$BUILD/bin/gpusleepctl}
 ENGINE_ARGS=""
 TRAINER_ARGS=""
 JSON=0
+LEASE_STEPS=2
 
 note() {
 	# Human notes: stdout for the table, stderr when stdout is JSON.
@@ -65,6 +72,9 @@ while [ $# -gt 0 ]; do
 	--steps|--abort-step|--bucket-mib|--serve|--timeout-s)
 		[ $# -ge 2 ] || die "$1 needs a value"
 		TRAINER_ARGS="$TRAINER_ARGS $1 $2"; shift 2 ;;
+	--lease-steps)
+		[ $# -ge 2 ] || die "$1 needs a value"
+		LEASE_STEPS=$2; shift 2 ;;
 	--json)
 		JSON=1; TRAINER_ARGS="$TRAINER_ARGS --json"; shift ;;
 	-h|--help)
@@ -89,6 +99,7 @@ SOCK=$RUN/engine.sock
 ENGINE_PID=""
 MON_PID=""
 VIEW_PID=""
+LEASE_PIDS=""
 
 # A watcher is subscribed once its first dump (into FILE) shows up.
 subscribed() {
@@ -106,6 +117,7 @@ subscribed() {
 
 cleanup() {
 	[ -n "$ENGINE_PID" ] && kill "$ENGINE_PID" 2>/dev/null
+	for p in $LEASE_PIDS; do kill "$p" 2>/dev/null; done
 	[ -f "$RUN/monitor.pid" ] && kill "$(cat "$RUN/monitor.pid")" 2>/dev/null
 	[ -f "$RUN/timeline.pid" ] && kill "$(cat "$RUN/timeline.pid")" 2>/dev/null
 	[ -n "$VIEW_PID" ] && wait "$VIEW_PID" 2>/dev/null
@@ -175,14 +187,6 @@ else
 		--rows "$OUT/rows.jsonl"
 fi
 status=$?
-if command -v python3 > /dev/null; then
-	if python3 "$REPO/tools/demo/plot.py" "$OUT/rows.jsonl" \
-		"$OUT/events.jsonl" "$OUT/demo.svg" "$OUT/timeline.jsonl"; then
-		note "picture: $OUT/demo.svg (memory over the steps, release timeline, steps)"
-	else
-		note "picture: tools/demo/plot.py failed"
-	fi
-fi
 
 wait "$ENGINE_PID"
 estatus=$?
@@ -195,5 +199,54 @@ fi
 if [ "$estatus" != 0 ]; then
 	echo "demo: FAIL: the engine exited with status $estatus (see $OUT/engine.log)" >&2
 	[ "$status" = 0 ] && status=1
+fi
+
+# Part 2: two engines and a trainer sharing one GPU through leases.
+: > "$OUT/leases.jsonl"
+if [ "$LEASE_STEPS" != 0 ] && ! command -v python3 > /dev/null; then
+	note "part 2 (leases) skipped: it needs python3 (gpusleep's Python package)"
+elif [ "$LEASE_STEPS" != 0 ]; then
+	[ "$JSON" = 1 ] || echo
+	note "part 2: two engines, policy (priority 0) and reward (priority -10), and a trainer sharing one GPU through leases"
+	for e in "policy 0 48" "reward -10 32"; do
+		set -- $e
+		"$ENGINE" --socket "$RUN/$1.sock" --name "$1" --priority "$2" \
+			--weights-mib "$3" --kv-mib "$3" 2> "$OUT/$1.log" &
+		LEASE_PIDS="$LEASE_PIDS $!"
+	done
+	for s in policy reward; do
+		i=0
+		until [ -S "$RUN/$s.sock" ]; do
+			i=$((i + 1))
+			[ "$i" -le 3000 ] || { echo "demo: FAIL: engine $s not ready after 300 s" >&2; exit 1; }
+			sleep 0.1
+		done
+	done
+	LJSON=""
+	[ "$JSON" = 1 ] && LJSON="--json"
+	python3 "$REPO/tools/demo/leases.py" --steps "$LEASE_STEPS" \
+		--engine "policy=$RUN/policy.sock" --engine "reward=$RUN/reward.sock" \
+		--rows "$OUT/leases.jsonl" $LJSON
+	lstatus=$?
+	# its end told the engines to quit; on a failure they may not know
+	[ "$lstatus" = 0 ] || for p in $LEASE_PIDS; do kill "$p" 2>/dev/null; done
+	for p in $LEASE_PIDS; do
+		wait "$p" || lstatus=1
+	done
+	LEASE_PIDS=""
+	if [ "$lstatus" != 0 ]; then
+		echo "demo: FAIL: the leases part (see $OUT/policy.log, $OUT/reward.log)" >&2
+		[ "$status" = 0 ] && status=1
+	fi
+fi
+
+if command -v python3 > /dev/null; then
+	if python3 "$REPO/tools/demo/plot.py" "$OUT/rows.jsonl" \
+		"$OUT/events.jsonl" "$OUT/demo.svg" "$OUT/timeline.jsonl" \
+		"$OUT/leases.jsonl"; then
+		note "picture: $OUT/demo.svg (memory over the steps, release timeline, steps, leases)"
+	else
+		note "picture: tools/demo/plot.py failed"
+	fi
 fi
 exit "$status"

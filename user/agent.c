@@ -9,8 +9,16 @@
  * ended and is armed again. cqe->res is the poll mask, or -errno.
  *
  * Built where liburing is missing (GS_HAVE_URING 0: a GPU machine with
- * only the toolkit, for the GPU check), the thread poll()s the same two
- * fds instead; everything else is the same.
+ * only the toolkit, for the GPU check), the thread poll()s the same fds
+ * instead; everything else is the same.
+ *
+ * Reports (GPUSLEEP_IOC_REPORT, docs/arbiter.md): what the agent knows of
+ * its tags (sizes, policy, content after resume, verification) and of
+ * its process (what it holds outside the tags, by class). Sent when the
+ * thread starts (or at the first dispatch), after each step it answers,
+ * and, from the thread, when the memory manager's sizes change (its kick
+ * eventfd) or the process's figures do (gs_agent_set_outside): at most
+ * one every GS_AGENT_REPORT_MS, the next one on a timerfd.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef GS_HAVE_URING
@@ -30,8 +40,12 @@
 #endif
 
 #include "libgpusleep.h"
+#include "internal.h"
 
-enum { UD_AGENT = 1, UD_STOP = 2 };
+enum { UD_AGENT = 1, UD_STOP = 2, UD_KICK = 3, UD_TIMER = 4 };
+
+/* A report at most this often from the thread (after a step: at once). */
+#define GS_AGENT_REPORT_MS	100
 
 struct gs_agent {
 	int fd;
@@ -53,7 +67,28 @@ struct gs_agent {
 	pthread_cond_t started_cv;
 	bool started;
 	int start_ret;
+	/* reports (under lock but for the fds, the thread's) */
+	int kick_efd;		/* the mm's kick, and gs_agent_set_outside's */
+	int timer_fd;		/* the next report, when too soon */
+	bool timer_armed;
+	uint64_t last_report_ns;
+	bool reported;		/* one was sent (or tried) */
+	bool report_off;	/* the module has no REPORT (-ENOTTY) */
+	bool report_said;	/* a failure said once on stderr */
+	uint32_t nr_tags;	/* the domain's declaration, 0: not asked */
+	uint64_t torch_reserved, graph_pool;	/* gs_agent_set_outside */
+	bool outside_dirty;	/* changed since the last report */
+	uint64_t report_gen;	/* the mm's generation it described */
+	struct gs_agent_report_stats rstats;
 };
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 int gs_agent_from_fd(int fd, struct gs_mm *mm, struct gs_agent **out)
 {
@@ -73,6 +108,8 @@ int gs_agent_from_fd(int fd, struct gs_mm *mm, struct gs_agent **out)
 	a->fd = fd;
 	a->mm = mm;
 	a->stop_efd = -1;
+	a->kick_efd = -1;
+	a->timer_fd = -1;
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_cond_init(&a->started_cv, NULL);
 	*out = a;
@@ -145,6 +182,179 @@ int gs_agent_last_result(struct gs_agent *a, uint32_t tag,
 	return -EINVAL;
 }
 
+/* The domain's number of tags: GET_TAGS once; else the default's. */
+static uint32_t agent_nr_tags(struct gs_agent *a)
+{
+	struct gpusleep_tags t;
+
+	if (!a->nr_tags) {
+		if (!gs_get_tags(a->fd, &t) && t.nr_tags &&
+		    t.nr_tags <= GPUSLEEP_MAX_TAGS)
+			a->nr_tags = t.nr_tags;
+		else
+			a->nr_tags = GPUSLEEP_NR_TAGS;	/* not a module's fd */
+	}
+	return a->nr_tags;
+}
+
+int gs_agent_fill_report(struct gs_agent *a, struct gpusleep_report *r)
+{
+	uint64_t held = 0;
+	uint32_t nr;
+	int ret, src;
+
+	memset(r, 0, sizeof(*r));
+	ret = gs_mm_gpu_uuid(a->mm, r->gpu_uuid);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&a->lock);
+	nr = agent_nr_tags(a);
+	r->torch_reserved_bytes = a->torch_reserved;
+	r->graph_pool_bytes = a->graph_pool;
+	a->outside_dirty = false;
+	pthread_mutex_unlock(&a->lock);
+	a->report_gen = gs_mm_generation(a->mm);
+	r->nr_tags = nr;
+	for (uint32_t i = 0; i < nr; i++) {
+		struct gpusleep_report_tag *rt = &r->tags[i];
+		struct gs_mm_tag_info info;
+
+		ret = gs_mm_tag_info(a->mm, 1U << i, &info);
+		if (ret)
+			return ret;
+		rt->size_bytes = info.chunk_bytes;
+		rt->mapped_bytes = info.mapped_bytes;
+		rt->host_bytes = info.staging_bytes;
+		rt->policy = info.policy == GS_MM_BACKUP ?
+			     GPUSLEEP_POLICY_BACKUP : GPUSLEEP_POLICY_DISCARD;
+		rt->content = info.content;
+		rt->flags = info.verified ? GPUSLEEP_RTF_VERIFIED : 0;
+	}
+	/* the whole process, NVML's figure (or the device's: an upper bound) */
+	src = gs_mm_resident(a->mm, &held);
+	if (src == GPUSLEEP_RESIDENT_PROCESS || src == GPUSLEEP_RESIDENT_DEVICE) {
+		r->process_bytes = held;
+		r->process_source = (uint32_t)src;
+	}
+	return 0;
+}
+
+/* Send a report now; the failure is counted (and said once). */
+static int send_report(struct gs_agent *a)
+{
+	struct gpusleep_report r;
+	int ret;
+
+	pthread_mutex_lock(&a->lock);
+	if (a->report_off) {
+		pthread_mutex_unlock(&a->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&a->lock);
+	ret = gs_agent_fill_report(a, &r);
+	if (!ret)
+		ret = gs_report(a->fd, &r);
+	pthread_mutex_lock(&a->lock);
+	a->reported = true;
+	a->last_report_ns = mono_ns();
+	if (ret) {
+		a->rstats.failed++;
+		a->rstats.last_error = ret;
+		if (ret == -ENOTTY)
+			a->report_off = true;	/* a module without tenants */
+	} else {
+		a->rstats.sent++;
+	}
+	if (ret && !a->report_said) {
+		a->report_said = true;
+		fprintf(stderr, "gpusleep agent: report to the module failed (%s)%s\n",
+			strerror(-ret), ret == -ENOTTY ?
+			": the module takes no reports (older than GPUSLEEP_FEAT_TENANTS); the arbiter does not see this process's tags" :
+			ret == -EOPNOTSUPP ? ": the memory manager's backend names no GPU" : "");
+	}
+	pthread_mutex_unlock(&a->lock);
+	return ret;
+}
+
+int gs_agent_report(struct gs_agent *a)
+{
+	return send_report(a);
+}
+
+void gs_agent_get_report_stats(struct gs_agent *a,
+			       struct gs_agent_report_stats *st)
+{
+	pthread_mutex_lock(&a->lock);
+	*st = a->rstats;
+	pthread_mutex_unlock(&a->lock);
+}
+
+/* Wake the thread for a report (rate-limited there). */
+static void kick(struct gs_agent *a)
+{
+	uint64_t one = 1;
+
+	if (a->kick_efd >= 0 &&
+	    write(a->kick_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		fprintf(stderr, "gpusleep agent: kick: %s\n", strerror(errno));
+}
+
+void gs_agent_set_outside(struct gs_agent *a, uint64_t torch_reserved,
+			  uint64_t graph_pool)
+{
+	pthread_mutex_lock(&a->lock);
+	if (a->torch_reserved != torch_reserved || a->graph_pool != graph_pool)
+		a->outside_dirty = true;
+	a->torch_reserved = torch_reserved;
+	a->graph_pool = graph_pool;
+	if (a->outside_dirty)
+		kick(a);
+	pthread_mutex_unlock(&a->lock);
+}
+
+/*
+ * The thread, kicked or at its timer: a report if something changed,
+ * at most one per GS_AGENT_REPORT_MS (else the timer is set for it).
+ */
+static void report_due(struct gs_agent *a)
+{
+	uint64_t now = mono_ns(), next;
+	bool dirty;
+
+	pthread_mutex_lock(&a->lock);
+	dirty = a->outside_dirty || !a->reported;
+	next = a->last_report_ns + GS_AGENT_REPORT_MS * 1000000ull;
+	pthread_mutex_unlock(&a->lock);
+	if (!dirty && gs_mm_generation(a->mm) == a->report_gen)
+		return;
+	if (a->reported && now < next) {
+		struct itimerspec its;
+
+		if (a->timer_armed)
+			return;		/* it comes */
+		memset(&its, 0, sizeof(its));
+		its.it_value.tv_sec = (time_t)(next / 1000000000ull);
+		its.it_value.tv_nsec = (long)(next % 1000000000ull);
+		if (!timerfd_settime(a->timer_fd, TFD_TIMER_ABSTIME, &its, NULL)) {
+			a->timer_armed = true;
+			pthread_mutex_lock(&a->lock);
+			a->rstats.coalesced++;
+			pthread_mutex_unlock(&a->lock);
+			return;
+		}
+	}
+	send_report(a);
+}
+
+/* A readable kick eventfd or timerfd, emptied. */
+static void drain_fd(int fd)
+{
+	uint64_t v;
+
+	while (read(fd, &v, sizeof(v)) == sizeof(v))
+		;
+}
+
 /*
  * The bytes a step is answered with. Success: what the step unmapped /
  * mapped; a tag already in the asked state is what was asked (a late
@@ -204,8 +414,16 @@ static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
 		fprintf(stderr, "gpusleep agent: pausing %s failed (%s) and %llu bytes of it stay unmapped: answering them, a resume maps them back\n",
 			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
 			strerror(-status), (unsigned long long)r.unmapped_bytes);
-	if (r.lost_bytes)
+	if (r.lost_bytes && pause)
 		fprintf(stderr, "gpusleep agent: %s: %llu bytes of discarded contents were lost by the rollback (they read as zeros)\n",
+			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
+			(unsigned long long)r.lost_bytes);
+	if (r.lost_bytes && !pause && !status)
+		fprintf(stderr, "gpusleep agent: %s: resumed fresh, %llu bytes of its contents were lost before (they read as zeros: reload them)\n",
+			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
+			(unsigned long long)r.lost_bytes);
+	if (r.flags & GS_MM_RES_VERIFY_FAILED)
+		fprintf(stderr, "gpusleep agent: resuming %s failed: its backup's host copy changed since the release (checksum mismatch); %llu bytes of contents are lost, answered EBADMSG: the tag stays released, the next resume maps it fresh (zeros) and the engine must reload it\n",
 			gs_tag_name(ev->tags) ? gs_tag_name(ev->tags) : "?",
 			(unsigned long long)r.lost_bytes);
 	if (r.flags & GS_MM_RES_SHORTFALL)
@@ -262,6 +480,8 @@ static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
 	pthread_mutex_unlock(&a->lock);
 	if (cb)
 		cb(a, &ar, cb_arg);
+	/* what the tags are now, for the arbiter: after every step */
+	send_report(a);
 	/* -ESTALE: the kernel gave up on the step; the mm state is still true */
 	return ret == -ESTALE ? 0 : ret;
 }
@@ -270,7 +490,13 @@ int gs_agent_dispatch(struct gs_agent *a)
 {
 	struct gpusleep_event ev;
 	int n = 0, ret;
+	bool first;
 
+	pthread_mutex_lock(&a->lock);
+	first = !a->reported;
+	pthread_mutex_unlock(&a->lock);
+	if (first)
+		send_report(a);	/* once attached: what it has */
 	for (;;) {
 		ret = gs_read_event(a->fd, &ev);
 		if (ret == -EAGAIN)
@@ -325,10 +551,15 @@ static void *agent_thread(void *p)
 	 */
 	ret = arm(&a->ring, a->stop_efd, UD_STOP);
 	if (!ret)
+		ret = arm(&a->ring, a->kick_efd, UD_KICK);
+	if (!ret)
+		ret = arm(&a->ring, a->timer_fd, UD_TIMER);
+	if (!ret)
 		ret = arm(&a->ring, a->fd, UD_AGENT);
 	agent_started(a, ret);
 	if (ret)
 		return NULL;
+	report_due(a);		/* once attached */
 	for (;;) {
 		struct io_uring_cqe *cqe;
 		uint64_t ud;
@@ -352,6 +583,19 @@ static void *agent_thread(void *p)
 		if (res < 0 && res != -ECANCELED) {
 			ret = res;
 			break;
+		}
+		if (ud == UD_KICK || ud == UD_TIMER) {
+			int fd = ud == UD_KICK ? a->kick_efd : a->timer_fd;
+
+			drain_fd(fd);
+			if (ud == UD_TIMER)
+				a->timer_armed = false;
+			report_due(a);
+			if (!more)
+				ret = arm(&a->ring, fd, ud);
+			if (ret < 0)
+				break;
+			continue;
 		}
 		/* records first, even with POLLHUP: read() drains, then EOF */
 		ret = gs_agent_dispatch(a);
@@ -378,13 +622,16 @@ static void *agent_thread(void *p)
 	int ret = 0;
 
 	agent_started(a, 0);
+	report_due(a);		/* once attached */
 	for (;;) {
-		struct pollfd pfd[2] = {
+		struct pollfd pfd[4] = {
 			{ .fd = a->fd, .events = POLLIN },
 			{ .fd = a->stop_efd, .events = POLLIN },
+			{ .fd = a->kick_efd, .events = POLLIN },
+			{ .fd = a->timer_fd, .events = POLLIN },
 		};
 
-		if (poll(pfd, 2, -1) < 0) {
+		if (poll(pfd, 4, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			ret = -errno;
@@ -404,6 +651,14 @@ static void *agent_thread(void *p)
 			ret = 0;
 			break;
 		}
+		if (pfd[2].revents || pfd[3].revents) {
+			drain_fd(a->kick_efd);
+			if (pfd[3].revents) {
+				drain_fd(a->timer_fd);
+				a->timer_armed = false;
+			}
+			report_due(a);
+		}
 	}
 	a->thread_ret = ret;
 	return NULL;
@@ -419,6 +674,14 @@ int gs_agent_start(struct gs_agent *a)
 	a->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (a->stop_efd < 0)
 		return -errno;
+	a->kick_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	a->timer_fd = timerfd_create(CLOCK_MONOTONIC,
+				     TFD_CLOEXEC | TFD_NONBLOCK);
+	if (a->kick_efd < 0 || a->timer_fd < 0) {
+		ret = -errno;
+		goto err_kick;
+	}
+	a->timer_armed = false;
 #if GS_HAVE_URING
 	ret = io_uring_queue_init(8, &a->ring, 0);
 	if (ret < 0)
@@ -440,6 +703,8 @@ int gs_agent_start(struct gs_agent *a)
 		goto err_ring;
 	}
 	a->running = true;
+	/* the memory manager's changes kick the thread for a report */
+	gs_mm_set_notify(a->mm, a->kick_efd);
 	return 0;
 
 err_ring:
@@ -447,6 +712,12 @@ err_ring:
 	io_uring_queue_exit(&a->ring);
 err_efd:
 #endif
+err_kick:
+	if (a->kick_efd >= 0)
+		close(a->kick_efd);
+	if (a->timer_fd >= 0)
+		close(a->timer_fd);
+	a->kick_efd = a->timer_fd = -1;
 	close(a->stop_efd);
 	a->stop_efd = -1;
 	return ret;
@@ -458,6 +729,7 @@ int gs_agent_stop(struct gs_agent *a)
 
 	if (!a->running)
 		return -EINVAL;
+	gs_mm_clear_notify(a->mm, a->kick_efd);
 	/* the counter only grows: a failed write cannot lose the wakeup */
 	if (write(a->stop_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		fprintf(stderr, "gpusleep agent: stop eventfd write: %s\n",
@@ -469,5 +741,11 @@ int gs_agent_stop(struct gs_agent *a)
 #endif
 	close(a->stop_efd);
 	a->stop_efd = -1;
+	pthread_mutex_lock(&a->lock);	/* kick() reads it under the lock */
+	close(a->kick_efd);
+	a->kick_efd = -1;
+	pthread_mutex_unlock(&a->lock);
+	close(a->timer_fd);
+	a->timer_fd = -1;
 	return a->thread_ret;
 }

@@ -101,6 +101,12 @@ struct gs_backend {
 		     uint64_t *ro);
 	int (*grant)(struct gs_backend *b, void *va, size_t size, uint64_t rw,
 		     uint64_t ro);
+	/*
+	 * Optional (NULL: none): the device's 16-byte UUID, as the tenants'
+	 * reports name it (cuDeviceGetUuid; the host backend: its stand-in,
+	 * gs_host_gpu_uuid(0)). 0 or -errno.
+	 */
+	int (*uuid)(struct gs_backend *b, uint8_t out[16]);
 	void (*destroy)(struct gs_backend *b);
 };
 

@@ -703,6 +703,22 @@ static void cuda_nvml_open(struct cuda_backend *cb)
 			cb->ordinal);
 }
 
+/* The device's UUID (a MIG instance's own), as cuDeviceGetUuid says. */
+static int cuda_uuid(struct gs_backend *b, uint8_t out[16])
+{
+	struct cuda_backend *cb = cb_of(b);
+	CUuuid uuid;
+	CUresult rc;
+
+	if (!cb->api.cuDeviceGetUuid)
+		return -EOPNOTSUPP;
+	rc = cb->api.cuDeviceGetUuid(&uuid, cb->dev);
+	if (rc != CUDA_SUCCESS)
+		return cu_fail(&cb->api, rc, "cuDeviceGetUuid");
+	memcpy(out, uuid.bytes, 16);
+	return 0;
+}
+
 /*
  * What this process holds on the device: NVML's per-process figure; else
  * the device's used memory (cuMemGetInfo), which counts every process on
@@ -835,6 +851,39 @@ static void cuda_set_features(struct cuda_backend *cb)
 	cb->numa_node = dev_attr(cb, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1);
 }
 
+/*
+ * The UUID of CUDA device ordinal (cuDeviceGetUuid), without a context:
+ * what a claimant names the GPU of its reclaim by (gpusleepctl acquire
+ * --gpu 0, gpusleep.acquire(0, ...)). The driver stays loaded (cuInit
+ * registers exit handlers).
+ */
+int gs_cuda_device_uuid(int device, const char *libpath, uint8_t uuid[16])
+{
+	CUresult (*init)(unsigned int);
+	CUresult (*get)(CUdevice *, int);
+	CUresult (*get_uuid)(CUuuid *, CUdevice);
+	CUdevice dev;
+	CUuuid u;
+	void *lib;
+
+	lib = dlopen(libpath ? libpath : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!lib)
+		return -ENOENT;
+	*(void **)&init = dlsym(lib, "cuInit");
+	*(void **)&get = dlsym(lib, "cuDeviceGet");
+	*(void **)&get_uuid = dlsym(lib, "cuDeviceGetUuid_v2");
+	if (!get_uuid)
+		*(void **)&get_uuid = dlsym(lib, "cuDeviceGetUuid");
+	if (!init || !get || !get_uuid)
+		return -ENODEV;
+	if (init(0) != CUDA_SUCCESS || get(&dev, device) != CUDA_SUCCESS)
+		return -ENODEV;
+	if (get_uuid(&u, dev) != CUDA_SUCCESS)
+		return -EIO;
+	memcpy(uuid, u.bytes, 16);
+	return 0;
+}
+
 struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 				       int *err)
 {
@@ -950,6 +999,7 @@ struct gs_backend *gs_backend_cuda_new(int device, const char *libpath,
 		.resident = cuda_resident,
 		.peers = cuda_peers,
 		.grant = cuda_grant,
+		.uuid = cuda_uuid,
 		.destroy = cuda_destroy,
 	};
 	*err = 0;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "libgpusleep.h"
 
 static size_t host_granularity(struct gs_backend *b)
 {
@@ -191,6 +192,13 @@ static void host_destroy(struct gs_backend *b)
 	free(b);
 }
 
+/* No device: the node's stand-in id, the same for every process. */
+static int host_uuid(struct gs_backend *b, uint8_t out[16])
+{
+	(void)b;
+	return gs_host_gpu_uuid(0, out);
+}
+
 struct gs_backend *gs_backend_host_new(void)
 {
 	struct gs_backend *b = calloc(1, sizeof(*b));
@@ -220,11 +228,20 @@ struct gs_backend *gs_backend_host_new(void)
 	b->mem_info = host_mem_info;
 	/* No device, so no resident device memory to report: unknown. */
 	b->resident = NULL;
+	b->uuid = host_uuid;
 	b->destroy = host_destroy;
 	return b;
 }
 
 #ifndef HAVE_CUDA
+int gs_cuda_device_uuid(int device, const char *libpath, uint8_t uuid[16])
+{
+	(void)device;
+	(void)libpath;
+	(void)uuid;
+	return -ENOSYS;
+}
+
 /* Built without CUDA headers: user/backend_cuda.c is not compiled in. */
 struct gs_backend *gs_backend_cuda_new(int device, const char *libpath, int *err)
 {

@@ -31,6 +31,13 @@
  * the tag becomes BACKUP) rather than all at once inside a pause step, and
  * kept across cycles unless GS_MM_STAGING_FREE_AFTER_RESUME.
  *
+ * Verification (gs_mm_set_verify, GPUSLEEP_VERIFY=1): each copy a backup
+ * queues is a segment of its chunk's staging; once the copies are
+ * synchronised each segment's checksum (user/csum.c) is taken, and a
+ * resume checks them all before it maps anything: a mismatch fails it
+ * (-EBADMSG), nothing mapped, and marks the chunk bad: the next resume
+ * maps it fresh (zeros) and says its contents were lost.
+ *
  * Locking: one mutex per mm, held across a whole pause/resume/alloc/free.
  */
 #include <errno.h>
@@ -39,9 +46,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "libgpusleep.h"
 #include "backend.h"
+#include "csum.h"
+#include "internal.h"
 
 #define GS_MM_CHUNK_DEFAULT	(16UL << 20)
 #define GS_MM_CHUNK_MAX		(1UL << 30)
@@ -63,6 +73,12 @@ struct block {
 struct piece {
 	void *host;		/* pinned staging, NULL until pinned */
 	size_t size;
+};
+
+/* One copy of a backup (within one piece) and its checksum. */
+struct seg {
+	size_t off, len;	/* in the chunk, and so in its staging */
+	uint64_t sum;
 };
 
 struct chunk {
@@ -92,6 +108,14 @@ struct chunk {
 	uint64_t carves;	/* allocations made in it, ever */
 	uint64_t reclaim_at;	/* carves when a reclaim fenced its owners */
 	uint64_t reclaim_id;	/* ... that reclaim, if they could be */
+	/*
+	 * Verification: the segments the newest backup copied (nsegs 0:
+	 * not checksummed), and bad: its staging failed the check, its
+	 * contents are lost (the next resume maps it fresh).
+	 */
+	struct seg *segs;
+	unsigned int nsegs, capsegs;
+	bool bad;
 };
 
 struct tag {
@@ -118,6 +142,9 @@ struct gs_mm {
 	uint64_t pinned;	/* staging pinned now, all tags */
 	uint64_t pin_limit;	/* cap on it; 0: none */
 	uint64_t margin;	/* device memory a new chunk must leave free */
+	bool verify;		/* checksum backups, check them at resume */
+	uint64_t gen;		/* gs_mm_generation */
+	int notify_efd;		/* the agent's kick, -1: none */
 	pthread_mutex_t lock;
 	/*
 	 * The fence thread: waits for the GPU on behalf of a caller that
@@ -148,6 +175,74 @@ static size_t round_up(size_t v, size_t a)
 	return (v + a - 1) & ~(a - 1);
 }
 
+/*
+ * What the agent reports changed (under mm->lock): the generation moves
+ * and the agent's thread is kicked (an eventfd write never blocks).
+ */
+static void mm_changed(struct gs_mm *mm)
+{
+	uint64_t one = 1;
+
+	mm->gen++;
+	if (mm->notify_efd >= 0 &&
+	    write(mm->notify_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		fprintf(stderr, "gpusleep: mm: kicking the agent: %s\n",
+			strerror(errno));
+}
+
+void gs_mm_set_notify(struct gs_mm *mm, int efd)
+{
+	pthread_mutex_lock(&mm->lock);
+	mm->notify_efd = efd;
+	pthread_mutex_unlock(&mm->lock);
+}
+
+void gs_mm_clear_notify(struct gs_mm *mm, int efd)
+{
+	pthread_mutex_lock(&mm->lock);
+	if (mm->notify_efd == efd)
+		mm->notify_efd = -1;
+	pthread_mutex_unlock(&mm->lock);
+}
+
+uint64_t gs_mm_generation(struct gs_mm *mm)
+{
+	uint64_t g;
+
+	pthread_mutex_lock(&mm->lock);
+	g = mm->gen;
+	pthread_mutex_unlock(&mm->lock);
+	return g;
+}
+
+int gs_mm_gpu_uuid(struct gs_mm *mm, uint8_t uuid[16])
+{
+	if (!mm->b->uuid)
+		return -EOPNOTSUPP;
+	return mm->b->uuid(mm->b, uuid);
+}
+
+/* GPUSLEEP_VERIFY: 1 (yes, true, on) or 0 (no, false, off, unset). */
+static bool verify_env(void)
+{
+	static const char *const on[] = { "1", "yes", "true", "on" };
+	static const char *const off[] = { "", "0", "no", "false", "off" };
+	const char *v = getenv("GPUSLEEP_VERIFY");
+
+	if (!v)
+		return false;
+	for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++)
+		if (!strcmp(v, on[i]))
+			return true;
+	for (size_t i = 0; i < sizeof(off) / sizeof(off[0]); i++)
+		if (!strcmp(v, off[i]))
+			return false;
+	/* never a silent no-op: it was asked for, in some spelling */
+	fprintf(stderr, "gpusleep: mm: GPUSLEEP_VERIFY=%s is neither 1 nor 0: backups are verified\n",
+		v);
+	return true;
+}
+
 int gs_mm_new(struct gs_backend *b, struct gs_mm **out)
 {
 	struct gs_mm *mm;
@@ -176,6 +271,8 @@ int gs_mm_new(struct gs_backend *b, struct gs_mm **out)
 	    mm->chunk_gran > GS_MM_CHUNK_MAX)
 		mm->chunk_gran = gran;
 	mm->fence_ms = GS_MM_FENCE_MS;
+	mm->verify = verify_env();
+	mm->notify_efd = -1;
 	pthread_mutex_init(&mm->lock, NULL);
 	pthread_mutex_init(&mm->flock, NULL);
 	{
@@ -226,6 +323,7 @@ static int piece_pin(struct gs_mm *mm, struct piece *pc)
 		return ret;
 	}
 	mm->pinned += pc->size;
+	mm_changed(mm);
 	return 0;
 }
 
@@ -236,6 +334,7 @@ static void piece_unpin(struct gs_mm *mm, struct piece *pc)
 	mm->b->host_free(mm->b, pc->host, pc->size);
 	pc->host = NULL;
 	mm->pinned -= pc->size;
+	mm_changed(mm);
 }
 
 /* Give the chunk's pinned staging back (no copy may be queued on it). */
@@ -295,16 +394,45 @@ static void chunk_pin_range(struct gs_mm *mm, struct chunk *c, size_t off,
 	}
 }
 
+/* Note one segment of a backup for its checksum; 0 or -ENOMEM. */
+static int chunk_add_seg(struct chunk *c, size_t off, size_t len)
+{
+	if (c->nsegs == c->capsegs) {
+		unsigned int cap = c->capsegs ? 2 * c->capsegs : 8;
+		struct seg *n = realloc(c->segs, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		c->segs = n;
+		c->capsegs = cap;
+	}
+	c->segs[c->nsegs].off = off;
+	c->segs[c->nsegs].len = len;
+	c->segs[c->nsegs].sum = 0;
+	c->nsegs++;
+	return 0;
+}
+
+static const void *seg_host(const struct chunk *c, const struct seg *sg)
+{
+	size_t k = sg->off / GS_MM_PIN_PIECE;
+
+	return (const char *)c->pieces[k].host + (sg->off - k * GS_MM_PIN_PIECE);
+}
+
 /*
  * Copy the live allocations of c to (to_host) or from its staging, each
  * run of adjacent ones at once, split at the pieces' edges: the slack and
  * the free blocks (an allocator's cache) are not copied. Queued; the
- * caller syncs. Adds the bytes queued to *copied.
+ * caller syncs. Adds the bytes queued to *copied. A backup with
+ * verification on notes each copy as a segment, summed once synchronised
+ * (chunk_sum_segs).
  */
 static int chunk_copy(struct gs_mm *mm, struct chunk *c, bool to_host,
 		      uint64_t *copied)
 {
 	struct gs_backend *b = mm->b;
+	bool segs = to_host && mm->verify;
 
 	for (const struct block *bl = c->blocks; bl; bl = bl->next) {
 		size_t pos, end;
@@ -325,6 +453,11 @@ static int chunk_copy(struct gs_mm *mm, struct chunk *c, bool to_host,
 				len = end - pos;
 			if (!c->pieces[k].host)
 				return -ENOMEM;	/* not pinned: cannot be */
+			if (segs) {
+				ret = chunk_add_seg(c, pos, len);
+				if (ret)
+					return ret;
+			}
 			ret = to_host ? b->backup(b, host, c->va + pos, len) :
 					b->restore(b, c->va + pos, host, len);
 			if (ret)
@@ -349,8 +482,43 @@ static void chunk_destroy(struct gs_mm *mm, struct chunk *c)
 	mm->b->unreserve(mm->b, c->va, c->size);
 	chunk_unpin(mm, c);
 	free(c->pieces);
+	free(c->segs);
 	chunk_free_blocks(c);
 	free(c);
+	mm_changed(mm);
+}
+
+/* The checksums of the segments the backup of c copied (synchronised). */
+static void chunk_sum_segs(struct chunk *c, uint64_t *bytes)
+{
+	for (unsigned int i = 0; i < c->nsegs; i++) {
+		c->segs[i].sum = gs_csum(seg_host(c, &c->segs[i]),
+					 c->segs[i].len);
+		*bytes += c->segs[i].len;
+	}
+}
+
+/*
+ * Check the staging of c against its backup's checksums: true if it
+ * matches (or was not checksummed). The first mismatch is said.
+ */
+static bool chunk_check_segs(struct chunk *c, uint32_t tag, uint64_t *bytes)
+{
+	for (unsigned int i = 0; i < c->nsegs; i++) {
+		uint64_t sum = gs_csum(seg_host(c, &c->segs[i]),
+				       c->segs[i].len);
+
+		*bytes += c->segs[i].len;
+		if (sum != c->segs[i].sum) {
+			fprintf(stderr, "gpusleep: mm: tag %#x: the host copy of [%p, +%zu) changed since its backup (checksum %016llx, now %016llx): its contents are lost, the resume fails (EBADMSG)\n",
+				tag, (void *)(c->va + c->segs[i].off),
+				c->segs[i].len,
+				(unsigned long long)c->segs[i].sum,
+				(unsigned long long)sum);
+			return false;
+		}
+	}
+	return true;
 }
 
 /* Wait for the GPU work of the context (n = 0) or of the n streams. */
@@ -532,6 +700,26 @@ int gs_mm_set_peer_access(struct gs_mm *mm, uint64_t devices)
 	return ret;
 }
 
+int gs_mm_set_verify(struct gs_mm *mm, bool on)
+{
+	pthread_mutex_lock(&mm->lock);
+	if (mm->verify != on)
+		mm_changed(mm);
+	mm->verify = on;
+	pthread_mutex_unlock(&mm->lock);
+	return 0;
+}
+
+bool gs_mm_verify(struct gs_mm *mm)
+{
+	bool on;
+
+	pthread_mutex_lock(&mm->lock);
+	on = mm->verify;
+	pthread_mutex_unlock(&mm->lock);
+	return on;
+}
+
 int gs_mm_set_pin_limit(struct gs_mm *mm, uint64_t max_bytes)
 {
 	pthread_mutex_lock(&mm->lock);
@@ -666,6 +854,7 @@ int gs_mm_set_policy(struct gs_mm *mm, uint32_t tag, enum gs_mm_policy p,
 		 * exit), but at the tag's next pause, after its fence.
 		 */
 		tag_pin_ahead(mm, &mm->tags[i]);
+		mm_changed(mm);
 	}
 	pthread_mutex_unlock(&mm->lock);
 	return ret;
@@ -819,6 +1008,7 @@ static int chunk_new(struct gs_mm *mm, struct tag *t, size_t need,
 		pp = &(*pp)->next;
 	*pp = c;
 	*out = c;
+	mm_changed(mm);
 	return 0;
 
 err_unreserve:
@@ -1452,26 +1642,74 @@ static bool mm_free_now(struct gs_mm *mm, uint64_t *free_b)
 
 /*
  * Back up every chunk of t into its staging; nothing queued on return.
- * *copied: the bytes queued.
+ * res->copied_bytes: the bytes queued; with verification, the checksums
+ * of what arrived in the staging (res->verify_ns, _bytes).
  */
-static int tag_backup(struct gs_mm *mm, struct tag *t, uint64_t *copied)
+static int tag_backup(struct gs_mm *mm, struct tag *t, struct gs_mm_result *res)
 {
 	struct gs_backend *b = mm->b;
+	struct chunk *c;
+	uint64_t v0;
 	int ret = 0;
 
-	for (struct chunk *c = t->chunks; c && !ret; c = c->next) {
+	for (c = t->chunks; c && !ret; c = c->next) {
+		c->nsegs = 0;
+		c->bad = false;
 		if (!c->nr_allocs)
 			continue;	/* empty: nothing to keep */
 		/* pinned ahead; what is missing now, piece by piece */
 		ret = chunk_pin(mm, c, true);
 		if (!ret)
-			ret = chunk_copy(mm, c, true, copied);
+			ret = chunk_copy(mm, c, true, &res->copied_bytes);
 	}
 	if (ret) {
 		b->sync(b);	/* never return with copies in flight */
 		return ret;
 	}
-	return b->sync(b);
+	ret = b->sync(b);
+	if (ret || !mm->verify)
+		return ret;
+	/* the host copy as it arrived: its checksums */
+	v0 = now_ns();
+	for (c = t->chunks; c; c = c->next)
+		chunk_sum_segs(c, &res->verify_bytes);
+	res->verify_ns = now_ns() - v0;
+	res->flags |= GS_MM_RES_VERIFIED;
+	return 0;
+}
+
+/*
+ * Before a resume maps anything: the staging of every chunk to restore
+ * against its backup's checksums. A chunk that fails is bad (its
+ * contents lost, mapped fresh next time); -EBADMSG if one did.
+ */
+static int tag_check(struct tag *t, uint32_t tag,
+		     struct gs_mm_result *res)
+{
+	uint64_t v0 = now_ns();
+	bool checked = false, failed = false;
+
+	for (struct chunk *c = t->chunks; c; c = c->next) {
+		if (!c->saved || c->bad || !c->nsegs)
+			continue;
+		checked = true;
+		if (!chunk_check_segs(c, tag, &res->verify_bytes))
+			failed = c->bad = true;
+	}
+	/* lost, this time or a failed check before: said every time */
+	for (struct chunk *c = t->chunks; c; c = c->next)
+		if (c->bad)
+			res->lost_bytes += c->size;
+	if (checked)
+		res->verify_ns = now_ns() - v0;
+	if (failed) {
+		res->flags |= GS_MM_RES_VERIFY_FAILED;
+		t->lost = true;
+		return -EBADMSG;
+	}
+	if (checked)
+		res->flags |= GS_MM_RES_VERIFIED;
+	return 0;
 }
 
 int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
@@ -1524,8 +1762,9 @@ int gs_mm_pause_until(struct gs_mm *mm, uint32_t tag, uint64_t deadline_ns,
 	if (t->policy == GS_MM_BACKUP && t->chunks) {
 		uint64_t c0 = now_ns();
 
-		ret = tag_backup(mm, t, &res->copied_bytes);
-		res->copy_ns = res->copied_bytes ? now_ns() - c0 : 0;
+		ret = tag_backup(mm, t, res);
+		res->copy_ns = res->copied_bytes ?
+			       now_ns() - c0 - res->verify_ns : 0;
 		if (ret) {
 			fprintf(stderr, "gpusleep: mm: the release of tag %#x is refused, nothing released: its backup failed (%s)%s\n",
 				tag, strerror(-ret),
@@ -1646,6 +1885,7 @@ int gs_mm_pause_until(struct gs_mm *mm, uint32_t tag, uint64_t deadline_ns,
 	}
 out_pausing:
 	t->pausing = false;
+	mm_changed(mm);
 out:
 	pthread_mutex_unlock(&mm->lock);
 	res->status = ret;
@@ -1676,6 +1916,20 @@ int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 		ret = -EBUSY;
 		goto out;
 	}
+	/*
+	 * Verification: the host copies are checked before anything is
+	 * mapped. A mismatch fails this resume, the tag still released;
+	 * the next one maps the bad chunks fresh (zeros), their contents
+	 * lost and said so, and restores the others.
+	 */
+	ret = tag_check(t, tag, res);
+	if (ret)
+		goto out;
+	for (c = t->chunks; c; c = c->next)
+		if (c->bad) {
+			c->saved = false;	/* nothing to restore: mapped */
+			c->nsegs = 0;		/* fresh, zeros */
+		}
 	for (c = t->chunks; c; c = c->next) {
 		if (c->mapped)
 			continue;
@@ -1704,6 +1958,7 @@ int gs_mm_resume_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res)
 	for (c = t->chunks; c; c = c->next) {
 		c->saved = false;
 		c->fresh = false;
+		c->bad = false;
 		if (t->staging_flags & GS_MM_STAGING_FREE_AFTER_RESUME)
 			chunk_unpin(mm, c);
 	}
@@ -1735,6 +1990,8 @@ undo:
 	tag_update_paused(t);
 out:
 	res->unmapped_bytes = tag_unmapped_bytes(t);
+	if (ret != -EALREADY && ret != -EBUSY)
+		mm_changed(mm);
 	pthread_mutex_unlock(&mm->lock);
 	res->status = ret;
 	res->duration_ns = now_ns() - start;
@@ -1777,6 +2034,25 @@ int gs_mm_resident(struct gs_mm *mm, uint64_t *bytes)
 	return src;
 }
 
+/*
+ * What t holds after its next resume. Awake: what its policy gives after
+ * a release. Released: kept only if every chunk holding something is in
+ * staging and good; a chunk lost (a rollback, a failed check) comes back
+ * as zeros. The memory manager never leaves contents undefined: a
+ * discarded chunk is mapped zeroed (docs/cuda-backend.md).
+ */
+static uint32_t tag_content(const struct tag *t)
+{
+	if (t->policy != GS_MM_BACKUP)
+		return GS_MM_CONTENT_ZEROED;
+	if (!t->paused)
+		return GS_MM_CONTENT_KEPT;
+	for (const struct chunk *c = t->chunks; c; c = c->next)
+		if (c->nr_allocs && (c->bad || (!c->mapped && !c->saved)))
+			return GS_MM_CONTENT_ZEROED;
+	return GS_MM_CONTENT_KEPT;
+}
+
 int gs_mm_tag_info(struct gs_mm *mm, uint32_t tag, struct gs_mm_tag_info *info)
 {
 	int i = tag_index(tag);
@@ -1807,6 +2083,8 @@ int gs_mm_tag_info(struct gs_mm *mm, uint32_t tag, struct gs_mm_tag_info *info)
 	info->pauses = t->pauses;
 	info->resumes = t->resumes;
 	info->lost = t->lost;
+	info->content = tag_content(t);
+	info->verified = t->policy == GS_MM_BACKUP && mm->verify;
 	pthread_mutex_unlock(&mm->lock);
 	return 0;
 }

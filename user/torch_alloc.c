@@ -61,6 +61,8 @@ static struct gs_mm *torch_mm;
 static int torch_device = -1;
 static struct gs_agent *torch_agent;
 static unsigned int torch_agent_id;
+/* gpusleep_set_outside: what only PyTorch knows, for the agent's reports */
+static uint64_t outside_torch, outside_graph;
 /* the calling thread's tag for gpusleep_malloc; 0 = the first tag */
 static _Thread_local uint32_t thread_tag;
 /* the names the engine declares its tags with (gpusleep_declare_tags) */
@@ -518,6 +520,7 @@ int gpusleep_agent_start(unsigned int domain_id)
 	}
 	ret = gs_agent_attach(NULL, domain_id, torch_mm, &torch_agent);
 	if (!ret) {
+		gs_agent_set_outside(torch_agent, outside_torch, outside_graph);
 		ret = gs_agent_start(torch_agent);
 		if (ret) {
 			gs_agent_destroy(torch_agent);
@@ -530,6 +533,34 @@ int gpusleep_agent_start(unsigned int domain_id)
 		fprintf(stderr, "gpusleep: agent for domain %u: %s\n", domain_id,
 			strerror(-ret));
 out:
+	pthread_mutex_unlock(&torch_lock);
+	return ret;
+}
+
+/*
+ * What the process holds outside its tags that only PyTorch knows (the
+ * torch_memory_saver drop-in computes it): reported by the process's
+ * agent (gs_agent_set_outside), now or once it starts.
+ */
+int gpusleep_set_outside(uint64_t torch_reserved, uint64_t graph_pool)
+{
+	pthread_mutex_lock(&torch_lock);
+	outside_torch = torch_reserved;
+	outside_graph = graph_pool;
+	if (torch_agent)
+		gs_agent_set_outside(torch_agent, torch_reserved, graph_pool);
+	pthread_mutex_unlock(&torch_lock);
+	return 0;
+}
+
+/* A report from the process's agent now; -ENOENT without one. */
+int gpusleep_agent_report(void)
+{
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&torch_lock);
+	if (torch_agent)
+		ret = gs_agent_report(torch_agent);
 	pthread_mutex_unlock(&torch_lock);
 	return ret;
 }

@@ -675,6 +675,25 @@ def resident(L):
     return kind, b.value
 
 
+def left_by_class(L, tms, kind, process):
+    """What the process holds on the GPU after a release, by class (issue
+    34 item 5): the tags' mapped bytes, PyTorch's reserved memory outside
+    the regions and graph pools outside them (the drop-in's outside()),
+    and the rest of the process, known from its own figure (NVML) only."""
+    from gpusleep import _lib
+    mapped = 0
+    for bit in TAG_BITS.values():
+        i = _lib.gs_mm_tag_info()
+        if L.gs_mm_tag_info(L.gpusleep_mm(), bit, ctypes.byref(i)) == 0:
+            mapped += i.mapped_bytes
+    torch_b, graph_b = tms.outside()
+    known = mapped + torch_b + graph_b
+    other = process - known if kind == _lib.RESIDENT_PROCESS and \
+        process >= known else None
+    return {"tags": mapped, "torch": torch_b, "graphs": graph_b,
+            "other": other, "process": process, "source": kind}
+
+
 def set_fence_streams(L, streams):
     arr = (ctypes.c_void_p * max(len(streams), 1))(*streams)
     ret = L.gs_mm_set_fence_streams(L.gpusleep_mm(), arr, len(streams))
@@ -759,6 +778,23 @@ def cycle(args, tap, ops, tms, L, level, st, fig):
     c["kv_release_ms_per_gib"] = None if kv_s is None else kv_s * 1e3
     kind1, res1 = resident(L)
     c["resident"] = {"kind": kind1, "before": res0, "after": res1}
+    c["left"] = left_by_class(L, tms, kind1, res1)
+    lf = c["left"]
+    tap.note(f"level {level}: left on the GPU after the release: tags "
+             f"{lf['tags'] / GiB:.3f} GiB, torch {lf['torch'] / GiB:.3f} "
+             f"GiB, graph pools {lf['graphs'] / GiB:.3f} GiB, other " +
+             ("?" if lf["other"] is None else f"{lf['other'] / GiB:.3f} GiB")
+             + f" of the process's {res1 / GiB:.3f} GiB "
+             f"({_lib.RESIDENT_SOURCES[kind1] if kind1 < 3 else kind1})")
+    verify = os.environ.get("GPUSLEEP_VERIFY") == "1"
+    w = res.get("weights", {})
+    if verify and level == 1:
+        vs = w.get("verify_ns", 0) / 1e9
+        c["verify_backup"] = {"seconds": vs, "bytes": w.get("verify_bytes")}
+        tap.ok(w.get("verified") and w.get("verify_bytes") ==
+               w.get("copied_bytes"), "level 1: the weights' backup "
+               f"checksummed on the host ({w.get('verify_bytes', 0) / GiB:.2f}"
+               f" GiB in {vs:.3f} s)", repr(w))
     if kind0 == kind1 == _lib.RESIDENT_PROCESS:
         tap.ok(res0 - res1 >= 0.95 * released,
                f"level {level}: NVML: this process holds {res1 / GiB:.2f} "
@@ -787,6 +823,14 @@ def cycle(args, tap, ops, tms, L, level, st, fig):
     t_res = time.perf_counter() - t0
     tap.ok(all(r["status"] == 0 for r in res.values()),
            f"level {level}: resume, every tag", repr(res))
+    w = res.get("weights", {})
+    if verify and level == 1:
+        vs = w.get("verify_ns", 0) / 1e9
+        c["verify_restore"] = {"seconds": vs, "bytes": w.get("verify_bytes")}
+        tap.ok(w.get("verified") and not w.get("verify_failed"),
+               "level 1: the weights' host copy checked before the restore "
+               f"({w.get('verify_bytes', 0) / GiB:.2f} GiB in {vs:.3f} s)",
+               repr(w))
     mapped = sum(r["bytes"] for r in res.values())
     c["resume"] = {"seconds": t_res, "bytes": mapped, "per_tag": res}
     c["restore_gbps"] = gbps(res["weights"])
@@ -1031,6 +1075,8 @@ def main():
     ap.add_argument("--selftest-signal", choices=("INT", "TERM"),
                     help=argparse.SUPPRESS)
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--no-verify", action="store_true",
+                    help="backups not checksummed (GPUSLEEP_VERIFY=0)")
     args = ap.parse_args()
     if args.dry_run:
         os.environ["GPUSLEEP_CUDA_LIB"] = args.lib
@@ -1042,6 +1088,9 @@ def main():
                           "expandable_segments:True")
     os.environ["GPUSLEEP_TMS_LOCAL"] = "1"
     os.environ.setdefault("GPUSLEEP_BACKEND", "cuda")
+    # backups checksummed on the host staging, checked before the restore
+    # (issue 34 item 6): what the check measures includes that cost
+    os.environ["GPUSLEEP_VERIFY"] = "0" if args.no_verify else "1"
     sys.path.insert(0, os.path.join(REPO, "user", "python"))
     if args.negative_control:
         negative_control(args)

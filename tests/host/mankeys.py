@@ -6,7 +6,9 @@ tests/vm/ctl_test.py in the VM).
 In the man page a list is the line after a comment line
     .\\" keys NAME
 and its keys are the words in bold (\\fBkey\\fR). Keys of objects whose
-keys are the domain's tag names (bytes, freed_bytes, generation) are data,
+keys are the domain's tag names (bytes, freed_bytes, generation, and the
+agent's report: policy, content, verified, size_bytes, mapped_bytes,
+host_bytes) are data,
 not keys: json_keys() leaves them out. doc_files() names the pages whose
 example sessions the tests check (README.md and docs/*.md)."""
 
@@ -16,7 +18,8 @@ import re
 REPO = os.path.normpath(os.path.join(os.path.dirname(
     os.path.abspath(__file__)), "..", ".."))
 MAN = os.path.join(REPO, "tools", "gpusleepctl.8")
-PER_TAG = {"bytes", "freed_bytes", "generation"}
+PER_TAG = {"bytes", "freed_bytes", "generation", "policy", "content",
+           "verified", "size_bytes", "mapped_bytes", "host_bytes"}
 
 
 def man_keys(name, path=MAN):

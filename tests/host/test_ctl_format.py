@@ -21,7 +21,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from test_ctl_exporter import Tap as _Tap, write_domain  # noqa: E402
+from test_ctl_exporter import (Tap as _Tap, write_domain,  # noqa: E402
+                               promtool_ok)
 
 CTL = os.environ.get("GPUSLEEP_CTL") or os.path.join(
     HERE, "..", "..", "build", "bin", "gpusleepctl")
@@ -75,7 +76,7 @@ def main():
     if not os.access(CTL, os.X_OK):
         print("1..0 # SKIP %s not built" % CTL)
         return 0
-    print("1..27")
+    print("1..35")
     t = Tap()
     tmp = tempfile.mkdtemp(prefix="gs-ctl-fmt-", dir=os.path.join(HERE, "..", "..", "build"))
     root = os.path.join(tmp, "sys")
@@ -199,6 +200,100 @@ def main():
     t.check("group show of a name two seen groups have: refused, exit 2",
             r.returncode == 2 and "2 groups" in r.stderr and
             "group list" in r.stderr, r)
+
+    # Tenants (issue 37) and what is left by class (issue 34 item 5).
+    ten = os.path.join(tmp, "sys-ten")
+    GIB = 1024 ** 3
+    write_domain(ten, 7, name="policy", priority="-5", yieldable="1",
+                 gpu_uuid=UUID[4:], host_bytes=str(2 * GIB), lease_id="3",
+                 leased_tags="kv_cache", released_tags="kv_cache",
+                 tag_policy="backup,discard,discard",
+                 tag_content="kept,zeroed,undefined",
+                 tag_verified="1,0,0",
+                 tag_size_bytes="%d,%d,%d" % (2 * GIB, 4 * GIB, GIB // 2),
+                 tag_mapped_bytes="%d,0,%d" % (2 * GIB, GIB // 2),
+                 tag_host_bytes="%d,0,0" % (2 * GIB),
+                 resident_torch_bytes=str(GIB), resident_graph_bytes=str(
+                     GIB // 4), resident_process_bytes=str(5 * GIB),
+                 resident_process_source="process")
+    write_domain(ten, 8, name="old", released_tags="", state="awake")
+    with open(os.path.join(ten, "leases"), "w") as f:
+        f.write("1\n")
+    tenv = dict(env, GPUSLEEP_SYSFS=ten)
+    r = ctl(tenv, "status", "policy")
+    t.check("status: the tenant (priority, yieldable, GPU, lease)",
+            r.returncode == 0 and "priority -5" in r.stdout and
+            "yieldable yes" in r.stdout and "lease 3 (kv_cache)" in r.stdout
+            and UUID[4:] in r.stdout and "host charged 2.0 GiB" in r.stdout,
+            r)
+    t.check("status: per tag policy, content after resume, verified",
+            "policy: weights backup, kv_cache discard, cuda_graph discard"
+            in r.stdout and "content after resume: weights kept, kv_cache "
+            "zeroed, cuda_graph undefined" in r.stdout and
+            "verified: weights 1" in r.stdout, r.stdout)
+    # left: tags 2.5 GiB mapped, torch 1, graphs 0.25, of process 5: 1.25
+    t.check("status: what is left on the GPU, by class",
+            "left on the GPU: tags 2.5 GiB, torch 1.0 GiB, graphs 256.0 MiB,"
+            " other 1.2 GiB of 5.0 GiB (process)" in r.stdout, r.stdout)
+    s7 = jload(ctl(tenv, "-j", "status", "policy").stdout, {})
+    t.check("status --json: tenant, per-tag report and left by class",
+            s7.get("tenant") == {"priority": -5, "yieldable": True,
+                                 "gpu_uuid": UUID[4:], "lease_id": 3,
+                                 "leased_tags": ["kv_cache"],
+                                 "host_charged_bytes": 2 * GIB} and
+            s7.get("policy") == {"weights": "backup", "kv_cache": "discard",
+                                 "cuda_graph": "discard"} and
+            s7.get("content", {}).get("cuda_graph") == "undefined" and
+            s7.get("verified") == {"weights": 1, "kv_cache": 0,
+                                   "cuda_graph": 0} and
+            s7.get("left") == {"tags": 2 * GIB + GIB // 2, "torch": GIB,
+                               "graphs": GIB // 4,
+                               "other": 5 * GIB - (2 * GIB + GIB // 2) -
+                               GIB - GIB // 4,
+                               "process": 5 * GIB, "source": "process"},
+            s7)
+    s8 = jload(ctl(tenv, "-j", "status", "old").stdout, {})
+    t.check("status --json of a domain without tenant files: no such keys",
+            "tenant" not in s8 and "left" not in s8 and "policy" not in s8,
+            s8)
+    r = ctl(tenv, "list")
+    lines = r.stdout.splitlines()
+    t.check("list: PRIO and LEASE columns",
+            lines and lines[0].split()[8:10] == ["PRIO", "LEASE"] and
+            lines[1].split()[-2:] == ["-5", "3"] and
+            lines[2].split()[-2:] == ["-", "-"] and aligned(lines), r.stdout)
+
+    params = os.path.join(tmp, "params")
+    os.makedirs(params)
+    for k, v in (("host_budget_bytes", str(64 * GIB)),
+                 ("host_used_bytes", str(2 * GIB))):
+        with open(os.path.join(params, k), "w") as f:
+            f.write(v + "\n")
+    r = ctl(dict(tenv, GPUSLEEP_MODULE_PARAMS=params), "metrics")
+    ok, why = promtool_ok(r.stdout)
+    t.check("metrics of tenants: promtool clean", r.returncode == 0 and ok,
+            why)
+    want = ['gpusleep_tenant_priority{domain="7",name="policy"} -5',
+            'gpusleep_domain_leased{domain="7",name="policy"} 1',
+            'gpusleep_tag_leased{domain="7",name="policy",tag="kv_cache"} 1',
+            'gpusleep_tag_policy{domain="7",name="policy",tag="weights",'
+            'policy="backup"} 1',
+            'gpusleep_tag_content{domain="7",name="policy",'
+            'tag="cuda_graph",content="undefined"} 1',
+            'gpusleep_tag_mapped_bytes{domain="7",name="policy",'
+            'tag="weights"} %d' % (2 * GIB),
+            'gpusleep_resident_class_bytes{domain="7",name="policy",'
+            'class="other"} %d' % (5 * GIB - 3 * GIB - GIB // 2 - GIB // 4),
+            'gpusleep_resident_process_bytes{domain="7",name="policy",'
+            'source="process"} %d' % (5 * GIB),
+            "gpusleep_leases 1", "gpusleep_host_budget_bytes %d" % (64 * GIB),
+            "gpusleep_host_used_bytes %d" % (2 * GIB)]
+    lines = r.stdout.splitlines()
+    t.check("metrics of tenants: priority, lease, per-tag report, left by "
+            "class, the node's budget",
+            all(w in lines for w in want) and
+            'gpusleep_resident_class_bytes{domain="8"' not in r.stdout,
+            [w for w in want if w not in lines])
 
     r = ctl(gone, "metrics")
     t.check("metrics without the module: gpusleep_up 0, exit 0",

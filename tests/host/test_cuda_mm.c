@@ -217,4 +217,74 @@ TEST_F(mm, many_cycles_reuse_staging_and_leak_nothing)
 	ASSERT_EQ(0, gs_mm_free(self->mm, kv));
 }
 
+/*
+ * Issue 34 item 6, on the CUDA backend: the checksum is taken of the
+ * pinned staging once the device-to-host copies are synchronised, and
+ * checked before the host-to-device copies; a staging byte changed in
+ * between fails the resume (EBADMSG) before any chunk is mapped.
+ */
+TEST_F(mm, verify_corrupted_staging_fails_the_resume)
+{
+	struct gs_mm_tag_info info;
+	struct gs_mm_result r;
+	struct fakecuda_stats st;
+	char *host = NULL;
+	void *p;
+
+	NEED_MM();
+	ASSERT_EQ(0, gs_mm_set_fence_timeout(self->mm, 0));
+	gs_mm_destroy(self->mm);
+	self->mm = NULL;
+	{
+		struct gs_backend *b;
+		int err = 0;
+
+		ASSERT_EQ(0, setenv("GPUSLEEP_VERIFY", "1", 1));
+		b = gs_backend_cuda_new(0, fake_path(), &err);
+		ASSERT_NE(NULL, b);
+		ASSERT_EQ(0, gs_mm_new(b, &self->mm));
+		unsetenv("GPUSLEEP_VERIFY");
+	}
+	ASSERT_EQ(0, gs_mm_set_fence_timeout(self->mm, 0));
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, W, GS_MM_BACKUP, 0));
+	p = gs_mm_alloc(self->mm, W, 5 * MiB);
+	ASSERT_NE(NULL, p);
+	fill(p, 5 * MiB, 33);
+	ASSERT_EQ(0, gs_mm_pause_ex(self->mm, W, &r));
+	ASSERT_EQ(0, gs_mm_backup_ptr(self->mm, (char *)p + 4 * MiB, 1,
+				      (void **)&host));
+	ASSERT_NE(NULL, host);
+	*host ^= 1;
+	EXPECT_EQ(-EBADMSG, gs_mm_resume_ex(self->mm, W, &r));
+	EXPECT_NE(0, r.lost_bytes);
+	EXPECT_EQ(0, r.copied_bytes);		/* nothing restored */
+	self->stats(&st);
+	EXPECT_EQ(0, st.handles);		/* nothing mapped */
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, W, &info));
+	EXPECT_EQ(1, info.paused);
+	/* then fresh memory, zeros (never the poisoned 0xa5, nor garbage) */
+	ASSERT_EQ(0, gs_mm_resume_ex(self->mm, W, &r));
+	EXPECT_NE(0, r.lost_bytes);
+	EXPECT_TRUE(all_zero(p, 5 * MiB));
+	ASSERT_EQ(0, gs_mm_free(self->mm, p));
+}
+
+/*
+ * The GPU the agent reports (issue 37): the device's UUID, the same a
+ * claimant gets for the ordinal without making a context.
+ */
+TEST_F(mm, gpu_uuid_is_the_devices)
+{
+	uint8_t a[16], b[16], zero[16] = { 0 };
+
+	NEED_MM();
+	ASSERT_EQ(0, gs_mm_gpu_uuid(self->mm, a));
+	ASSERT_EQ(0, gs_cuda_device_uuid(0, fake_path(), b));
+	EXPECT_EQ(0, memcmp(a, b, 16));
+	EXPECT_NE(0, memcmp(a, zero, 16));
+	EXPECT_EQ(-ENODEV, gs_cuda_device_uuid(7, fake_path(), b));
+	EXPECT_EQ(-ENOENT, gs_cuda_device_uuid(0, "/nonexistent/libcuda.so.1",
+					       b));
+}
+
 TEST_HARNESS_MAIN

@@ -34,7 +34,8 @@ DCGM_LABELS = {"gpu", "UUID", "pci_bus_id", "Hostname", "device",
                "modelName"}
 # the exporter's labels (docs/node-tooling.md) and Prometheus's own
 LABELS = {"instance", "job", "domain", "name", "tag", "state", "source",
-          "gpu_ident", "owner_uid", "file", "alertname", "alertstate"}
+          "gpu_ident", "owner_uid", "file", "alertname", "alertstate",
+          "class", "lease", "result", "policy", "content"}
 
 
 def exprs(dash):
@@ -63,10 +64,23 @@ def exported():
                                ("sys", "params", "textfile"))
         for d in (sysfs, params, tdir):
             os.makedirs(d)
-        for k in ("drain_timeout_ms", "step_timeout_ms"):
+        for k in ("drain_timeout_ms", "step_timeout_ms",
+                  "host_budget_bytes", "host_used_bytes"):
             with open(os.path.join(params, k), "w") as f:
                 f.write("10000\n")
-        write_domain(sysfs, 1)
+        for k in ("leases", "reclaims"):
+            with open(os.path.join(sysfs, k), "w") as f:
+                f.write("1\n")
+        # a module with tenants (docs/arbiter.md), its agent reported
+        write_domain(sysfs, 1, priority="0", yieldable="0",
+                     gpu_uuid="5d1e0b3a-0000-1111-2222-333344445555",
+                     lease_id="2", leased_tags="weights", host_bytes="4096",
+                     tag_policy="backup,discard,discard",
+                     tag_content="kept,zeroed,zeroed", tag_verified="0,0,0",
+                     tag_size_bytes="4096,0,0", tag_mapped_bytes="0,0,0",
+                     tag_host_bytes="4096,0,0", resident_torch_bytes="0",
+                     resident_graph_bytes="0", resident_process_bytes="0",
+                     resident_process_source="unknown")
         env = dict(os.environ, GPUSLEEP_SYSFS=sysfs,
                    GPUSLEEP_MODULE_PARAMS=params)
         # the running exporter (not --once, which leaves out what only it

@@ -3,7 +3,9 @@
 """tools/demo/plot.py on a made-up run: the SVG parses, has one memory
 line per process with a point per timeline row, one bar per state the
 domain went through (with its duration), says so when the events carry
-no timestamps, and one bar per step of the monitor --timeline objects.
+no timestamps, and one bar per step of the monitor --timeline objects;
+the second part (leases): a memory line per process sharing the GPU with
+a point per row, and one shaded span per lease naming what it took.
 Prints TAP."""
 
 import json
@@ -19,11 +21,13 @@ NS = "{http://www.w3.org/2000/svg}"
 MIB = 1 << 20
 
 
-def run(rows, events, tmp, timeline=None):
+def run(rows, events, tmp, timeline=None, leases=None):
     paths = []
     files = [("rows.jsonl", rows), ("events.jsonl", events)]
     if timeline is not None:
         files.append(("timeline.jsonl", timeline))
+    if leases is not None:
+        files.append(("leases.jsonl", leases))
     for name, items in files:
         p = os.path.join(tmp, name)
         with open(p, "w") as f:
@@ -38,7 +42,7 @@ def run(rows, events, tmp, timeline=None):
 
 
 def main():
-    print("TAP version 13\n1..4")
+    print("TAP version 13\n1..5")
     t0 = 1796319569.0
     rows = [{"step": s, "phase": ph, "unix_s": t0 + i,
              "engine_rss_bytes": e * MIB, "trainer_rss_bytes": tr * MIB}
@@ -104,6 +108,38 @@ def main():
               "duration" % ("ok" if ok else "not ok"))
         if not ok:
             print("# %r %r" % (bars, r.stderr))
+        fails += not ok
+        # part 2: two engines and a trainer through two leases
+        lr, t = [], t0 + 10
+        for step in (1, 2):
+            for ph, pol, rew, tr in (("acquired", 16, 0, 1),
+                                     ("trained", 16, 0, 97),
+                                     ("returned", 97, 64, 1)):
+                t += 0.4
+                lr.append({"part": "leases", "unix_s": t, "step": step,
+                           "phase": ph, "dur_s": 0.2, "lease": step,
+                           "mem_bytes": {"policy": pol * MIB,
+                                         "reward": rew * MIB,
+                                         "trainer": tr * MIB},
+                           "victims": [{"domain": "reward",
+                                        "tags": ["kv_cache", "weights"]},
+                                       {"domain": "policy",
+                                        "tags": ["kv_cache"]}]})
+        r, svg = run(rows, evs, tmp, tl, lr)
+        lines = svg.findall(NS + "polyline") if svg is not None else []
+        spans = [el.find(NS + "title").text for el in svg.iter(NS + "rect")
+                 if el.find(NS + "title") is not None and
+                 el.find(NS + "title").text.startswith("lease ")] \
+            if svg is not None else []
+        ok = len(lines) == 2 + 3 and \
+            all(len(pl.get("points").split()) == len(lr)
+                for pl in lines[2:]) and \
+            spans == ["lease %d: reward kv_cache+weights, policy kv_cache"
+                      % s for s in (1, 2)]
+        print("%s 5 leases: a line per process sharing the GPU, a span per "
+              "lease with what it took" % ("ok" if ok else "not ok"))
+        if not ok:
+            print("# %r %r %r" % (len(lines), spans, r.stderr))
         fails += not ok
     return 1 if fails else 0
 

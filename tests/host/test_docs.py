@@ -54,7 +54,8 @@ class Tap:
 def fixture(root):
     """The node of the docs' sessions: llm0 with its weights released,
     llm1 awake without an agent, tp0 and tp1 the two ranks of group tp,
-    released."""
+    released (by lease 2: docs/arbiter.md). A module with tenants: llm0
+    and the ranks reported by their agents, llm1 not yet."""
     write_domain(root, 1, name="llm0", gpu="0000:41:00.0," + UUID,
                  owner_pid="119", tags="weights,kv_cache",
                  tag_kinds="memory,kv_cache", released_tags="weights",
@@ -62,7 +63,11 @@ def fixture(root):
                  tag_freed_bytes="15032385536,0", tag_generations="0,0",
                  resident_bytes="1288490188", resident_source="process",
                  unconfirmed_tags="", shortfall_tags="", shortfalls="0",
-                 group="", group_id="0")
+                 group="", group_id="0", **tenant(
+                     "-5", UUID[4:], lease="0", leased="",
+                     policy="backup,discard", mapped="0,4294967296",
+                     torch="1073741824", graphs="0",
+                     process="6652166144"))
     write_domain(root, 2, name="llm1", gpu="0000:42:00.0", owner_pid="121",
                  state="awake", released_tags="", agent_attached="0",
                  tags="weights,kv_cache", tag_kinds="memory,kv_cache",
@@ -70,7 +75,8 @@ def fixture(root):
                  tag_generations="0,0", releases="0", last_release_us="0",
                  resident_bytes="0", resident_source="unknown",
                  unconfirmed_tags="", shortfall_tags="", shortfalls="0",
-                 group="", group_id="0")
+                 group="", group_id="0", **tenant("10", "", lease="0",
+                                                  leased=""))
     for did in (3, 4):
         write_domain(root, did, name="tp%d" % (did - 3),
                      gpu="0000:%02x:00.0" % (0x40 + did), owner_pid="130",
@@ -80,7 +86,29 @@ def fixture(root):
                      tag_bytes_released="8589934592,4294967296",
                      tag_freed_bytes="0,0", tag_generations="1,1",
                      unconfirmed_tags="", shortfall_tags="", shortfalls="0",
-                     resident_bytes="0", resident_source="unknown")
+                     resident_bytes="0", resident_source="unknown",
+                     **tenant("0", UUID[4:], lease="2",
+                              leased="weights,kv_cache",
+                              policy="backup,discard", mapped="0,0"))
+
+
+def tenant(prio, uuid, lease, leased, policy="", mapped="", torch="0",
+           graphs="0", process="0"):
+    """The files of a module with tenants (docs/arbiter.md): before a
+    report (uuid "") the per-tag ones are empty."""
+    rep = bool(uuid)
+    return {"priority": prio, "yieldable": "0", "gpu_uuid": uuid,
+            "lease_id": lease, "leased_tags": leased,
+            "host_bytes": "15032385536" if rep else "0",
+            "tag_policy": policy,
+            "tag_content": "kept,zeroed" if rep else "",
+            "tag_verified": "1,0" if rep else "",
+            "tag_size_bytes": "15032385536,4294967296" if rep else "",
+            "tag_mapped_bytes": mapped,
+            "tag_host_bytes": "15032385536,0" if rep else "",
+            "resident_torch_bytes": torch, "resident_graph_bytes": graphs,
+            "resident_process_bytes": process,
+            "resident_process_source": "process" if rep else "unknown"}
 
 
 def run(env, argv):
@@ -194,7 +222,8 @@ def main():
     man = unman(open(MAN).read())
     missing = []
     for cmd in (["list"], ["status"], ["release"], ["resume"], ["wait"],
-                ["group"], ["monitor"], ["metrics"], []):
+                ["group"], ["monitor"], ["metrics"], ["acquire"],
+                ["reclaim"], ["leases"], []):
         text = run(env, cmd + ["--help"]).stdout
         for opt in set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", text)):
             if opt not in man:

@@ -55,6 +55,17 @@ if not 0 < w1.get("copied_bytes", 0) < w1.get("bytes", 0):
 if l2.get("restore_gbps", 0) is not None:
     bad.append(f"level 2 restores nothing: restore_gbps "
                f"{l2.get('restore_gbps')!r}")
+# issue 34 items 5 and 6: what is left by class, the backup verified
+for lv, l in (("level1", l1), ("level2", l2)):
+    left = l.get("left", {})
+    if set(left) != {"tags", "torch", "graphs", "other", "process",
+                     "source"}:
+        bad.append(f"{lv}: what is left by class not recorded: {left}")
+if not l1.get("verify_backup", {}).get("bytes") or \
+        l1.get("verify_restore", {}).get("bytes") != \
+        l1["verify_backup"]["bytes"]:
+    bad.append("level 1: the backup not checksummed and checked: "
+               f"{l1.get('verify_backup')} {l1.get('verify_restore')}")
 rates = fig.get("rates", {})
 for k in ("kv_release_ms_per_gib", "backup_of_pinned_d2h",
           "restore_of_pinned_h2d", "wake_100gib_s"):
@@ -65,7 +76,7 @@ print("; ".join(bad) or "fine")
 sys.exit(1 if bad else 0)
 PY
 )
-	t "$gpu: the figures: sizes fit the device, rates count the bytes copied and carry their thresholds ($out)" $?
+	t "$gpu: the figures: sizes fit the device, rates count the bytes copied and carry their thresholds, the backup verified, what is left by class ($out)" $?
 done
 # a signal mid-run (as timeout(1) sends it) still writes what it has
 for sig in INT TERM; do

@@ -177,6 +177,99 @@ TEST(tags_format)
 	}
 }
 
+/* GPU ids: nvidia-smi's and CUDA's forms, the host stand-in, refusals. */
+TEST(gpu_uuid_parse_and_format)
+{
+	uint8_t u[16], h0[16], h1[16], back[16];
+	char s[GS_GPU_UUID_LEN];
+
+	ASSERT_EQ(0, gs_gpu_uuid_parse("GPU-5d1e0a3b-1c2d-4e5f-8a9b-0c1d2e3f4a5b",
+				       u));
+	EXPECT_EQ(0x5d, u[0]);
+	EXPECT_EQ(0x5b, u[15]);
+	EXPECT_EQ(40, gs_gpu_uuid_format(u, s, sizeof(s)));
+	EXPECT_STREQ("GPU-5d1e0a3b-1c2d-4e5f-8a9b-0c1d2e3f4a5b", s);
+	ASSERT_EQ(0, gs_gpu_uuid_parse(s, back));
+	EXPECT_EQ(0, memcmp(u, back, 16));
+	ASSERT_EQ(0, gs_gpu_uuid_parse("MIG-5d1e0a3b1c2d4e5f8a9b0c1d2e3f4a5b",
+				       back));
+	EXPECT_EQ(0, memcmp(u, back, 16));
+	EXPECT_EQ(-ENOSPC, gs_gpu_uuid_format(u, s, 40));
+	/* the host backend's stand-in: stable, one per index, not zero */
+	ASSERT_EQ(0, gs_gpu_uuid_parse("host", h0));
+	ASSERT_EQ(0, gs_host_gpu_uuid(0, back));
+	EXPECT_EQ(0, memcmp(h0, back, 16));
+	ASSERT_EQ(0, gs_gpu_uuid_parse("host:1", h1));
+	EXPECT_NE(0, memcmp(h0, h1, 16));
+	ASSERT_EQ(0, gs_gpu_uuid_parse("host:0", back));
+	EXPECT_EQ(0, memcmp(h0, back, 16));
+	EXPECT_EQ(0x80, h0[6] & 0xf0);	/* version 8 */
+	/* refused: short, long, not hex, all zero, a bad host index */
+	EXPECT_EQ(-EINVAL, gs_gpu_uuid_parse("GPU-5d1e", u));
+	EXPECT_EQ(-EINVAL, gs_gpu_uuid_parse("5d1e0a3b1c2d4e5f8a9b0c1d2e3f4a5b00", u));
+	EXPECT_EQ(-EINVAL, gs_gpu_uuid_parse("xd1e0a3b1c2d4e5f8a9b0c1d2e3f4a5b", u));
+	EXPECT_EQ(-EINVAL, gs_gpu_uuid_parse("00000000000000000000000000000000", u));
+	EXPECT_EQ(-EINVAL, gs_gpu_uuid_parse("host:", u));
+	EXPECT_EQ(-EINVAL, gs_gpu_uuid_parse("host:x", u));
+	EXPECT_EQ(-EINVAL, gs_gpu_uuid_parse("hostile", u));
+	EXPECT_EQ(-EINVAL, gs_gpu_uuid_parse(NULL, u));
+}
+
+TEST(reclaim_names)
+{
+	char buf[128];
+
+	EXPECT_EQ(0, gs_rwhy_format(0, buf, sizeof(buf)));
+	EXPECT_STREQ("", buf);
+	EXPECT_LT(0, gs_rwhy_format(GPUSLEEP_RWHY_PRIORITY |
+				    GPUSLEEP_RWHY_HOST_BUDGET | (1U << 30),
+				    buf, sizeof(buf)));
+	EXPECT_STREQ("priority,host_budget,0x40000000", buf);
+	EXPECT_EQ(-ENOSPC, gs_rwhy_format(GPUSLEEP_RWHY_PRIORITY |
+					  GPUSLEEP_RWHY_HOST_BUDGET, buf, 12));
+	EXPECT_STREQ("priority", buf);	/* whole names only */
+	for (uint32_t b = 1; b <= GPUSLEEP_RWHY_CANCELLED; b <<= 1)
+		EXPECT_STRNE("unknown", gs_rwhy_str(b));
+	EXPECT_STREQ("unknown", gs_rwhy_str(1U << 31));
+	EXPECT_LT(0, gs_rvf_format(GPUSLEEP_RVF_GROUP | GPUSLEEP_RVF_RETURNED,
+				   buf, sizeof(buf)));
+	EXPECT_STREQ("group,returned", buf);
+	EXPECT_STREQ("held", gs_lease_state_name(GPUSLEEP_LEASE_HELD));
+	EXPECT_STREQ("returned", gs_lease_state_name(GPUSLEEP_LEASE_RETURNED));
+	EXPECT_STREQ("unknown", gs_lease_state_name(99));
+	EXPECT_STREQ("kept", gs_content_name(GPUSLEEP_CONTENT_KEPT));
+	EXPECT_STREQ("zeroed", gs_content_name(GPUSLEEP_CONTENT_ZEROED));
+	EXPECT_STREQ("undefined", gs_content_name(GPUSLEEP_CONTENT_UNDEFINED));
+	EXPECT_STREQ("backup", gs_policy_name(GPUSLEEP_POLICY_BACKUP));
+	EXPECT_STREQ("discard", gs_policy_name(GPUSLEEP_POLICY_DISCARD));
+	/* the memory manager's content values are the uAPI's */
+	EXPECT_EQ(GPUSLEEP_CONTENT_KEPT, GS_MM_CONTENT_KEPT);
+	EXPECT_EQ(GPUSLEEP_CONTENT_ZEROED, GS_MM_CONTENT_ZEROED);
+	EXPECT_EQ(GPUSLEEP_CONTENT_UNDEFINED, GS_MM_CONTENT_UNDEFINED);
+}
+
+/* The wrappers refuse what the uAPI would, before any ioctl. */
+TEST(reclaim_wrappers_check_their_arguments)
+{
+	struct gpusleep_reclaim_victim v[2];
+	struct gpusleep_reclaim out;
+	uint8_t u[16];
+	uint32_t n = 2;
+
+	ASSERT_EQ(0, gs_host_gpu_uuid(0, u));
+	EXPECT_EQ(-EINVAL, gs_reclaim(-1, NULL, 1, 0, 0, 0, &out, NULL, NULL));
+	EXPECT_EQ(-EINVAL, gs_reclaim(-1, u, 1, 0, 0, 0, &out, NULL, &n));
+	n = 2;
+	EXPECT_EQ(-EBADF, gs_reclaim(-1, u, 1, 0, 0, 0, &out, v, &n));
+	EXPECT_EQ(0, n);		/* nothing written */
+	EXPECT_EQ(-1, out.lease_fd);	/* no lease */
+	EXPECT_EQ(-EBADF, gs_acquire(-1, u, 1, 0, 0, &out));
+	EXPECT_EQ(-EBADF, gs_reclaim_wait(-1, 0, 0, &out, NULL, NULL));
+	EXPECT_EQ(-EBADF, gs_lease_info(-1, NULL, NULL, NULL));
+	EXPECT_EQ(-EBADF, gs_lease_return(-1, false));
+	EXPECT_EQ(-EBADF, gs_set_tenant(-1, 0, 0));
+}
+
 TEST(no_device)
 {
 	EXPECT_EQ(-ENOENT, gs_open("/nonexistent/gpusleep", 0, NULL));
@@ -210,14 +303,50 @@ static int record_complete(int fd, const struct gpusleep_complete *c)
 	return ret;
 }
 
+/* REPORT recorder: the newest report, how many, what the fake answers. */
+static struct gpusleep_report rep_last;
+static int nrep;
+static int rep_ret;
+
+static int record_report(int fd, const struct gpusleep_report *r)
+{
+	int ret;
+
+	(void)fd;
+	pthread_mutex_lock(&rec_lock);
+	rep_last = *r;
+	nrep++;
+	ret = rep_ret;
+	pthread_cond_broadcast(&rec_cond);
+	pthread_mutex_unlock(&rec_lock);
+	return ret;
+}
+
 static void rec_reset(void)
 {
 	pthread_mutex_lock(&rec_lock);
 	nrec = 0;
 	rec_ret = 0;
 	memset(rec, 0, sizeof(rec));
+	nrep = 0;
+	rep_ret = 0;
+	memset(&rep_last, 0, sizeof(rep_last));
 	pthread_mutex_unlock(&rec_lock);
 	gs_complete_hook = record_complete;
+	gs_report_hook = record_report;
+}
+
+/* Block until a report satisfies ok (no time limit: the harness's). */
+static struct gpusleep_report rep_wait(bool (*ok)(const struct gpusleep_report *))
+{
+	struct gpusleep_report r;
+
+	pthread_mutex_lock(&rec_lock);
+	while (!nrep || !ok(&rep_last))
+		pthread_cond_wait(&rec_cond, &rec_lock);
+	r = rep_last;
+	pthread_mutex_unlock(&rec_lock);
+	return r;
 }
 
 /* Block until n answers have been recorded (no time limit: the harness's). */
@@ -619,6 +748,155 @@ TEST_F(agent, dispatch_pause_resume)
 	close(peer);
 	self->sv[1] = -1;
 	EXPECT_EQ(-EPIPE, gs_agent_dispatch(self->a));
+}
+
+/*
+ * Issue 34 item 6: a backup that fails its verification is answered as
+ * a failed RESUME_TAG, EBADMSG (the module's VERIFY_FAILED), with the
+ * bytes lost; never as success. The next resume maps it fresh.
+ */
+TEST_F(agent, resume_of_a_corrupted_backup_is_answered_ebadmsg)
+{
+	struct gs_agent_result ar;
+	struct gs_agent_stats st;
+	int peer = self->sv[1];
+	char *host = NULL;
+
+	ASSERT_EQ(0, gs_mm_set_verify(self->mm, true));
+	ASSERT_EQ(0, send_ev(peer, 1, GPUSLEEP_EV_PAUSE_TAG, GPUSLEEP_TAG_WEIGHTS, 0, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	ASSERT_EQ(0, rec[0].status);
+	ASSERT_EQ(0, gs_mm_backup_ptr(self->mm, self->w + 100, 1,
+				      (void **)&host));
+	ASSERT_NE(NULL, host);
+	*host ^= 0x40;
+	ASSERT_EQ(0, send_ev(peer, 2, GPUSLEEP_EV_RESUME_TAG, GPUSLEEP_TAG_WEIGHTS, 0, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	ASSERT_EQ(2, nrec);
+	EXPECT_EQ(GPUSLEEP_EV_RESUME_TAG, rec[1].type);
+	EXPECT_EQ(-EBADMSG, rec[1].status);
+	EXPECT_EQ(0, rec[1].bytes);
+	EXPECT_EQ(4 * MiB, rec[1].lost_bytes);
+	ASSERT_EQ(0, gs_agent_last_result(self->a, GPUSLEEP_TAG_WEIGHTS, &ar));
+	EXPECT_NE(0, ar.mm.flags & GS_MM_RES_VERIFY_FAILED);
+	gs_agent_get_stats(self->a, &st);
+	EXPECT_EQ(1, st.failures);
+	EXPECT_EQ(0, st.resumes);
+
+	ASSERT_EQ(0, send_ev(peer, 3, GPUSLEEP_EV_RESUME_TAG, GPUSLEEP_TAG_WEIGHTS, 0, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	EXPECT_EQ(0, rec[2].status);
+	EXPECT_EQ(4 * MiB, rec[2].bytes);
+	EXPECT_EQ(4 * MiB, rec[2].lost_bytes);	/* said again */
+	EXPECT_EQ(0, self->w[100]);		/* zeros, not garbage */
+}
+
+/*
+ * Issue 37 item 1 / issue 34 item 5: the agent tells the module what its
+ * tags are (size, mapped, host bytes, policy, content after resume,
+ * verified) and what its process holds, once attached and after every
+ * step.
+ */
+TEST_F(agent, reports_its_tags_once_attached_and_after_each_step)
+{
+	int peer = self->sv[1];
+	uint8_t host[16];
+	struct gs_agent_report_stats rs;
+
+	ASSERT_EQ(0, gs_host_gpu_uuid(0, host));
+	ASSERT_EQ(0, gs_mm_set_verify(self->mm, true));
+	EXPECT_EQ(0, gs_agent_dispatch(self->a));
+	ASSERT_EQ(1, nrep);		/* once attached */
+	EXPECT_EQ(0, memcmp(host, rep_last.gpu_uuid, 16));
+	EXPECT_EQ(GPUSLEEP_NR_TAGS, rep_last.nr_tags);
+	EXPECT_EQ(0, rep_last.flags);
+	EXPECT_EQ(4 * MiB, rep_last.tags[0].size_bytes);
+	EXPECT_EQ(4 * MiB, rep_last.tags[0].mapped_bytes);
+	EXPECT_EQ(4 * MiB, rep_last.tags[0].host_bytes);	/* pinned ahead */
+	EXPECT_EQ(GPUSLEEP_POLICY_BACKUP, rep_last.tags[0].policy);
+	EXPECT_EQ(GPUSLEEP_CONTENT_KEPT, rep_last.tags[0].content);
+	EXPECT_EQ(GPUSLEEP_RTF_VERIFIED, rep_last.tags[0].flags);
+	EXPECT_EQ(GPUSLEEP_POLICY_DISCARD, rep_last.tags[1].policy);
+	EXPECT_EQ(GPUSLEEP_CONTENT_ZEROED, rep_last.tags[1].content);
+	EXPECT_EQ(0, rep_last.tags[1].flags);
+	EXPECT_EQ(0, rep_last.tags[1].host_bytes);
+	EXPECT_EQ(0, rep_last.tags[2].size_bytes);	/* past nr_tags */
+	/* the host backend has no device: the process's figure unknown */
+	EXPECT_EQ(0, rep_last.process_bytes);
+	EXPECT_EQ(0, rep_last.process_source);
+
+	ASSERT_EQ(0, send_ev(peer, 1, GPUSLEEP_EV_PAUSE_TAG, GPUSLEEP_TAG_KV_CACHE, 0, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	ASSERT_EQ(2, nrep);		/* after the step */
+	EXPECT_EQ(4 * MiB, rep_last.tags[1].size_bytes);
+	EXPECT_EQ(0, rep_last.tags[1].mapped_bytes);
+	EXPECT_EQ(4 * MiB, rep_last.tags[0].mapped_bytes);
+	ASSERT_EQ(0, send_ev(peer, 2, GPUSLEEP_EV_RESUME_TAG, GPUSLEEP_TAG_KV_CACHE, 0, 1));
+	ASSERT_EQ(0, send_ev(peer, 2, GPUSLEEP_EV_DRAIN, 0, 0, 2));	/* not ours */
+	ASSERT_EQ(2, gs_agent_dispatch(self->a));
+	ASSERT_EQ(3, nrep);		/* a step each, not per record */
+	EXPECT_EQ(4 * MiB, rep_last.tags[1].mapped_bytes);
+	gs_agent_get_report_stats(self->a, &rs);
+	EXPECT_EQ(3, rs.sent);
+	EXPECT_EQ(0, rs.failed);
+}
+
+/* A module without REPORT is said once and not asked again. */
+TEST_F(agent, a_module_without_reports_is_not_asked_again)
+{
+	struct gs_agent_report_stats rs;
+
+	rep_ret = -ENOTTY;
+	EXPECT_EQ(0, gs_agent_dispatch(self->a));
+	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_PAUSE_TAG,
+			     GPUSLEEP_TAG_KV_CACHE, 0, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	EXPECT_EQ(0, rec[0].status);	/* the step is served all the same */
+	EXPECT_EQ(1, nrep);
+	gs_agent_get_report_stats(self->a, &rs);
+	EXPECT_EQ(1, rs.failed);
+	EXPECT_EQ(-ENOTTY, rs.last_error);
+	EXPECT_EQ(0, gs_agent_report(self->a));	/* off: nothing sent */
+	EXPECT_EQ(1, nrep);
+}
+
+static bool has_kv_chunk_of_12(const struct gpusleep_report *r)
+{
+	return r->tags[1].size_bytes == 12 * MiB;
+}
+
+static bool has_outside(const struct gpusleep_report *r)
+{
+	/* the last of the five: what the module must end up with */
+	return r->torch_reserved_bytes == 5 * MiB &&
+	       r->graph_pool_bytes == 7 * MiB;
+}
+
+/*
+ * From the thread: a new chunk (sizes changed) and the process's own
+ * figures (gs_agent_set_outside) each bring a report, never more reports
+ * than changes.
+ */
+TEST_F(agent, thread_reports_when_sizes_change)
+{
+	struct gs_agent_report_stats rs;
+	void *p;
+
+	ASSERT_EQ(0, gs_agent_start(self->a));
+	/* 4 MiB chunk full: a second chunk of 8 MiB */
+	p = gs_mm_alloc(self->mm, GPUSLEEP_TAG_KV_CACHE, 8 * MiB);
+	ASSERT_NE(NULL, p);
+	rep_wait(has_kv_chunk_of_12);
+	for (int i = 1; i <= 5; i++)
+		gs_agent_set_outside(self->a, (uint64_t)i * MiB,
+				     (uint64_t)(i + 2) * MiB);
+	rep_wait(has_outside);
+	EXPECT_EQ(0, gs_agent_stop(self->a));
+	gs_agent_get_report_stats(self->a, &rs);
+	/* at start, the chunk (and its pinning), five figures at most */
+	EXPECT_LE(rs.sent, 1 + 2 + 5);
+	EXPECT_EQ(rs.sent, (uint64_t)nrep);
+	EXPECT_EQ(0, gs_mm_free(self->mm, p));
 }
 
 TEST_F(agent, thread_serves_until_stopped)

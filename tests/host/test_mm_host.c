@@ -18,6 +18,7 @@
 
 #include "libgpusleep.h"
 #include "backend.h"
+#include "csum.h"
 
 #define MiB (1UL << 20)
 
@@ -553,6 +554,160 @@ TEST_F(mm, free_while_paused_and_bad_frees)
 	errno = 0;
 	EXPECT_EQ(NULL, gs_mm_alloc(self->mm, 1U << GPUSLEEP_MAX_TAGS, 10));
 	EXPECT_EQ(EINVAL, errno);
+}
+
+/*
+ * Issue 34 item 6: with verification on (GPUSLEEP_VERIFY=1, or
+ * gs_mm_set_verify), a backup whose host copy changed between the pause
+ * and the resume is never restored as if it were the tag's contents: the
+ * resume fails with EBADMSG, nothing mapped, the tag still released and
+ * its contents said lost; the next resume maps it fresh (zeros), saying
+ * again what was lost, never the corrupted bytes.
+ */
+TEST(verify_corrupted_staging_fails_the_resume)
+{
+	const size_t sz = 3 * MiB;
+	struct gs_mm_tag_info info;
+	struct gs_mm_result r;
+	struct gs_mm *mm;
+	char *p, *q, *host = NULL;
+
+	ASSERT_EQ(0, setenv("GPUSLEEP_VERIFY", "1", 1));
+	ASSERT_EQ(0, gs_mm_new(gs_backend_host_new(), &mm));
+	unsetenv("GPUSLEEP_VERIFY");
+	ASSERT_EQ(0, gs_mm_set_policy(mm, GPUSLEEP_TAG_WEIGHTS, GS_MM_BACKUP,
+				      8 * MiB));
+	p = gs_mm_alloc(mm, GPUSLEEP_TAG_WEIGHTS, sz);
+	q = gs_mm_alloc(mm, GPUSLEEP_TAG_WEIGHTS, sz);
+	ASSERT_NE(NULL, p);
+	ASSERT_NE(NULL, q);
+	fill(p, sz, 11);
+	fill(q, sz, 12);
+	ASSERT_EQ(0, gs_mm_pause_ex(mm, GPUSLEEP_TAG_WEIGHTS, &r));
+	/* one byte of the host copy changes while the tag is released */
+	ASSERT_EQ(0, gs_mm_backup_ptr(mm, q + 12345, 1, (void **)&host));
+	ASSERT_NE(NULL, host);
+	*host ^= 0x10;
+
+	EXPECT_EQ(-EBADMSG, gs_mm_resume_ex(mm, GPUSLEEP_TAG_WEIGHTS, &r));
+	EXPECT_EQ(-EBADMSG, r.status);
+	EXPECT_EQ(8 * MiB, r.lost_bytes);	/* the chunk's contents */
+	ASSERT_EQ(0, gs_mm_tag_info(mm, GPUSLEEP_TAG_WEIGHTS, &info));
+	EXPECT_EQ(1, info.paused);		/* still released ... */
+	EXPECT_EQ(0, info.mapped_bytes);	/* ... nothing mapped */
+	EXPECT_EQ(1, info.lost);
+	EXPECT_EQ(GS_MM_CONTENT_ZEROED, info.content);	/* what comes back */
+	EXPECT_NE(0, r.flags & GS_MM_RES_VERIFY_FAILED);
+
+	/* the next resume maps it fresh: zeros, the loss said again */
+	ASSERT_EQ(0, gs_mm_resume_ex(mm, GPUSLEEP_TAG_WEIGHTS, &r));
+	EXPECT_EQ(8 * MiB, r.lost_bytes);
+	EXPECT_EQ(0, r.copied_bytes);
+	EXPECT_TRUE(is_zero(p, sz));
+	EXPECT_TRUE(is_zero(q, sz));
+	ASSERT_EQ(0, gs_mm_tag_info(mm, GPUSLEEP_TAG_WEIGHTS, &info));
+	EXPECT_EQ(0, info.paused);
+
+	/* reloaded, the next cycle keeps it again */
+	fill(p, sz, 21);
+	fill(q, sz, 22);
+	ASSERT_EQ(0, gs_mm_pause_ex(mm, GPUSLEEP_TAG_WEIGHTS, &r));
+	ASSERT_EQ(0, gs_mm_resume_ex(mm, GPUSLEEP_TAG_WEIGHTS, &r));
+	EXPECT_EQ(0, r.lost_bytes);
+	EXPECT_TRUE(check(p, sz, 21));
+	EXPECT_TRUE(check(q, sz, 22));
+	gs_mm_destroy(mm);
+}
+
+/*
+ * The checksum: a flipped bit anywhere (each lane, the tail) changes it,
+ * and the CPU's CRC instruction and the table agree.
+ */
+TEST(csum_sees_every_flipped_bit)
+{
+	static const size_t lens[] = { 0, 1, 7, 23, 24, 25, 48, 1000, 4099 };
+	unsigned char *buf = malloc(4099);
+
+	ASSERT_NE(NULL, buf);
+	for (size_t i = 0; i < 4099; i++)
+		buf[i] = (unsigned char)(i * 131 + 7);
+	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+		size_t n = lens[l];
+		uint64_t s0 = gs_csum(buf, n);
+
+		EXPECT_EQ(s0, gs_csum_table(buf, n));
+		for (size_t i = 0; i < n; i++)
+			for (int bit = 0; bit < 8; bit += 3) {
+				buf[i] ^= (unsigned char)(1u << bit);
+				if (gs_csum(buf, n) == s0)
+					TH_LOG("len %zu: byte %zu bit %d unseen",
+					       n, i, bit);
+				EXPECT_NE(s0, gs_csum(buf, n));
+				buf[i] ^= (unsigned char)(1u << bit);
+			}
+		EXPECT_EQ(s0, gs_csum(buf, n));
+	}
+	/* the length counts: a zero byte more is another sum */
+	memset(buf, 0, 64);
+	EXPECT_NE(gs_csum(buf, 48), gs_csum(buf, 49));
+	free(buf);
+}
+
+/*
+ * Verification switched on by the API: a cycle that changed nothing says
+ * it was checked (pause: summed, resume: matched) and what it cost; the
+ * tag says it is kept and verified. Off, nothing is summed.
+ */
+TEST_F(mm, verify_by_the_api_says_what_it_checked)
+{
+	struct gs_mm_tag_info info;
+	struct gs_mm_result r;
+	void *p;
+
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, GPUSLEEP_TAG_WEIGHTS,
+				      GS_MM_BACKUP, 0));
+	ASSERT_EQ(0, gs_mm_set_policy(self->mm, GPUSLEEP_TAG_KV_CACHE,
+				      GS_MM_DISCARD, 0));
+	p = gs_mm_alloc(self->mm, GPUSLEEP_TAG_WEIGHTS, 2 * MiB);
+	ASSERT_NE(NULL, p);
+	ASSERT_NE(NULL, gs_mm_alloc(self->mm, GPUSLEEP_TAG_KV_CACHE, MiB));
+	fill(p, 2 * MiB, 5);
+	EXPECT_FALSE(gs_mm_verify(self->mm));
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, GPUSLEEP_TAG_WEIGHTS, &info));
+	EXPECT_EQ(GS_MM_CONTENT_KEPT, info.content);
+	EXPECT_EQ(0, info.verified);
+	ASSERT_EQ(0, gs_mm_pause_ex(self->mm, GPUSLEEP_TAG_WEIGHTS, &r));
+	EXPECT_EQ(0, r.flags & GS_MM_RES_VERIFIED);
+	EXPECT_EQ(0, r.verify_bytes);
+	ASSERT_EQ(0, gs_mm_resume_ex(self->mm, GPUSLEEP_TAG_WEIGHTS, &r));
+	EXPECT_EQ(0, r.flags & GS_MM_RES_VERIFIED);
+
+	ASSERT_EQ(0, gs_mm_set_verify(self->mm, true));
+	EXPECT_TRUE(gs_mm_verify(self->mm));
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, GPUSLEEP_TAG_WEIGHTS, &info));
+	EXPECT_EQ(1, info.verified);
+	ASSERT_EQ(0, gs_mm_pause_ex(self->mm, GPUSLEEP_TAG_WEIGHTS, &r));
+	EXPECT_NE(0, r.flags & GS_MM_RES_VERIFIED);
+	EXPECT_EQ(2 * MiB, r.verify_bytes);	/* what was copied */
+	EXPECT_EQ(r.copied_bytes, r.verify_bytes);
+	EXPECT_NE(0, r.verify_ns);
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, GPUSLEEP_TAG_WEIGHTS, &info));
+	EXPECT_EQ(GS_MM_CONTENT_KEPT, info.content);
+	ASSERT_EQ(0, gs_mm_resume_ex(self->mm, GPUSLEEP_TAG_WEIGHTS, &r));
+	EXPECT_NE(0, r.flags & GS_MM_RES_VERIFIED);
+	EXPECT_EQ(0, r.flags & GS_MM_RES_VERIFY_FAILED);
+	EXPECT_EQ(2 * MiB, r.verify_bytes);
+	EXPECT_EQ(0, r.lost_bytes);
+	EXPECT_TRUE(check(p, 2 * MiB, 5));
+
+	/* a discarded tag has nothing to check, and comes back zeroed */
+	ASSERT_EQ(0, gs_mm_tag_info(self->mm, GPUSLEEP_TAG_KV_CACHE, &info));
+	EXPECT_EQ(GS_MM_CONTENT_ZEROED, info.content);
+	EXPECT_EQ(0, info.verified);
+	ASSERT_EQ(0, gs_mm_pause_ex(self->mm, GPUSLEEP_TAG_KV_CACHE, &r));
+	EXPECT_EQ(0, r.flags & GS_MM_RES_VERIFIED);
+	ASSERT_EQ(0, gs_mm_resume_ex(self->mm, GPUSLEEP_TAG_KV_CACHE, &r));
+	EXPECT_EQ(0, r.verify_bytes);
 }
 
 /* A domain may declare up to GPUSLEEP_MAX_TAGS tags: each bit is a tag. */

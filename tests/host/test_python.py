@@ -14,6 +14,7 @@ argument; the public calls have type hints and docstrings; every public
 function and method of the packages (py.typed) has resolvable annotations
 on every parameter and its return."""
 
+import ctypes
 import errno
 import os
 import subprocess
@@ -31,7 +32,13 @@ TESTS = ["import gpusleep loads no library",
          "one exception class per reason, names and errnos as libgpusleep",
          "engine callback answers",
          "memory manager on the host backend: views, backup, discard",
+         "memory manager: a verified backup whose host copy changed "
+         "fails the resume (EBADMSG), then comes back zeroed",
          "no /dev/gpusleep: Controller raises, adapter says how to fix it",
+         "arbiter without the module: GPU names, arguments checked, "
+         "ModuleNotLoaded",
+         "drop-in: what PyTorch holds outside the regions, by class, from "
+         "a memory snapshot",
          "make python-install DESTDIR: import gpusleep from the stage, "
          "the drop-in's hook libraries where it finds them",
          "adapter in local mode: regions, pause/resume, verified free",
@@ -85,6 +92,10 @@ def tags():
 def exceptions():
     from gpusleep import _lib, errors
     L = _lib.lib()
+    # every reason the library names has its Python one (issue 37's too)
+    check(L.gs_reason_name(_lib.R_MAX) == b"UNKNOWN" and
+          L.gs_reason_name(_lib.R_MAX - 1) != b"UNKNOWN",
+          f"R_MAX {_lib.R_MAX} is libgpusleep's")
     for r in range(1, _lib.R_MAX):
         e = errors.from_code(errors.reason_errno(r) or errno.EIO, r)
         check(type(e).__name__ != "GpuSleepError", f"reason {r} has a class")
@@ -94,7 +105,9 @@ def exceptions():
     want = {"NOT_ENABLED": "NotEnabled", "INVALID": "InvalidRequest",
             "KV_NOT_ALLOWED": "KvReleaseNotAllowed",
             "ALREADY_RELEASED": "AlreadyReleased", "BUSY": "Busy",
-            "NOT_RELEASED": "NotReleased", "CANCELLED": "Cancelled"}
+            "NOT_RELEASED": "NotReleased", "CANCELLED": "Cancelled",
+            "LEASED": "Leased", "HOST_BUDGET": "HostBudget",
+            "VERIFY_FAILED": "VerifyFailed", "SHORTFALL": "Shortfall"}
     for r in range(1, _lib.R_MAX):
         n = errors.reason_name(r)
         if n in want:
@@ -161,6 +174,39 @@ def memory():
     check(agent.MemoryManager("auto").backend in ("host", "cuda"), "auto")
 
 
+def verify():
+    from gpusleep import agent
+    from gpusleep import _lib
+    mm = agent.MemoryManager("host")
+    mm.set_policy("weights", backup=True)
+    check(mm.verify is False, "off by default")
+    check(mm.tag_info("weights")["content"] == "kept", "kept")
+    mm.set_verify(True)
+    check(mm.verify is True and mm.tag_info("weights")["verified"] == 1,
+          "on")
+    raises(TypeError, mm.set_verify, 1)
+    w = mm.alloc("weights", 1 << 20)
+    w.view[:] = b"\x5a" * (1 << 20)
+    r = mm.pause_ex("weights")
+    check(r["verified"] and r["verify_bytes"] == 1 << 20, repr(r))
+    host = ctypes.c_void_p()
+    check(_lib.lib().gs_mm_backup_ptr(mm.handle, w.addr + 7, 1,
+                                      ctypes.byref(host)) == 0, "backup_ptr")
+    b = ctypes.c_ubyte.from_address(host.value)
+    b.value ^= 1
+    e = raises(OSError, mm.resume, "weights")
+    check(e.errno == errno.EBADMSG, str(e))
+    check(e.result["verify_failed"] and e.result["lost_bytes"] >= 1 << 20,
+          repr(e.result))
+    i = mm.tag_info("weights")
+    check(i["paused"] == 1 and i["content"] == "zeroed" and i["lost"] == 1,
+          repr(i))
+    r = mm.resume_ex("weights")
+    check(r["lost_bytes"] >= 1 << 20 and w.view.tobytes() == bytes(1 << 20),
+          "zeroed after")
+    mm.close()
+
+
 def no_device():
     if os.path.exists("/dev/gpusleep"):
         raise Skip("/dev/gpusleep exists here")
@@ -180,6 +226,78 @@ def no_device():
     check("GPUSLEEP_TMS_LOCAL=1" in str(e), str(e))
     raises(gpusleep.ModuleNotLoaded, tms.pause)
     raises(gpusleep.ModuleNotLoaded, tms.resume)
+
+
+def arbiter_args():
+    import gpusleep
+    from gpusleep import arbiter
+    u = arbiter.gpu_uuid("GPU-5d1e0a3b-1c2d-4e5f-8a9b-0c1d2e3f4a5b")
+    check(len(u) == 16 and u[0] == 0x5d, repr(u))
+    check(arbiter.format_uuid(u) ==
+          "GPU-5d1e0a3b-1c2d-4e5f-8a9b-0c1d2e3f4a5b", "format")
+    check(arbiter.gpu_uuid(u) == u and arbiter.gpu_uuid(bytearray(u)) == u,
+          "bytes")
+    h = arbiter.gpu_uuid("host")
+    check(h == arbiter.gpu_uuid("host:0") != arbiter.gpu_uuid("host:1"),
+          "host stand-ins")
+    for bad, exc in (("GPU-5d1e", ValueError), (b"short", ValueError),
+                     (True, TypeError), (1.5, TypeError),
+                     ("cuda:x", ValueError), (-1, ValueError)):
+        e = raises(exc, arbiter.gpu_uuid, bad)
+        check("gpu" in str(e), str(e))
+    # no driver here: an ordinal says what to do instead
+    os.environ["GPUSLEEP_CUDA_LIB"] = "/nonexistent/libcuda.so.1"
+    try:
+        e = raises(OSError, arbiter.gpu_uuid, 0)
+        check("host" in str(e) and e.errno == errno.ENOENT, str(e))
+    finally:
+        del os.environ["GPUSLEEP_CUDA_LIB"]
+    for args, exc, word in (((h, 0), ValueError, "nbytes"),
+                            ((h, True), TypeError, "nbytes"),
+                            ((h, 1, 1001), ValueError, "priority"),
+                            ((h, 1, "1"), TypeError, "priority"),
+                            ((h, 1, 0, -1), ValueError, "timeout")):
+        e = raises(exc, gpusleep.acquire, *args)
+        check(word in str(e), f"{args}: {e}")
+        e = raises(exc, gpusleep.reclaim, *args)
+        check(word in str(e), f"{args}: {e}")
+    e = raises(TypeError, gpusleep.acquire, h, 1, partial=1)
+    check("partial" in str(e), str(e))
+    e = raises(gpusleep.ModuleNotLoaded, gpusleep.acquire, h, 1 << 20,
+               dev_path="/nonexistent/gpusleep")
+    check("modprobe" in str(e), str(e))
+    e = raises(gpusleep.ModuleNotLoaded, gpusleep.reclaim, "host", 1,
+               dev_path="/nonexistent/gpusleep")
+    # each new reason's class, its errno, and what kind of error it is
+    from gpusleep import errors, _lib
+    for r, cls, en in ((_lib.R_LEASED, errors.Leased, errno.EAGAIN),
+                       (_lib.R_HOST_BUDGET, errors.HostBudget, errno.ENOSPC),
+                       (_lib.R_VERIFY_FAILED, errors.VerifyFailed,
+                        errno.EBADMSG),
+                       (_lib.R_SHORTFALL, errors.Shortfall, errno.ENOSPC)):
+        e = errors.from_code(en, r)
+        check(type(e) is cls and e.errno == en, repr(e))
+    check(issubclass(errors.Leased, BlockingIOError), "Leased: try again")
+    check(issubclass(errors.PriorityNotPermitted, PermissionError), "EPERM")
+
+
+def outside():
+    from gpusleep import torch_memory_saver as tms
+    snap = [{"device": 0, "segment_pool_id": (0, 0), "total_size": 100},
+            {"device": 0, "segment_pool_id": (0, 0), "total_size": 20},
+            {"device": 0, "segment_pool_id": (0, 7), "total_size": 1000},
+            {"device": 0, "segment_pool_id": (3, 0), "total_size": 40},
+            {"device": 0, "segment_pool_id": (0, 9), "total_size": 5},
+            {"device": 1, "segment_pool_id": (0, 0), "total_size": 7000}]
+    # the regions' pools (0, 7) aside; a graph's (3, 0) and another
+    # MemPool (0, 9) are outside them; device 1 is not this process's GPU
+    check(tms.outside_of(snap, [(0, 7)], 0) == (120, 45),
+          repr(tms.outside_of(snap, [(0, 7)], 0)))
+    check(tms.outside_of(snap, [], None) == (7120, 1045), "every device")
+    check(tms.outside_of([], [(0, 7)], 0) == (0, 0), "nothing")
+    # without torch in use here: unknown, 0
+    check(tms.torch_memory_saver.outside() == (0, 0) or
+          "torch" in sys.modules, "no torch: (0, 0)")
 
 
 def install():
@@ -711,6 +829,9 @@ def hints():
     from gpusleep import agent
     for fn in (gpusleep.release, gpusleep.resume, gpusleep.state,
                gpusleep.wait, gpusleep.is_sleeping, gpusleep.resolve_domain,
+               gpusleep.acquire, gpusleep.reclaim, gpusleep.reclaim_wait,
+               gpusleep.tenant, gpusleep.Lease.give_back,
+               gpusleep.Controller.tenant,
                gpusleep.Controller.release, gpusleep.Controller.resume,
                gpusleep.Controller.state, gpusleep.Controller.wait,
                gpusleep.Controller.is_sleeping):
@@ -855,8 +976,10 @@ def main():
     tap = Tap(TESTS)
     tap.run(TESTS[0], lazy_import)
     tap.run(TESTS[1], check_layouts)
-    for name, fn in zip(TESTS[2:], [tags, exceptions, answers, memory,
-                                    no_device, install, local_mode,
+    for name, fn in zip(TESTS[2:], [tags, exceptions, answers, memory, verify,
+                                    no_device, arbiter_args, outside,
+                                    install,
+                                    local_mode,
                                     torch_mode, torch_released,
                                     torch_expandable, torch_foreign_pool,
                                     torch_nested, torch_device,

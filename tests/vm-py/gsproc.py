@@ -3,29 +3,36 @@
 """Helper processes of the Python VM tests (driven by gstest.Proc).
 
   gsproc.py engine NAME [--hold] [--prefix-caching] [--no-reset]
+                   [--priority N] [--yieldable]
       An Engine (gpusleep.engine) on a new domain. Prints "ready ID", then
       one line per event: "ev drain TAGS ABORT", "ev reset", "ev repair",
       "ev resume_sched", "ev cancelled". --hold: drains are answered only
       on "complete STATUS" (prints "completed True|False"). Commands:
       complete STATUS, hold 0|1, paused (prints "paused 0|1"), quit.
-  gsproc.py agent DOMAIN MIB [BACKEND]
+  gsproc.py agent DOMAIN MIB [BACKEND] [--verify]
       A MemoryManager (weights: backup, kv_cache: discard) with MIB MiB in
       each tag, weights filled with a pattern and KV with 0xab, served by
-      an Agent thread. Prints "ready BACKEND". Commands: check (prints
-      "check weights=same|diff kv=zero|filled|other"), fill (refills KV),
-      stats (prints "stats EVENTS PAUSES RESUMES FAILURES"), quit.
+      an Agent thread (--verify: backups checksummed). Prints "ready
+      BACKEND". Commands: check (prints "check weights=same|zero|diff
+      kv=zero|filled|other"), fill (refills KV and the weights' pattern),
+      stats (prints "stats EVENTS PAUSES RESUMES FAILURES"), corrupt
+      (flips a byte of the released weights' host copy: prints "corrupted
+      0|-ERRNO"), outside TORCH GRAPH (gs_agent_set_outside: prints
+      "outside"), quit.
   gsproc.py trainer DOMAIN CMD [TAGS]
       One call of the gpusleep module functions: CMD release|resume|state;
       TAGS "weights,kv_cache" or "-" for None. Prints "result ..." or
       "error CLASS ERRNO REASON_NAME", and exits.
 """
 
+import ctypes
 import os
 import select
 import sys
 
 import gstest  # noqa: F401  (sys.path, bytecode)
 import gpusleep
+from gpusleep import _lib as gslib
 from gpusleep import agent as gsagent
 from gpusleep import engine as gsengine
 
@@ -45,10 +52,13 @@ def engine(argv):
         tags = [tuple(t.split(":")) if ":" in t else t
                 for t in argv[argv.index("--tags") + 1].split(",")]
     # shared: the tests run the agent in a process of its own
+    prio = int(argv[argv.index("--priority") + 1]) \
+        if "--priority" in argv else 0
     eng = gsengine.Engine(name, gpu="vm-py",
                           prefix_caching="--prefix-caching" in argv,
                           prefix_cache_reset="--no-reset" not in argv,
-                          shared=True, tags=tags)
+                          shared=True, tags=tags, priority=prio,
+                          yieldable="--yieldable" in argv)
     st = {"hold": hold}
 
     def drain(tags, abort):
@@ -110,6 +120,8 @@ def agent(argv):
     want = pattern(size)
     w.view[:] = want
     k.view[:] = b"\xab" * size
+    if "--verify" in argv:
+        mm.set_verify(True)
     a = gsagent.Agent(dom, mm)
     # --graph: 1 MiB in cuda_graph, a tag the domain declared (by name:
     # the memory manager names tags as the domain does once attached)
@@ -125,11 +137,25 @@ def agent(argv):
             kv = k.view.tobytes()
             kvs = ("zero" if kv == bytes(size) else
                    "filled" if kv == b"\xab" * size else "other")
-            out("check", "weights=" + ("same" if w.view.tobytes() == want
-                                       else "diff"), "kv=" + kvs)
+            wv = w.view.tobytes()
+            out("check", "weights=" + ("same" if wv == want else
+                                       "zero" if wv == bytes(size) else
+                                       "diff"), "kv=" + kvs)
         elif c[0] == "fill":
             k.view[:] = b"\xab" * size
+            w.view[:] = want
             out("filled")
+        elif c[0] == "corrupt":
+            host = ctypes.c_void_p()
+            r = gslib.lib().gs_mm_backup_ptr(mm.handle, w.addr + 4099, 1,
+                                             ctypes.byref(host))
+            if r == 0 and host.value:
+                b = ctypes.c_ubyte.from_address(host.value)
+                b.value ^= 0x20
+            out("corrupted", r if r else (0 if host.value else -1))
+        elif c[0] == "outside":
+            a.set_outside(int(c[1]), int(c[2]))
+            out("outside")
         elif c[0] == "stats":
             s = a.stats()
             out("stats", s["events"], s["pauses"], s["resumes"],

@@ -15,7 +15,10 @@
  *              gs_mm on the host backend, weights BACKUP, kv_cache DISCARD
  *
  * Usage: engine --socket PATH [--weights-mib N] [--kv-mib N]
- *               [--max-inflight N] [--name NAME] [--fault WHAT]
+ *               [--max-inflight N] [--name NAME] [--priority P]
+ *               [--fault WHAT]
+ * --priority P: the tenant's priority (docs/arbiter.md): a reclaim takes
+ * from lower priorities first.
  * --fault stale-prefix: reset_caches keeps the prefix-cache table;
  * --fault bad-push: one bit of every pushed version is flipped. Both exist
  * to see the demo's checks fail (docs/demo.md).
@@ -581,7 +584,7 @@ static bool handle(struct engine *en, int s, const struct demo_req *rq,
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: engine --socket PATH [--weights-mib N] [--kv-mib N] [--max-inflight N]\n"
-		   "              [--name NAME] [--fault stale-prefix|bad-push]\n");
+		   "              [--name NAME] [--priority P] [--fault stale-prefix|bad-push]\n");
 }
 
 static int listen_on(const char *path)
@@ -616,6 +619,7 @@ int main(int argc, char **argv)
 		{ "kv-mib", required_argument, NULL, 'k' },
 		{ "max-inflight", required_argument, NULL, 'm' },
 		{ "name", required_argument, NULL, 'n' },
+		{ "priority", required_argument, NULL, 'p' },
 		{ "fault", required_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -635,6 +639,8 @@ int main(int argc, char **argv)
 	static struct engine en;
 	const char *sock_path = NULL;
 	unsigned long wmib = 256, kvmib = 256, maxin = 4;
+	long prio = 0;
+	bool prio_set = false;
 	pthread_t sched;
 	int lsock, csock = -1, ret, c, status = 0;
 	bool quit = false;
@@ -661,6 +667,17 @@ int main(int argc, char **argv)
 		case 'k': kvmib = v; break;
 		case 'm': maxin = v; break;
 		case 'n': cfg.name = optarg; break;
+		case 'p':
+			errno = 0;
+			prio = strtol(optarg, &end, 10);
+			if (errno || *end || prio < GPUSLEEP_PRIO_MIN ||
+			    prio > GPUSLEEP_PRIO_MAX) {
+				fprintf(stderr, "engine: --priority: a number in %d..%d: %s\n",
+					GPUSLEEP_PRIO_MIN, GPUSLEEP_PRIO_MAX, optarg);
+				return 2;
+			}
+			prio_set = true;
+			break;
 		case 'f':
 			if (!strcmp(optarg, "stale-prefix")) {
 				en.fault_stale_prefix = true;
@@ -732,6 +749,14 @@ int main(int argc, char **argv)
 			strerror(-ret));
 		return 1;
 	}
+	if (prio_set) {
+		ret = gs_set_tenant(gs_engine_fd(en.ge), (int32_t)prio, 0);
+		if (ret) {
+			fprintf(stderr, "engine: priority %ld: %s\n", prio,
+				strerror(-ret));
+			return 1;
+		}
+	}
 	ret = gs_agent_attach(NULL, gs_engine_id(en.ge), en.mm, &en.agent);
 	if (!ret) {
 		ret = gs_agent_start(en.agent);
@@ -751,8 +776,9 @@ int main(int argc, char **argv)
 	lsock = listen_on(sock_path);
 	if (lsock < 0)
 		return 1;
-	logf_("domain %u '%s': weights %lu MiB (BACKUP, version 0), kv_cache %lu MiB (DISCARD, %u blocks), serving up to %lu requests",
-	      gs_engine_id(en.ge), cfg.name, wmib, kvmib, en.nblocks, maxin);
+	logf_("domain %u '%s': weights %lu MiB (BACKUP, version 0), kv_cache %lu MiB (DISCARD, %u blocks), serving up to %lu requests, priority %ld",
+	      gs_engine_id(en.ge), cfg.name, wmib, kvmib, en.nblocks, maxin,
+	      prio);
 
 	while (!quit) {
 		struct pollfd p[4] = {

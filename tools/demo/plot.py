@@ -8,14 +8,18 @@ watcher's `gpusleepctl -j monitor -t` lines; and below that the steps of
 each operation (drain, prefix-cache reset, each tag's unmap and map, KV
 repair) as bars, from `gpusleepctl -j monitor --timeline` lines.
 
-    plot.py ROWS.jsonl EVENTS.jsonl OUT.svg [TIMELINE.jsonl]
+    plot.py ROWS.jsonl EVENTS.jsonl OUT.svg [TIMELINE.jsonl [LEASES.jsonl]]
 
 ROWS: the trainer's --rows file ({"unix_s", "phase", "step",
 "engine_rss_bytes", "trainer_rss_bytes"}). EVENTS: monitor lines with a
 "timestamp" (the kernel's time of each transition). TIMELINE: one
 "timeline" object per operation, whose steps' "start_us" count from the
-operation's first transition in EVENTS. Lines that do not parse are
-skipped; an empty run gives an SVG that says so."""
+operation's first transition in EVENTS. LEASES: the second part's rows
+(tools/demo/leases.py: {"unix_s", "step", "phase", "dur_s", "mem_bytes":
+{process: VmRSS}, "victims"}): below the rest, the memory of the two
+engines and the trainer sharing one GPU through leases, each lease's
+span shaded, with what it took. Lines that do not parse are skipped; an
+empty run gives an SVG that says so."""
 
 import json
 import sys
@@ -29,6 +33,8 @@ STEP_TOP, STEP_ROW = 520, 20
 STEP_TEXT = {"drain": "drain", "reset_caches": "reset prefix cache",
              "pause_tag": "unmap", "resume_tag": "map",
              "repair_kv": "repair KV"}
+LEASE_H = 200
+LEASE_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#8c564b"]
 COLORS = {"engine": "#1f77b4", "trainer": "#d62728",
           "draining": "#ff7f0e", "releasing": "#9467bd",
           "released": "#7f7f7f", "resuming": "#2ca02c"}
@@ -103,7 +109,80 @@ def steps(timeline, events, domain):
     return out
 
 
-def svg(rows, events, timeline=()):
+def lease_panel(leases, top):
+    """The second part: memory of each process over the lease steps, the
+    leases' spans shaded. [svg parts], its height."""
+    leases = [r for r in leases if isinstance(r.get("unix_s"), (int, float))
+              and isinstance(r.get("mem_bytes"), dict)]
+    if not leases:
+        return [], 0
+    procs = []
+    for r in leases:
+        for k in r["mem_bytes"]:
+            if k not in procs:
+                procs.append(k)
+    procs = [p for p in procs if p != "trainer"] + ["trainer"]
+    t0 = min(r["unix_s"] - (r.get("dur_s") or 0) for r in leases)
+    t1 = max(r["unix_s"] for r in leases)
+    span = max(t1 - t0, 1e-3)
+    mib = max(max(r["mem_bytes"].values()) for r in leases) / 2**20 or 1
+    y0 = top + 30
+
+    def x(t):
+        return LEFT + (t - t0) / span * (W - LEFT - RIGHT)
+
+    def y(b):
+        return y0 + LEASE_H - b / 2**20 / mib * LEASE_H
+
+    parts = ['<text x="%d" y="%d" font-size="15">part 2: two engines and '
+             'a trainer sharing one GPU through leases (VmRSS)</text>'
+             % (LEFT, top + 14)]
+    for i in range(5):
+        v = mib * i / 4
+        yy = y(v * 2**20)
+        parts.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" '
+                     'stroke="#ddd"/><text x="%d" y="%.1f" '
+                     'text-anchor="end">%.0f MiB</text>'
+                     % (LEFT, W - RIGHT, yy, yy, LEFT - 4, yy + 4, v))
+    # each lease: from its acquire's start to its return
+    start = {}
+    for r in leases:
+        if r.get("phase") == "acquired":
+            start[r.get("step")] = (r["unix_s"] - (r.get("dur_s") or 0), r)
+        elif r.get("phase") == "returned" and r.get("step") in start:
+            a, acq = start.pop(r.get("step"))
+            took = ", ".join("%s %s" % (v.get("domain"),
+                                        "+".join(v.get("tags", [])))
+                             for v in acq.get("victims", []))
+            parts.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" '
+                         'fill="#eee"><title>lease %s: %s</title></rect>'
+                         '<text x="%.1f" y="%d" fill="#555">lease %s: %s'
+                         '</text>'
+                         % (x(a), y0, max(x(r["unix_s"]) - x(a), 1.5),
+                            LEASE_H, acq.get("lease"), escape(took),
+                            x(a) + 3, y0 + 12, acq.get("lease"),
+                            escape(took)))
+    for i, p in enumerate(procs):
+        color = COLORS["trainer"] if p == "trainer" else \
+            LEASE_COLORS[i % len(LEASE_COLORS)]
+        pts = " ".join("%.1f,%.1f" % (x(r["unix_s"]),
+                                      y(r["mem_bytes"].get(p, 0)))
+                       for r in leases)
+        parts.append('<polyline fill="none" stroke="%s" stroke-width="2" '
+                     'points="%s"/>' % (color, pts))
+        parts.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/>'
+                     '<text x="%d" y="%d">%s</text>'
+                     % (W - 300 + i * 90, top + 4, color, W - 284 + i * 90,
+                        top + 14, escape(p)))
+    ay = y0 + LEASE_H + 16
+    for i in range(6):
+        t = span * i / 5
+        parts.append('<text x="%.1f" y="%d" text-anchor="middle">%.1f s'
+                     '</text>' % (x(t0 + t), ay, t))
+    return parts, LEASE_H + 60
+
+
+def svg(rows, events, timeline=(), leases=()):
     rows = [r for r in rows if "unix_s" in r]
     domain = None
     for e in events:
@@ -117,6 +196,8 @@ def svg(rows, events, timeline=()):
         if lb not in labels:
             labels.append(lb)
     height = STEP_TOP + max(len(labels), 1) * STEP_ROW + 40
+    lparts, lheight = lease_panel(leases, height)
+    height += lheight
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
              'font-family="sans-serif" font-size="12">' % (W, height),
              '<rect width="100%" height="100%" fill="white"/>']
@@ -213,17 +294,19 @@ def svg(rows, events, timeline=()):
         parts.append('<text x="%d" y="%d" fill="#a00">no step timeline '
                      '(no gpusleepctl monitor --timeline lines)</text>'
                      % (LEFT, STEP_TOP + 14))
+    parts += lparts
     parts.append("</svg>")
     return "\n".join(parts)
 
 
 def main(argv):
-    if len(argv) not in (4, 5):
+    if len(argv) not in (4, 5, 6):
         sys.stderr.write(__doc__)
         return 2
-    timeline = load(argv[4]) if len(argv) == 5 else []
+    timeline = load(argv[4]) if len(argv) >= 5 else []
+    leases = load(argv[5]) if len(argv) == 6 else []
     with open(argv[3], "w") as f:
-        f.write(svg(load(argv[1]), load(argv[2]), timeline) + "\n")
+        f.write(svg(load(argv[1]), load(argv[2]), timeline, leases) + "\n")
     return 0
 
 

@@ -67,6 +67,20 @@ static int read_u64(const char *dir, const char *name, uint64_t *v)
 	return 0;
 }
 
+static int read_s64(const char *dir, const char *name, int64_t *v)
+{
+	char buf[32], *end;
+	int r = read_attr(dir, name, buf, sizeof(buf));
+
+	if (r)
+		return r;
+	errno = 0;
+	*v = strtoll(buf, &end, 10);
+	if (errno || end == buf || *end)
+		return -EINVAL;
+	return 0;
+}
+
 static size_t str_len(enum field_kind k)
 {
 	switch (k) {
@@ -76,6 +90,8 @@ static size_t str_len(enum field_kind k)
 		return sizeof(fv_TAGS);
 	case K_TAGU64:
 		return sizeof(fv_TAGU64);
+	case K_TAGSTR:
+		return sizeof(fv_TAGSTR);
 	default:
 		return sizeof(fv_STR);
 	}
@@ -97,9 +113,13 @@ int domain_load(uint32_t id, struct domain *d)
 		case K_STR:
 		case K_TAGS:
 		case K_TAGU64:
+		case K_TAGSTR:
 		case K_STATE:
 			r = read_attr(dir, f->name, FIELD_PTR(d, f),
 				      str_len(f->kind));
+			break;
+		case K_S64:
+			r = read_s64(dir, f->name, (int64_t *)FIELD_PTR(d, f));
 			break;
 		default:
 			r = read_u64(dir, f->name, (uint64_t *)FIELD_PTR(d, f));
@@ -134,6 +154,31 @@ uint64_t domain_released_bytes(const struct domain *d)
 		if (has_tag(d->released_tags, tag))
 			sum += strtoull(val, NULL, 10);
 	return sum;
+}
+
+bool domain_left(const struct domain *d, struct left *l)
+{
+	char val[24];
+	uint64_t known;
+
+	memset(l, 0, sizeof(*l));
+	if (!(d->present & (1ULL << FLD_gpu_uuid)) || !d->gpu_uuid[0])
+		return false;
+	for (size_t i = 0; !list_item(d->tag_mapped_bytes, i, val,
+				      sizeof(val)); i++)
+		l->tags += strtoull(val, NULL, 10);
+	l->torch = d->resident_torch_bytes;
+	l->graphs = d->resident_graph_bytes;
+	l->process = d->resident_process_bytes;
+	l->source = d->resident_process_source[0] ?
+		    d->resident_process_source : "unknown";
+	/* the rest of the process: only from its own figure (NVML) */
+	known = l->tags + l->torch + l->graphs;
+	if (!strcmp(l->source, "process") && l->process >= known) {
+		l->other = l->process - known;
+		l->other_known = true;
+	}
+	return true;
 }
 
 int field_never(const struct domain *d, const struct field *f)

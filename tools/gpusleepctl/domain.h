@@ -12,8 +12,12 @@
  *   companion (US: its counter; RES: its source), metric, metric label,
  *   metric type, help)
  *
- * kinds:  STR   a string               U64   a number
- *         BOOL  0 or 1                 TAGS  "weights,kv_cache" or empty
+ * kinds:  STR   a string               U64   a number (F_BYTES: a size)
+ *         S64   a signed number        BOOL  0 or 1
+ *         TAGS  "weights,kv_cache" or empty
+ *         TAGSTR one word per declared tag, "backup,discard" (JSON: an
+ *               object by tag name; metric: one sample per tag, value 1,
+ *               the word in the metric label)
  *         TAGU64 one number per declared tag, "4096,0", in the order
  *               of the domain's "tags" (JSON: an object by tag name)
  *         OP    an operation id, 0 none
@@ -33,6 +37,7 @@
 #ifndef GPUSLEEPCTL_DOMAIN_H
 #define GPUSLEEPCTL_DOMAIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -72,18 +77,35 @@ X(tag_bytes_released, TAGU64, F_LIST | F_BYTES, NULL, "bytes", "\tmemory release
 X(tag_freed_bytes, TAGU64, F_BYTES, NULL, "freed_bytes", "\tmemory seen freed: %s\n", NONE, "gpusleep_freed_bytes", NULL, "gauge", "Device memory the agent saw come free when it released the tag (0: not measured).") \
 X(tag_generations, TAGU64, 0, NULL, "generation", "\tgenerations: %s\n", NONE, "gpusleep_tag_generation_total", NULL, "counter", "Times the memory behind the tag was replaced (its backing generation): buffers registered with NCCL or RDMA before the newest must be registered again.") \
 X(resident_bytes, RES, F_LIST | F_OPT | F_BYTES, "resident", "bytes", "\tresident %s", resident_source, "gpusleep_resident_bytes", NULL, "gauge", "Device memory the engine's process still held after its newest pause, as its driver sees it: source process (NVML, its own) or device (cuMemGetInfo, every process on the GPU); no sample when not reported or nothing is released.") \
-X(resident_source, STR, F_LIST | F_OPT, "resident", "source", " (%s)\n", NONE, NULL, NULL, NULL, NULL)
+X(resident_source, STR, F_LIST | F_OPT, "resident", "source", " (%s)\n", NONE, NULL, NULL, NULL, NULL) \
+X(priority, S64, F_LIST | F_OPT, "tenant", "priority", "\ttenant: priority %lld", NONE, "gpusleep_tenant_priority", NULL, "gauge", "The tenant's priority (docs/arbiter.md): a reclaim takes from lower priorities first.") \
+X(yieldable, BOOL, F_LIST | F_OPT, "tenant", "yieldable", "  yieldable %s", NONE, "gpusleep_tenant_yieldable", NULL, "gauge", "1 if users other than the domain's owner may reclaim it.") \
+X(gpu_uuid, STR, F_LIST | F_OPT, "tenant", "gpu_uuid", "  gpu %s\n", NONE, NULL, NULL, NULL, NULL) \
+X(lease_id, OP, F_LIST | F_OPT, "tenant", "lease_id", "\tlease %s", NONE, "gpusleep_domain_leased", NULL, "gauge", "1 while a lease holds some of the domain's tags.") \
+X(leased_tags, TAGS, F_OPT, "tenant", "leased_tags", " (%s)", NONE, "gpusleep_tag_leased", NULL, "gauge", "1 while a lease holds the tag: a resume by anyone else is refused until the lease ends.") \
+X(host_bytes, U64, F_OPT | F_BYTES, "tenant", "host_charged_bytes", "  host charged %s\n", NONE, "gpusleep_host_charged_bytes", NULL, "gauge", "Host RAM the node's host budget counts for the domain (its backups and kept staging).") \
+X(tag_policy, TAGSTR, F_OPT, NULL, "policy", "\tpolicy: %s\n", NONE, "gpusleep_tag_policy", "policy", "gauge", "1 for the tag's release policy as its agent reports it: backup (copied to host RAM first) or discard.") \
+X(tag_content, TAGSTR, F_OPT, NULL, "content", "\tcontent after resume: %s\n", NONE, "gpusleep_tag_content", "content", "gauge", "1 for what the tag holds after its next resume: kept (restored from its backup), zeroed or undefined.") \
+X(tag_verified, TAGU64, F_OPT, NULL, "verified", "\tverified: %s\n", NONE, "gpusleep_tag_verified", NULL, "gauge", "1 if the tag's backup is checksummed when taken and checked at restore (a mismatch fails the resume).") \
+X(tag_size_bytes, TAGU64, F_OPT | F_BYTES, NULL, "size_bytes", "\tsize: %s\n", NONE, "gpusleep_tag_size_bytes", NULL, "gauge", "The tag's device memory, mapped or not, as its agent reports it.") \
+X(tag_mapped_bytes, TAGU64, F_OPT | F_BYTES, NULL, "mapped_bytes", "\tmapped now: %s\n", NONE, "gpusleep_tag_mapped_bytes", NULL, "gauge", "Of the tag's device memory, the bytes mapped now (what the tag still holds on the GPU).") \
+X(tag_host_bytes, TAGU64, F_OPT | F_BYTES, NULL, "host_bytes", "\thost copy: %s\n", NONE, "gpusleep_tag_host_bytes", NULL, "gauge", "Host RAM the tag's backup and kept staging hold now.") \
+X(resident_torch_bytes, U64, F_OPT | F_BYTES, NULL, "resident_torch_bytes", NULL, NONE, "gpusleep_resident_torch_bytes", NULL, "gauge", "PyTorch's reserved memory outside the domain's regions, as its agent reports it (0: unknown).") \
+X(resident_graph_bytes, U64, F_OPT | F_BYTES, NULL, "resident_graph_bytes", NULL, NONE, "gpusleep_resident_graph_bytes", NULL, "gauge", "CUDA graph pools outside the domain's regions, as its agent reports it (0: unknown).") \
+X(resident_process_bytes, RES, F_OPT | F_BYTES, NULL, "resident_process_bytes", NULL, resident_process_source, "gpusleep_resident_process_bytes", NULL, "gauge", "The device memory the domain's process holds, all of it, as its agent's newest report says: source process (NVML) or device (every process on the GPU).") \
+X(resident_process_source, STR, F_OPT, NULL, "resident_process_source", NULL, NONE, NULL, NULL, NULL, NULL)
 
 #define GS_STR_LEN	GPUSLEEP_GPU_LEN
 
-enum field_kind { K_STR, K_U64, K_BOOL, K_TAGS, K_TAGU64, K_OP, K_US,
-		  K_STATE, K_RES };
+enum field_kind { K_STR, K_U64, K_S64, K_BOOL, K_TAGS, K_TAGU64, K_TAGSTR,
+		  K_OP, K_US, K_STATE, K_RES };
 
 typedef char fv_STR[GS_STR_LEN];
 typedef char fv_TAGS[GPUSLEEP_MAX_TAGS * GPUSLEEP_TAG_NAME_LEN + 8];
 typedef char fv_TAGU64[GPUSLEEP_MAX_TAGS * 21 + 8];
+typedef char fv_TAGSTR[GPUSLEEP_MAX_TAGS * 12 + 8];
 typedef char fv_STATE[16];
-typedef uint64_t fv_U64, fv_BOOL, fv_OP, fv_US, fv_RES;
+typedef uint64_t fv_U64, fv_S64, fv_BOOL, fv_OP, fv_US, fv_RES;
 
 enum field_id {
 #define X(m, ...) FLD_##m,
@@ -135,6 +157,20 @@ void domain_name(uint32_t id, char *buf, size_t len);
 
 /* The bytes the agent reported for the tags released now. */
 uint64_t domain_released_bytes(const struct domain *d);
+
+/*
+ * What the domain's process holds on the GPU, by class (issue 34 item 5),
+ * from its agent's newest report: the tags' mapped bytes, PyTorch's
+ * reserved memory outside the regions, graph pools outside them, and
+ * the rest of the process (other: its whole figure less those three,
+ * known only from NVML's per-process figure). false: no report.
+ */
+struct left {
+	uint64_t tags, torch, graphs, other, process;
+	bool other_known;
+	const char *source;	/* "process", "device", "unknown" */
+};
+bool domain_left(const struct domain *d, struct left *l);
 
 /* A field never happened: US with both value and companion 0. */
 int field_never(const struct domain *d, const struct field *f);

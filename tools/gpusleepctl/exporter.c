@@ -72,6 +72,8 @@ struct exporter {
 	bool once;		/* --once: no exporter-only series */
 	struct seen *seen;
 	size_t nseen;
+	struct lease_seen *leases;	/* held now, as sysfs shows them */
+	size_t nleases;
 	struct metrics_extra x;
 	char last_err[256];	/* say a failure once, not every interval */
 };
@@ -155,6 +157,44 @@ static int seen_update(struct exporter *e, const struct domain *ds, size_t n,
 	return 0;
 }
 
+/*
+ * The leases holding some domain's tags (sysfs lease_id), each with the
+ * time it was first seen: a lease held past a bound is alerted on.
+ */
+static int leases_update(struct exporter *e, const struct domain *ds,
+			 size_t n)
+{
+	struct lease_seen *nv = calloc(n ? n : 1, sizeof(*nv));
+	double t = now_unix();
+	size_t i, j, k = 0;
+
+	if (!nv)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		unsigned long long id = ds[i].lease_id;
+		bool dup = false;
+
+		if (!(ds[i].present & (1ULL << FLD_lease_id)) || !id)
+			continue;
+		for (j = 0; j < k && !dup; j++)
+			dup = nv[j].id == id;
+		if (dup)
+			continue;
+		nv[k].id = id;
+		nv[k].since = t;
+		for (j = 0; j < e->nleases; j++)
+			if (e->leases[j].id == id)
+				nv[k].since = e->leases[j].since;
+		k++;
+	}
+	free(e->leases);
+	e->leases = nv;
+	e->nleases = k;
+	e->x.leases = nv;
+	e->x.nr_leases = k;
+	return 0;
+}
+
 /* Write the file: a temporary one, then rename. 0 or -errno. */
 static int exp_write(struct exporter *e)
 {
@@ -182,6 +222,8 @@ static int exp_write(struct exporter *e)
 		return r;
 	}
 	r = seen_update(e, ds, n, &since);
+	if (!r)
+		r = leases_update(e, ds, n);
 	if (r)
 		goto out;
 	e->x.state_since = since;
@@ -303,6 +345,25 @@ static int exp_valid(struct nl_msg *msg, void *arg)
 		}
 		e->dirty = true;
 	}
+	/* a reclaim's end: counted by result, its bytes summed */
+	if (e->nl.family >= 0 && nh->nlmsg_type == e->nl.family &&
+	    gh->cmd == GPUSLEEP_CMD_RECLAIM_NTF) {
+		struct nlattr *tb[GPUSLEEP_A_MAX + 1];
+
+		if (genlmsg_parse(nh, 0, tb, GPUSLEEP_A_MAX, gs_nl_policy) ||
+		    gs_attr_u32(tb, GPUSLEEP_A_ARB_PHASE) != GPUSLEEP_ARB_END)
+			return NL_OK;
+		if (gs_attr_u32(tb, GPUSLEEP_A_REASON) == GPUSLEEP_R_NONE)
+			e->x.reclaims_taken++;
+		else
+			e->x.reclaims_short++;
+		e->x.reclaimed_bytes += gs_attr_u64(tb, GPUSLEEP_A_TAKEN_BYTES);
+		e->dirty = true;
+	}
+	/* a lease taken or returned: sysfs says which domains it holds */
+	if (e->nl.family >= 0 && nh->nlmsg_type == e->nl.family &&
+	    gh->cmd == GPUSLEEP_CMD_LEASE_NTF)
+		e->dirty = true;
 	return NL_OK;
 }
 
@@ -515,6 +576,7 @@ out:
 	if (sfd >= 0)
 		close(sfd);
 	free(e.seen);
+	free(e.leases);
 	close(e.dirfd);
 	return ret;
 }

@@ -13,6 +13,7 @@
  *   monitor.c   monitor (netlink events)
  *   metrics.c   the Prometheus exposition (metrics)
  *   exporter.c  metrics --textfile: keep a node_exporter textfile current
+ *   arbiter.c   acquire, reclaim, leases (docs/arbiter.md)
  */
 #ifndef GPUSLEEPCTL_H
 #define GPUSLEEPCTL_H
@@ -88,5 +89,8 @@ int attach_controller(uint32_t id, const char *what);
 /* /dev/gpusleep could not be opened: say why and what to do. */
 int dev_open_failed(int err);
 int cmd_metrics(int argc, char **argv);
+int cmd_acquire(int argc, char **argv);
+int cmd_reclaim(int argc, char **argv);
+int cmd_leases(int argc, char **argv);
 
 #endif

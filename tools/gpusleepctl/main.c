@@ -9,6 +9,8 @@
  *   monitor            the "gpusleep" generic netlink family, group "events"
  *   metrics            Prometheus text exposition from sysfs; --textfile
  *                      keeps a node_exporter textfile current
+ *   acquire / reclaim  GPUSLEEP_IOC_RECLAIM on /dev/gpusleep (a lease fd
+ *                      held while a command runs); leases from sysfs
  *
  * This file holds the command table and what every command shares; each
  * concern has its own file (gpusleepctl.h lists them).
@@ -175,6 +177,9 @@ static const struct cmd {
 	{ "group", cmd_group },
 	{ "monitor", cmd_monitor },
 	{ "metrics", cmd_metrics },
+	{ "acquire", cmd_acquire },
+	{ "reclaim", cmd_reclaim },
+	{ "leases", cmd_leases },
 };
 
 static const char main_usage[] =
@@ -193,6 +198,12 @@ static const char main_usage[] =
 	"                                     print state transitions as they happen\n"
 	"  metrics [--textfile DIR [--once] [--interval S]]\n"
 	"                                     Prometheus text exposition\n"
+	"  acquire -g|--gpu GPU -s|--size N [-P|--priority P] [-- COMMAND...]\n"
+	"                                     hold memory taken from other tenants\n"
+	"                                     while COMMAND runs (or until signalled)\n"
+	"  reclaim -g|--gpu GPU -s|--size N [-P|--priority P]\n"
+	"                                     take memory from other tenants for good\n"
+	"  leases                             the leases holding domains' tags\n"
 	"-j, --json   JSON output (also accepted after the command); a refusal\n"
 	"             prints {\"error\":-errno,\"status\":N,\"message\":...}\n"
 	"-p, --bytes  raw numbers: bytes and microseconds, not 14.0 GiB, 31.2 ms\n"

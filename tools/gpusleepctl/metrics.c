@@ -125,6 +125,25 @@ static void field_samples(FILE *f, const struct domain *d,
 			fprintf(f, " %s\n", val);
 		}
 		break;
+	case K_TAGSTR:
+		/* one sample per tag, 1, the word in the label mlabel */
+		for (i = 0; !list_item(d->tags, i, tag, sizeof(tag)) &&
+			    !list_item(s, i, val, sizeof(val)); i++) {
+			char w[32];
+
+			label_esc(w, sizeof(w), val);
+			snprintf(lab, sizeof(lab), "tag=\"%s\",%s=\"%s\"", tag,
+				 fl->mlabel, w);
+			fputs(fl->metric, f);
+			prom_labels(f, d, lab);
+			fputs(" 1\n", f);
+		}
+		break;
+	case K_S64:
+		fputs(fl->metric, f);
+		prom_labels(f, d, NULL);
+		fprintf(f, " %lld\n", (long long)(int64_t)FIELD_U64(d, fl));
+		break;
 	case K_BOOL:
 	case K_OP:
 		fputs(fl->metric, f);
@@ -154,6 +173,64 @@ static void field_samples(FILE *f, const struct domain *d,
 		break;
 	case K_STR:
 		break;
+	}
+}
+
+static void class_sample(FILE *f, const struct domain *d, const char *cls,
+			 uint64_t v)
+{
+	char lab[32];
+
+	snprintf(lab, sizeof(lab), "class=\"%s\"", cls);
+	fputs("gpusleep_resident_class_bytes", f);
+	prom_labels(f, d, lab);
+	fprintf(f, " %llu\n", (unsigned long long)v);
+}
+
+/* A number from a file (a sysfs class file, a module parameter). */
+static bool file_u64(const char *dir, const char *name, unsigned long long *v)
+{
+	char path[PATH_MAX], buf[32], *end;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	if (!fgets(buf, sizeof(buf), f)) {
+		fclose(f);
+		return false;
+	}
+	fclose(f);
+	errno = 0;
+	*v = strtoull(buf, &end, 10);
+	return !errno && end != buf;
+}
+
+/* Node-wide: leases, reclaims, the host-RAM budget (docs/arbiter.md). */
+static void node_metrics(FILE *f)
+{
+	unsigned long long v;
+
+	if (file_u64(sysfs_root, "leases", &v)) {
+		help_type(f, "gpusleep_leases", "gauge",
+			  "Leases held now (taken by a reclaim and not yet given back).");
+		fprintf(f, "gpusleep_leases %llu\n", v);
+	}
+	if (file_u64(sysfs_root, "reclaims", &v)) {
+		help_type(f, "gpusleep_reclaims_total", "counter",
+			  "Reclaims asked for since the module was loaded.");
+		fprintf(f, "gpusleep_reclaims_total %llu\n", v);
+	}
+	if (file_u64(modparams_root, "host_budget_bytes", &v)) {
+		help_type(f, "gpusleep_host_budget_bytes", "gauge",
+			  "The node's limit on host RAM held in backups (0: none).");
+		fprintf(f, "gpusleep_host_budget_bytes %llu\n", v);
+	}
+	if (file_u64(modparams_root, "host_used_bytes", &v)) {
+		help_type(f, "gpusleep_host_used_bytes", "gauge",
+			  "Host RAM the node's budget counts now (backups and kept staging of every domain).");
+		fprintf(f, "gpusleep_host_used_bytes %llu\n", v);
 	}
 }
 
@@ -245,6 +322,41 @@ int metrics_write(FILE *f, bool up, const struct domain *ds, size_t n,
 			prom_labels(f, &ds[i], NULL);
 			fprintf(f, " %.3f\n", x->state_since[i]);
 		}
+	}
+
+	node_metrics(f);
+	/* What is left on the GPU, by class (issue 34 item 5). */
+	help_type(f, "gpusleep_resident_class_bytes", "gauge",
+		  "What the domain's process holds on the GPU, by class, from its agent's newest report: tags (mapped now), torch (PyTorch's reserved memory outside the regions), graphs (graph pools outside them), other (the rest of the process: context, NCCL...; only from NVML's per-process figure).");
+	for (i = 0; i < n; i++) {
+		struct left l;
+
+		if (!domain_left(&ds[i], &l))
+			continue;
+		class_sample(f, &ds[i], "tags", l.tags);
+		class_sample(f, &ds[i], "torch", l.torch);
+		class_sample(f, &ds[i], "graphs", l.graphs);
+		if (l.other_known)
+			class_sample(f, &ds[i], "other", l.other);
+	}
+	if (x && x->leases) {
+		help_type(f, "gpusleep_lease_since_timestamp_seconds", "gauge",
+			  "Unix time the exporter first saw the lease hold a domain's tags (its start, for one older than that).");
+		for (i = 0; i < x->nr_leases; i++)
+			fprintf(f, "gpusleep_lease_since_timestamp_seconds{lease=\"%llu\"} %.3f\n",
+				x->leases[i].id, x->leases[i].since);
+	}
+	if (x) {
+		help_type(f, "gpusleep_reclaim_results_total", "counter",
+			  "Reclaims seen ending (netlink), by result: taken (the bytes asked for) or shortfall.");
+		fprintf(f, "gpusleep_reclaim_results_total{result=\"taken\"} %llu\n",
+			x->reclaims_taken);
+		fprintf(f, "gpusleep_reclaim_results_total{result=\"shortfall\"} %llu\n",
+			x->reclaims_short);
+		help_type(f, "gpusleep_reclaimed_bytes_total", "counter",
+			  "Device memory the reclaims seen ending took (netlink), bytes.");
+		fprintf(f, "gpusleep_reclaimed_bytes_total %llu\n",
+			x->reclaimed_bytes);
 	}
 
 	/* The field table's metrics; fields sharing a name stay together. */

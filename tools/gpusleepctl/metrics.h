@@ -8,12 +8,23 @@
 
 #include "domain.h"
 
+/* A lease the exporter has seen hold tags, and since when (Unix time). */
+struct lease_seen {
+	unsigned long long id;
+	double since;
+};
+
 /* What only a long-running exporter knows (exporter.c). */
 struct metrics_extra {
 	const double *state_since;	/* per domain: Unix time, < 0 unknown */
 	unsigned long long deaths;	/* engines seen dying */
 	unsigned long long deaths_released; /* ... with tags released */
 	unsigned long long lost;	/* event overruns (ENOBUFS) */
+	const struct lease_seen *leases;	/* held now, by id */
+	size_t nr_leases;
+	unsigned long long reclaims_taken;	/* RECLAIM_NTF ends seen */
+	unsigned long long reclaims_short;
+	unsigned long long reclaimed_bytes;
 };
 
 /*

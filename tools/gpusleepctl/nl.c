@@ -24,6 +24,14 @@ struct nla_policy gs_nl_policy[GPUSLEEP_A_MAX + 1] = {
 	[GPUSLEEP_A_STEP_TYPE]	= { .type = NLA_U32 },
 	[GPUSLEEP_A_STEP_PHASE]	= { .type = NLA_U32 },
 	[GPUSLEEP_A_STEP_TAGS]	= { .type = NLA_U32 },
+	[GPUSLEEP_A_RECLAIM_ID]	= { .type = NLA_U64 },
+	[GPUSLEEP_A_ARB_PHASE]	= { .type = NLA_U32 },
+	[GPUSLEEP_A_TAKEN_BYTES] = { .type = NLA_U64 },
+	[GPUSLEEP_A_BYTES]	= { .type = NLA_U64 },
+	[GPUSLEEP_A_WHY]	= { .type = NLA_U32 },
+	[GPUSLEEP_A_LEASE_ID]	= { .type = NLA_U64 },
+	[GPUSLEEP_A_STILL_RELEASED] = { .type = NLA_U32 },
+	[GPUSLEEP_A_VICTIM]	= { .type = NLA_NESTED },
 };
 
 static struct nla_policy gs_nl_tag_policy[GPUSLEEP_A_TAG_MAX + 1] = {

@@ -26,6 +26,10 @@ static void tag_values_out(struct out *o, const struct domain *d,
 	text[0] = '\0';
 	for (i = 0; !list_item(d->tags, i, tag, sizeof(tag)) &&
 		    !list_item(s, i, val, sizeof(val)); i++) {
+		if (o->json && f->kind == K_TAGSTR) {
+			out_str(o, tag, NULL, val);
+			continue;
+		}
 		if (o->json) {
 			out_u64(o, tag, NULL, strtoull(val, NULL, 10));
 			continue;
@@ -60,13 +64,20 @@ static void field_out(struct out *o, const struct domain *d,
 		out_tags(o, f->jkey, f->text, s);
 		break;
 	case K_TAGU64:
+	case K_TAGSTR:
 		tag_values_out(o, d, f, s);
 		break;
 	case K_BOOL:
 		out_bool(o, f->jkey, f->text, FIELD_U64(d, f) != 0);
 		break;
 	case K_U64:
-		out_u64(o, f->jkey, f->text, FIELD_U64(d, f));
+		if (f->flags & F_BYTES)
+			out_size(o, f->jkey, f->text, FIELD_U64(d, f));
+		else
+			out_u64(o, f->jkey, f->text, FIELD_U64(d, f));
+		break;
+	case K_S64:
+		out_s64(o, f->jkey, f->text, (int64_t)FIELD_U64(d, f));
 		break;
 	case K_RES:
 		out_size(o, f->jkey, f->text, FIELD_U64(d, f));
@@ -88,6 +99,47 @@ static void field_out(struct out *o, const struct domain *d,
 		out_us(o, f->jkey, f->text, FIELD_U64(d, f));
 		break;
 	}
+}
+
+/*
+ * What is left on the GPU, by class (issue 34 item 5): JSON "left":
+ * {tags, torch, graphs, other (null unless the process's own figure is
+ * known), process, source}; text one line.
+ */
+static void left_out(struct out *o, const struct domain *d)
+{
+	char a[32], b[32], c[32], e[32], p[32];
+	struct left l;
+
+	if (!domain_left(d, &l))
+		return;
+	if (o->json) {
+		out_obj_open(o, "left");
+		out_u64(o, "tags", NULL, l.tags);
+		out_u64(o, "torch", NULL, l.torch);
+		out_u64(o, "graphs", NULL, l.graphs);
+		if (l.other_known)
+			out_u64(o, "other", NULL, l.other);
+		else
+			out_null(o, "other", NULL);
+		out_u64(o, "process", NULL, l.process);
+		out_str(o, "source", NULL, l.source);
+		out_obj_close(o);
+		return;
+	}
+	fmt_size(l.tags, true, a, sizeof(a));
+	fmt_size(l.torch, true, b, sizeof(b));
+	fmt_size(l.graphs, true, c, sizeof(c));
+	if (l.other_known)
+		fmt_size(l.other, true, e, sizeof(e));
+	else
+		snprintf(e, sizeof(e), "?");
+	if (strcmp(l.source, "unknown"))
+		fmt_size(l.process, true, p, sizeof(p));
+	else
+		snprintf(p, sizeof(p), "?");
+	out_text(o, "\tleft on the GPU: tags %s, torch %s, graphs %s, other %s of %s (%s)\n",
+		 a, b, c, e, p, l.source);
 }
 
 /*
@@ -118,10 +170,15 @@ static void domain_out(struct out *o, const struct domain *d, bool full)
 		}
 		if (!o->json && f == &domain_fields[FLD_name])
 			continue;	/* in the heading */
+		if (!o->json && f == &domain_fields[FLD_leased_tags] &&
+		    !d->lease_id)
+			continue;	/* "lease none": no tags to name */
 		field_out(o, d, f);
 	}
 	if (group)
 		out_obj_close(o);
+	if (full)
+		left_out(o, d);
 	out_obj_close(o);
 }
 
@@ -132,7 +189,7 @@ static const char list_usage[] =
 	"attached. -p: raw byte counts. -j: a JSON array (the keys of status).\n";
 
 enum { COL_ID, COL_NAME, COL_GPU, COL_STATE, COL_RELEASED, COL_MEMORY,
-       COL_RESIDENT, COL_AGENT, NCOLS };
+       COL_RESIDENT, COL_AGENT, COL_PRIO, COL_LEASE, NCOLS };
 #define GPU_WIDTH	20	/* a PCI address fits; a UUID is cut */
 #define CELL_LEN	(GS_STR_LEN + 8)
 
@@ -155,13 +212,24 @@ static void list_row(const struct domain *d, char cell[NCOLS][CELL_LEN])
 		snprintf(cell[COL_RESIDENT], CELL_LEN, "-");
 	snprintf(cell[COL_AGENT], CELL_LEN, "%s",
 		 d->agent_attached ? "yes" : "no");
+	/* the tenant (docs/arbiter.md); "-" from a module without tenants */
+	if (d->present & (1ULL << FLD_priority))
+		snprintf(cell[COL_PRIO], CELL_LEN, "%lld",
+			 (long long)(int64_t)d->priority);
+	else
+		snprintf(cell[COL_PRIO], CELL_LEN, "-");
+	if ((d->present & (1ULL << FLD_lease_id)) && d->lease_id)
+		snprintf(cell[COL_LEASE], CELL_LEN, "%llu",
+			 (unsigned long long)d->lease_id);
+	else
+		snprintf(cell[COL_LEASE], CELL_LEN, "-");
 }
 
 int cmd_list(int argc, char **argv)
 {
 	static const char *const head[NCOLS] = {
 		"ID", "NAME", "GPU", "STATE", "RELEASED", "MEMORY", "RESIDENT",
-		"AGENT",
+		"AGENT", "PRIO", "LEASE",
 	};
 	char (*cells)[NCOLS][CELL_LEN];
 	size_t width[NCOLS], n, i, c;

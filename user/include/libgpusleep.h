@@ -164,6 +164,84 @@ int gs_group_wait(int gfd, uint64_t op_id, uint32_t timeout_ms,
 int gs_group_eventfd(int gfd, int efd);
 
 /* ------------------------------------------------------------------ */
+/* Tenants, reclaims and leases (docs/arbiter.md; GPUSLEEP_FEAT_TENANTS) */
+
+/*
+ * The tenant's own statement, from its engine fd: priority in
+ * [GPUSLEEP_PRIO_MIN, GPUSLEEP_PRIO_MAX] (lower yields first; above 0 and
+ * above its current value needs CAP_SYS_NICE: -EPERM), flags
+ * GPUSLEEP_TENF_* (YIELDABLE: other users may reclaim it).
+ */
+int gs_set_tenant(int engine_fd, int32_t priority, uint32_t flags);
+/* Any domain fd: its statement, its lease, the agent's newest report. */
+int gs_get_tenant(int fd, struct gpusleep_tenant *t);
+/* Agent fd: what the agent knows of its tags and its process (whole). */
+int gs_report(int agent_fd, const struct gpusleep_report *r);
+
+/*
+ * Take bytes of device memory on the GPU uuid (16 bytes, as the tenants'
+ * reports name it: gs_gpu_uuid_parse) at priority, within timeout_ms (0:
+ * the module's reclaim_timeout_ms), flags GPUSLEEP_RECLAIMF_*. out (may
+ * be NULL) receives the whole answer (op_id, state, taken_bytes, reason,
+ * why, lease_id); victims (may be NULL) up to *nr_victims entries, and
+ * *nr_victims is set to the number written. Returns 0, with
+ * GPUSLEEP_RECLAIMF_LEASE the lease fd (O_CLOEXEC: close it, or
+ * gs_lease_return(), to give back what was taken), or -errno: -ENOSPC
+ * short of bytes (out->why says what kept it short; nothing is kept
+ * unless PARTIAL), -EINTR interrupted (out->op_id written, the reclaim
+ * goes on: gs_reclaim_wait; with LEASE, out->lease_fd is the lease, which
+ * the caller then owns), -EPERM priority > 0 without CAP_SYS_NICE.
+ */
+int gs_reclaim(int devfd, const uint8_t uuid[16], uint64_t bytes,
+	       int32_t priority, uint32_t flags, uint32_t timeout_ms,
+	       struct gpusleep_reclaim *out,
+	       struct gpusleep_reclaim_victim *victims, uint32_t *nr_victims);
+/* The same with GPUSLEEP_RECLAIMF_LEASE: the lease fd or -errno. */
+int gs_acquire(int devfd, const uint8_t uuid[16], uint64_t bytes,
+	       int32_t priority, uint32_t timeout_ms,
+	       struct gpusleep_reclaim *out);
+/*
+ * Wait for reclaim op_id (0: the caller's newest), timeout_ms 0: forever;
+ * out and victims as gs_reclaim. -EINTR: out->op_id is the reclaim it
+ * waited for (wait again for it).
+ */
+int gs_reclaim_wait(int devfd, uint64_t op_id, uint32_t timeout_ms,
+		    struct gpusleep_reclaim *out,
+		    struct gpusleep_reclaim_victim *victims,
+		    uint32_t *nr_victims);
+/* A lease fd: what it holds (victims as gs_reclaim). */
+int gs_lease_info(int lease_fd, struct gpusleep_lease *out,
+		  struct gpusleep_reclaim_victim *victims,
+		  uint32_t *nr_victims);
+/*
+ * Give a lease back now (its close does too): every domain it took is
+ * resumed. Returns how many were left released (0: all awake), or
+ * -errno (-EINTR: the return goes on; poll the lease fd, EPOLLIN once
+ * returned). nonblock: start it and return at once (0).
+ */
+int gs_lease_return(int lease_fd, bool nonblock);
+
+/*
+ * GPU ids. gs_gpu_uuid_parse: "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+ * (nvidia-smi -L's, CUDA's), "MIG-..." (a MIG instance's), 32 hex digits,
+ * or "host" / "host:N": the host backend's stand-in for device N (what
+ * its agents report, the same for every process of the node). -EINVAL
+ * otherwise. gs_gpu_uuid_format: "GPU-..." (the length, or -ENOSPC;
+ * buf of GS_GPU_UUID_LEN). gs_host_gpu_uuid: the stand-in (from
+ * /etc/machine-id, else the boot id; a version-8 UUID).
+ */
+#define GS_GPU_UUID_LEN	41
+int gs_gpu_uuid_parse(const char *s, uint8_t uuid[16]);
+int gs_gpu_uuid_format(const uint8_t uuid[16], char *buf, size_t len);
+int gs_host_gpu_uuid(unsigned int index, uint8_t uuid[16]);
+/*
+ * CUDA device ordinal's UUID (libpath NULL: libcuda.so.1), no context
+ * made: -ENOENT no driver, -ENODEV no such device, -ENOSYS built with
+ * CUDA=0.
+ */
+int gs_cuda_device_uuid(int device, const char *libpath, uint8_t uuid[16]);
+
+/* ------------------------------------------------------------------ */
 /* Names and strings                                                   */
 
 /* "no agent attached (memory saver not enabled)"...; never NULL. */
@@ -175,6 +253,20 @@ const char *gs_reason_name(uint32_t reason);
 int gs_reason_errno(uint32_t reason);
 const char *gs_state_name(uint32_t state);	/* "awake", "draining"... */
 const char *gs_event_name(uint32_t type);	/* "drain", "pause_tag"... */
+/* Names of GPUSLEEP_LEASE_*, GPUSLEEP_CONTENT_*, GPUSLEEP_POLICY_*. */
+const char *gs_lease_state_name(uint32_t state);	/* "held"... */
+const char *gs_content_name(uint32_t content);	/* "kept", "zeroed"... */
+const char *gs_policy_name(uint32_t policy);	/* "backup", "discard" */
+/*
+ * GPUSLEEP_RWHY_* bits as "no_candidate,priority,..." (unknown bits as
+ * 0x...); "" for 0. The length, or -ENOSPC (whole names only).
+ */
+int gs_rwhy_format(uint32_t why, char *buf, size_t len);
+/* One GPUSLEEP_RWHY_* bit as a sentence ("no domain left to try"). */
+const char *gs_rwhy_str(uint32_t bit);
+/* GPUSLEEP_RVF_* bits as "unmeasured,group,..." (as gs_rwhy_format). */
+int gs_rvf_format(uint32_t flags, char *buf, size_t len);
+
 /* The default declaration's names: one bit: "weights"; else NULL. */
 const char *gs_tag_name(uint32_t tag);
 
@@ -402,6 +494,11 @@ struct gs_mm_result {
 				 * allocations, not the chunks' slack or free
 				 * blocks (a rate is copied_bytes / copy_ns;
 				 * none when 0) */
+	uint64_t verify_ns;	/* verification (gs_mm_set_verify): time
+				 * spent taking (pause) or checking (resume)
+				 * the checksums of the host copy, not
+				 * counted in copy_ns */
+	uint64_t verify_bytes;	/* the bytes summed */
 };
 #define GS_MM_RES_MEASURED	(1U << 0)	/* freed_bytes was measured (never
 						 * for a tag holding nothing) */
@@ -413,7 +510,33 @@ struct gs_mm_result {
 						 * fault (status
 						 * -ENOTRECOVERABLE: the CUDA
 						 * context is lost) */
+#define GS_MM_RES_VERIFIED	(1U << 4)	/* pause: the backup's host copy
+						 * was checksummed; resume: it
+						 * was checked and matched */
+#define GS_MM_RES_VERIFY_FAILED	(1U << 5)	/* resume failed (-EBADMSG):
+						 * the host copy changed since
+						 * its backup; nothing mapped,
+						 * the tag still released, its
+						 * contents lost (lost_bytes);
+						 * the next resume maps those
+						 * chunks fresh (zeros) */
 int gs_mm_pause_ex(struct gs_mm *mm, uint32_t tag, struct gs_mm_result *res);
+
+/*
+ * Verification of backups (off by default; GPUSLEEP_VERIFY=1 in the
+ * environment turns it on for every mm made after): a backup's host copy
+ * is checksummed (CRC-32C in three lanes, user/csum.c) once the
+ * device-to-host copies are synchronised, and checked before a resume
+ * maps anything; a mismatch fails the resume with -EBADMSG and
+ * GS_MM_RES_VERIFY_FAILED (the agent answers RESUME_TAG so: the module's
+ * VERIFY_FAILED). It finds a host copy that changed in between (a stray
+ * write, a staging reuse bug, memory corruption); not a copy that read
+ * wrong device memory, nor one that wrote the device wrong on the way
+ * back (docs/cuda-backend.md, Verification). Applies from the next
+ * pause; a backup taken without it is restored unchecked.
+ */
+int gs_mm_set_verify(struct gs_mm *mm, bool on);
+bool gs_mm_verify(struct gs_mm *mm);
 /*
  * gs_mm_pause_ex with a deadline (CLOCK_MONOTONIC ns, 0: none): the
  * pause's waits for the GPU end before it, by a margin for the answer
@@ -526,6 +649,19 @@ void gs_mm_pinned(struct gs_mm *mm, uint64_t *bytes, uint64_t *limit);
  */
 int gs_mm_resident(struct gs_mm *mm, uint64_t *bytes);
 
+/*
+ * The device's 16-byte UUID (cuDeviceGetUuid; the host backend: the
+ * node's stand-in, gs_host_gpu_uuid(0)): what the agent reports and a
+ * claimant names (gs_reclaim). -EOPNOTSUPP if the backend has none.
+ */
+int gs_mm_gpu_uuid(struct gs_mm *mm, uint8_t uuid[16]);
+/*
+ * A number that moves whenever what the agent reports of the tags
+ * changes: a chunk made or given back, staging pinned or given back, a
+ * policy or verification change, a pause or resume.
+ */
+uint64_t gs_mm_generation(struct gs_mm *mm);
+
 struct gs_mm_tag_info {
 	uint32_t policy;	/* enum gs_mm_policy */
 	uint32_t paused;	/* 1 if some chunk is unmapped */
@@ -538,9 +674,20 @@ struct gs_mm_tag_info {
 	uint64_t staging_bytes;
 	uint64_t pauses;	/* successful pauses */
 	uint64_t resumes;	/* successful resumes */
-	uint32_t lost;		/* 1 if a failed pause lost DISCARD contents */
+	uint32_t lost;		/* 1 if a failed pause lost DISCARD contents,
+				 * or a backup failed its verification */
+	uint32_t content;	/* after the next resume (GS_MM_CONTENT_*):
+				 * BACKUP: kept; DISCARD: zeroed; a paused
+				 * tag whose backup failed its check or a
+				 * rollback lost: zeroed */
+	uint32_t verified;	/* 1: BACKUP with verification on (its
+				 * next resume is checked) */
 	uint32_t pad;
 };
+/* What a tag holds after a resume: the uAPI's GPUSLEEP_CONTENT_* values. */
+#define GS_MM_CONTENT_UNDEFINED	0	/* whatever the pages hold */
+#define GS_MM_CONTENT_ZEROED	1	/* zeros */
+#define GS_MM_CONTENT_KEPT	2	/* what it held before the release */
 int gs_mm_tag_info(struct gs_mm *mm, uint32_t tag, struct gs_mm_tag_info *info);
 
 /* ------------------------------------------------------------------ */
@@ -582,6 +729,40 @@ struct gs_agent_stats {
 	uint64_t lost_bytes;	/* DISCARD contents lost by rollbacks */
 };
 void gs_agent_get_stats(struct gs_agent *a, struct gs_agent_stats *st);
+
+/*
+ * Reports (GPUSLEEP_IOC_REPORT, docs/arbiter.md): what the agent tells
+ * the module of its tags (per tag: size, mapped, host bytes, policy,
+ * content after the next resume, verified) and of its process (what it
+ * holds outside the tags, by class: PyTorch's reserved memory outside
+ * the regions and CUDA graph pools, as gs_agent_set_outside() last said;
+ * the process's whole device memory, gs_mm_resident()). Sent when the
+ * thread starts (or at the first gs_agent_dispatch()), after every step
+ * it answers, and from the thread whenever the memory manager's sizes
+ * change or gs_agent_set_outside() says something new: at most one per
+ * 100 ms, the rest coalesced. A module without reports (-ENOTTY) is said
+ * once on stderr and not asked again.
+ * gs_agent_report(): one now, whatever the rate (0 or -errno).
+ * gs_agent_fill_report(): what it would send.
+ */
+int gs_agent_report(struct gs_agent *a);
+int gs_agent_fill_report(struct gs_agent *a, struct gpusleep_report *r);
+/*
+ * What the process holds outside its tags that only it knows (the
+ * Python side: torch.cuda.memory_reserved() outside the regions' pools,
+ * and graph pools outside them); 0: unknown. Kicks a report.
+ */
+void gs_agent_set_outside(struct gs_agent *a, uint64_t torch_reserved,
+			  uint64_t graph_pool);
+struct gs_agent_report_stats {
+	uint64_t sent;		/* reports the module took */
+	uint64_t failed;	/* refused or not built (no GPU id) */
+	uint64_t coalesced;	/* changes folded into a later report */
+	int32_t last_error;	/* of the newest failure, -errno */
+	uint32_t pad;
+};
+void gs_agent_get_report_stats(struct gs_agent *a,
+			       struct gs_agent_report_stats *st);
 
 /*
  * The full outcome of each PAUSE_TAG / RESUME_TAG step the agent served:
@@ -686,6 +867,13 @@ int gpusleep_device(void);
 /* Serve domain_id with that memory manager on an agent thread. */
 int gpusleep_agent_start(unsigned int domain_id);
 int gpusleep_agent_stop(void);
+/*
+ * What the process holds outside its tags that only PyTorch knows
+ * (gs_agent_set_outside of the process's agent, now or once started).
+ */
+int gpusleep_set_outside(uint64_t torch_reserved, uint64_t graph_pool);
+/* A report from that agent now (gs_agent_report); -ENOENT without one. */
+int gpusleep_agent_report(void);
 /* That agent's last step for tag (gs_agent_last_result); -ENOENT if none. */
 int gpusleep_agent_last_result(unsigned int tag, struct gs_agent_result *r);
 

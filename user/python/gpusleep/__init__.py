@@ -5,6 +5,8 @@
                                (Controller; wait_async for asyncio)
   gpusleep.group               Group: the ranks of one engine released and
                                resumed as one operation, all or nothing
+  gpusleep.arbiter             acquire (a Lease), reclaim: memory taken
+                               from other tenants of a GPU
   gpusleep.engine              Engine: a domain and its callbacks
   gpusleep.agent               MemoryManager, Agent: tagged memory served
   gpusleep.torch_memory_saver  drop-in for torch_memory_saver's surface
@@ -22,10 +24,13 @@ from .errors import (GpuSleepError, NotEnabled, InvalidRequest,
                      EngineTimeout, EngineFailed, AgentFailed, AgentGone,
                      EngineGone, NoMemory, QueueFull, DomainNotFound,
                      AmbiguousDomain, ModuleNotLoaded, PermissionDenied,
-                     GroupExists, GroupNotFound)
+                     GroupExists, GroupNotFound, Leased, HostBudget,
+                     VerifyFailed, Shortfall, PriorityNotPermitted)
 from .trainer import (Controller, Result, State, release, resume,
                       is_sleeping, state, wait, resolve_domain)
 from .group import Group, GroupResult, RankResult
+from .arbiter import (acquire, reclaim, reclaim_wait, tenant, gpu_uuid,
+                      Lease, LeaseInfo, ReclaimResult, Victim, Tenant)
 from ._lib import TAG_NAMES as TAGS
 
 __version__ = "0.1"
@@ -46,5 +51,8 @@ __all__ = [
     "is_sleeping", "state", "wait", "resolve_domain", "TAGS", "lib_path",
     "Group", "GroupResult", "RankResult", "DomainNotFound",
     "AmbiguousDomain", "ModuleNotLoaded", "PermissionDenied",
-    "GroupExists", "GroupNotFound",
+    "GroupExists", "GroupNotFound", "Leased", "HostBudget",
+    "VerifyFailed", "Shortfall", "PriorityNotPermitted", "acquire",
+    "reclaim", "reclaim_wait", "tenant", "gpu_uuid", "Lease", "LeaseInfo",
+    "ReclaimResult", "Victim", "Tenant",
 ]

@@ -96,7 +96,11 @@ R_ENGINE_GONE = 13
 R_NO_MEMORY = 14
 R_QUEUE_FULL = 15
 R_ENGINE_TIMEOUT = 16
-R_MAX = 17
+R_LEASED = 17
+R_HOST_BUDGET = 18
+R_VERIFY_FAILED = 19
+R_SHORTFALL = 20
+R_MAX = 21
 
 # enum gpusleep_dstate
 STATE_NAMES = ("awake", "draining", "releasing", "released", "resuming",
@@ -215,7 +219,7 @@ class gs_mm_tag_info(ctypes.Structure):
                 ("mapped_bytes", u64), ("used_bytes", u64),
                 ("staging", ctypes.c_void_p), ("staging_bytes", u64),
                 ("pauses", u64), ("resumes", u64), ("lost", u32),
-                ("pad", u32)]
+                ("content", u32), ("verified", u32), ("pad", u32)]
 
 
 class gs_agent_stats(ctypes.Structure):
@@ -230,7 +234,8 @@ class gs_mm_result(ctypes.Structure):
                 ("unmapped_bytes", u64), ("lost_bytes", u64),
                 ("freed_bytes", u64), ("free_before", u64),
                 ("free_after", u64), ("duration_ns", u64),
-                ("copy_ns", u64), ("copied_bytes", u64)]
+                ("copy_ns", u64), ("copied_bytes", u64),
+                ("verify_ns", u64), ("verify_bytes", u64)]
 
 
 class gs_agent_result(ctypes.Structure):
@@ -294,8 +299,101 @@ GS_MM_RES_MEASURED = 1 << 0
 GS_MM_RES_SHORTFALL = 1 << 1
 GS_MM_RES_PARTIAL = 1 << 2
 GS_MM_RES_FAULT = 1 << 3
+GS_MM_RES_VERIFIED = 1 << 4
+GS_MM_RES_VERIFY_FAILED = 1 << 5
+#: What a tag holds after a resume (GPUSLEEP_CONTENT_*, GS_MM_CONTENT_*)
+CONTENTS = ("undefined", "zeroed", "kept")
 GS_MM_STAGING_LAZY = 1 << 0
 GS_MM_STAGING_FREE_AFTER_RESUME = 1 << 1
+
+# Tenants, reclaims and leases (docs/arbiter.md)
+FEAT_TENANTS = 1 << 9
+POLICY_DISCARD = 0
+POLICY_BACKUP = 1
+POLICIES = ("discard", "backup")
+CONTENT_UNDEFINED = 0
+CONTENT_ZEROED = 1
+CONTENT_KEPT = 2
+RTF_VERIFIED = 1 << 0
+PRIO_MIN = -1000
+PRIO_MAX = 1000
+TENF_YIELDABLE = 1 << 0
+RECLAIMF_LEASE = 1 << 0
+RECLAIMF_NONBLOCK = 1 << 1
+RECLAIMF_PARTIAL = 1 << 2
+RECLAIMF_DISCARD_ONLY = 1 << 3
+# GPUSLEEP_RWHY_*, in bit order
+RWHY_NAMES = ("no_candidate", "priority", "not_permitted", "refused",
+              "host_budget", "deadline", "cancelled")
+RECLAIM_RUNNING = 1
+RECLAIM_DONE = 2
+# GPUSLEEP_RVF_*, in bit order
+RVF_NAMES = ("unmeasured", "group", "failed", "rolled_back",
+             "still_released", "cancelled", "returned", "gone")
+LEASE_STATES = (None, "taking", "held", "returning", "returned")
+LEASE_RETURN_NONBLOCK = 1
+GPU_UUID_LEN = 41
+RECLAIM_MAX_VICTIMS = 64
+
+
+def bit_names(bits: int, names: tuple[str, ...]) -> list[str]:
+    """The names of the set bits (unknown ones as hex)."""
+    return [names[i] if i < len(names) else hex(1 << i)
+            for i in range(32) if bits & (1 << i)]
+
+
+class gpusleep_report_tag(ctypes.Structure):
+    _fields_ = [("size_bytes", u64), ("mapped_bytes", u64),
+                ("host_bytes", u64), ("policy", u32), ("content", u32),
+                ("flags", u32), ("pad", u32)]
+
+
+class gpusleep_report(ctypes.Structure):
+    _fields_ = [("gpu_uuid", u8 * 16), ("nr_tags", u32), ("flags", u32),
+                ("torch_reserved_bytes", u64), ("graph_pool_bytes", u64),
+                ("process_bytes", u64), ("process_source", u32),
+                ("pad", u32), ("reserved", u64 * 4),
+                ("tags", gpusleep_report_tag * MAX_TAGS)]
+
+
+class gpusleep_tenant_set(ctypes.Structure):
+    _fields_ = [("priority", s32), ("flags", u32), ("reserved", u64 * 2)]
+
+
+class gpusleep_tenant(ctypes.Structure):
+    _fields_ = [("priority", s32), ("flags", u32), ("idle_ns", u64),
+                ("lease_id", u64), ("leased_tags", u32), ("pad", u32),
+                ("host_charged_bytes", u64), ("reserved", u64 * 3),
+                ("report", gpusleep_report)]
+
+
+class gpusleep_reclaim_victim(ctypes.Structure):
+    _fields_ = [("domain", u32), ("tags", u32), ("op_id", u64),
+                ("freed_bytes", u64), ("error", s32), ("reason", u32),
+                ("flags", u32), ("group", u32), ("resume_op_id", u64),
+                ("resume_error", s32), ("resume_reason", u32)]
+
+
+class gpusleep_reclaim(ctypes.Structure):
+    _fields_ = [("gpu_uuid", u8 * 16), ("bytes", u64), ("priority", s32),
+                ("flags", u32), ("timeout_ms", u32), ("reason", u32),
+                ("op_id", u64), ("taken_bytes", u64), ("victims", u64),
+                ("nr_victims", u32), ("victim_size", u32), ("why", u32),
+                ("state", u32), ("lease_fd", s32), ("pad", u32),
+                ("lease_id", u64), ("reserved", u64 * 2)]
+
+
+class gpusleep_lease(ctypes.Structure):
+    _fields_ = [("id", u64), ("reclaim_op_id", u64), ("state", u32),
+                ("nr_victims", u32), ("victims", u64), ("victim_size", u32),
+                ("still_released", u32), ("taken_bytes", u64),
+                ("held_ns", u64), ("gpu_uuid", u8 * 16),
+                ("reserved", u64 * 2)]
+
+
+class gs_agent_report_stats(ctypes.Structure):
+    _fields_ = [("sent", u64), ("failed", u64), ("coalesced", u64),
+                ("last_error", s32), ("pad", u32)]
 
 
 # Every struct the bindings mirror, by its C name (for the layout tests).
@@ -324,6 +422,14 @@ STRUCTS = {
     "gpusleep_group_rank": gpusleep_group_rank,
     "gpusleep_group_result": gpusleep_group_result,
     "gpusleep_group_wait": gpusleep_group_wait,
+    "gpusleep_report_tag": gpusleep_report_tag,
+    "gpusleep_report": gpusleep_report,
+    "gpusleep_tenant_set": gpusleep_tenant_set,
+    "gpusleep_tenant": gpusleep_tenant,
+    "gpusleep_reclaim_victim": gpusleep_reclaim_victim,
+    "gpusleep_reclaim": gpusleep_reclaim,
+    "gpusleep_lease": gpusleep_lease,
+    "gs_agent_report_stats": gs_agent_report_stats,
 }
 
 P = ctypes.POINTER
@@ -369,6 +475,23 @@ PROTOTYPES = {
     "gs_group_wait": (c_int, [c_int, u64, u32, P(gpusleep_group_result),
                               P(gpusleep_group_rank), P(u32)]),
     "gs_group_eventfd": (c_int, [c_int, c_int]),
+    # tenants, reclaims, leases
+    "gs_set_tenant": (c_int, [c_int, s32, u32]),
+    "gs_get_tenant": (c_int, [c_int, P(gpusleep_tenant)]),
+    "gs_report": (c_int, [c_int, P(gpusleep_report)]),
+    "gs_reclaim": (c_int, [c_int, P(u8), u64, s32, u32, u32,
+                           P(gpusleep_reclaim), P(gpusleep_reclaim_victim),
+                           P(u32)]),
+    "gs_reclaim_wait": (c_int, [c_int, u64, u32, P(gpusleep_reclaim),
+                                P(gpusleep_reclaim_victim), P(u32)]),
+    "gs_lease_info": (c_int, [c_int, P(gpusleep_lease),
+                              P(gpusleep_reclaim_victim), P(u32)]),
+    "gs_lease_return": (c_int, [c_int, ctypes.c_bool]),
+    "gs_gpu_uuid_parse": (c_int, [c_char_p, P(u8)]),
+    "gs_gpu_uuid_format": (c_int, [P(u8), c_char_p, ctypes.c_size_t]),
+    "gs_host_gpu_uuid": (c_int, [c_uint, P(u8)]),
+    "gs_cuda_device_uuid": (c_int, [c_int, c_char_p, P(u8)]),
+    "gs_rwhy_str": (c_char_p, [u32]),
     # engine
     "gs_engine_create": (c_int, [P(gs_engine_config), P(gs_engine_ops),
                                  c_void_p, P(c_void_p)]),
@@ -402,9 +525,13 @@ PROTOTYPES = {
     "gs_mm_set_fence_streams": (c_int, [c_void_p, P(c_void_p), c_uint]),
     "gs_mm_set_fence_timeout": (c_int, [c_void_p, c_uint]),
     "gs_mm_set_pin_limit": (c_int, [c_void_p, u64]),
+    "gs_mm_set_verify": (c_int, [c_void_p, ctypes.c_bool]),
+    "gs_mm_verify": (ctypes.c_bool, [c_void_p]),
     "gs_mm_pinned": (None, [c_void_p, P(u64), P(u64)]),
     "gs_mm_set_staging": (c_int, [c_void_p, u32, c_uint]),
     "gs_mm_pin_staging": (c_int, [c_void_p, u32, u64, P(u64)]),
+    "gs_mm_gpu_uuid": (c_int, [c_void_p, P(u8)]),
+    "gs_mm_generation": (u64, [c_void_p]),
     # agent
     "gs_agent_attach": (c_int, [c_char_p, u32, c_void_p, P(c_void_p)]),
     "gs_agent_destroy": (None, [c_void_p]),
@@ -414,6 +541,11 @@ PROTOTYPES = {
     "gs_agent_stop": (c_int, [c_void_p]),
     "gs_agent_get_stats": (None, [c_void_p, P(gs_agent_stats)]),
     "gs_agent_last_result": (c_int, [c_void_p, u32, P(gs_agent_result)]),
+    "gs_agent_report": (c_int, [c_void_p]),
+    "gs_agent_fill_report": (c_int, [c_void_p, P(gpusleep_report)]),
+    "gs_agent_set_outside": (None, [c_void_p, u64, u64]),
+    "gs_agent_get_report_stats": (None, [c_void_p,
+                                         P(gs_agent_report_stats)]),
     # PyTorch pluggable allocator
     "gpusleep_malloc": (c_void_p, [ctypes.c_ssize_t, c_int, c_void_p]),
     "gpusleep_free": (None, [c_void_p, ctypes.c_ssize_t, c_int, c_void_p]),
@@ -424,6 +556,8 @@ PROTOTYPES = {
     "gpusleep_agent_start": (c_int, [c_uint]),
     "gpusleep_agent_stop": (c_int, []),
     "gpusleep_agent_last_result": (c_int, [c_uint, P(gs_agent_result)]),
+    "gpusleep_set_outside": (c_int, [u64, u64]),
+    "gpusleep_agent_report": (c_int, []),
     # tags declared on first use, policies, margin (torch_memory_saver)
     "gpusleep_tag_bit": (c_int, [c_char_p, c_int]),
     "gpusleep_tag_names": (c_int, [c_char_p, ctypes.c_size_t]),

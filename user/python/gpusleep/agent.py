@@ -98,6 +98,8 @@ def result_dict(r: _lib.gs_mm_result) -> dict[str, int]:
     d["shortfall"] = bool(r.flags & _lib.GS_MM_RES_SHORTFALL)
     d["partial"] = bool(r.flags & _lib.GS_MM_RES_PARTIAL)
     d["fault"] = bool(r.flags & _lib.GS_MM_RES_FAULT)
+    d["verified"] = bool(r.flags & _lib.GS_MM_RES_VERIFIED)
+    d["verify_failed"] = bool(r.flags & _lib.GS_MM_RES_VERIFY_FAILED)
     return d
 
 
@@ -232,6 +234,21 @@ class MemoryManager:
         _lib.check(_lib.lib().gs_mm_set_pin_limit(self._mm, max_bytes),
                    "set_pin_limit")
 
+    def set_verify(self, on: bool = True) -> None:
+        """Checksum each backup's host copy and check it before a resume
+        restores it (also GPUSLEEP_VERIFY=1 in the environment): a copy
+        that changed in between fails the resume (OSError EBADMSG; the
+        agent answers it so: the module's VERIFY_FAILED), its contents
+        said lost; the next resume maps it fresh (zeros)."""
+        if not isinstance(on, bool):
+            raise TypeError(f"on: want bool, not {type(on).__name__}")
+        _lib.check(_lib.lib().gs_mm_set_verify(self._mm, on), "set_verify")
+
+    @property
+    def verify(self) -> bool:
+        """Whether backups are verified (set_verify)."""
+        return bool(_lib.lib().gs_mm_verify(self._mm))
+
     def pinned(self) -> tuple[int, int]:
         """(pinned staging bytes now, the cap or 0)."""
         b, lim = ctypes.c_uint64(), ctypes.c_uint64()
@@ -259,13 +276,19 @@ class MemoryManager:
         return b.value, _lib.RESIDENT_SOURCES[src] if 0 <= src < len(
             _lib.RESIDENT_SOURCES) else None
 
-    def tag_info(self, tag: TagRef) -> dict[str, Optional[int]]:
-        """struct gs_mm_tag_info as a dict."""
+    def tag_info(self, tag: TagRef) -> dict[str, Union[int, str, None]]:
+        """struct gs_mm_tag_info as a dict; content as its name
+        ("kept", "zeroed", "undefined": what the tag holds after its
+        next resume)."""
         i = _lib.gs_mm_tag_info()
         _lib.check(_lib.lib().gs_mm_tag_info(self._mm,
                                              _tag_bit(tag, self.tags),
                                              ctypes.byref(i)), "tag_info")
-        return {k: getattr(i, k) for k, _ in i._fields_ if k != "pad"}
+        d: dict[str, Union[int, str, None]] = {
+            k: getattr(i, k) for k, _ in i._fields_ if k != "pad"}
+        d["content"] = _lib.CONTENTS[i.content] if i.content < len(
+            _lib.CONTENTS) else str(i.content)
+        return d
 
     def close(self) -> None:
         """Destroy the manager: every buffer it handed out is gone."""
@@ -348,6 +371,30 @@ class Agent:
                 "resident_source": _lib.RESIDENT_SOURCES[r.resident_source]
                 if r.resident_source < len(_lib.RESIDENT_SOURCES) else None,
                 "generation": r.generation}
+
+    def set_outside(self, torch_reserved: int = 0,
+                    graph_pool: int = 0) -> None:
+        """What the process holds outside its tags that only it knows:
+        PyTorch's reserved memory outside the regions' pools, and CUDA
+        graph pools outside them (0: unknown). Sent in the agent's next
+        report (the thread's: at most one per 100 ms)."""
+        for name, v in (("torch_reserved", torch_reserved),
+                        ("graph_pool", graph_pool)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise TypeError(f"{name}: want bytes (int >= 0), not {v!r}")
+        _lib.lib().gs_agent_set_outside(self._a, torch_reserved, graph_pool)
+
+    def report(self) -> None:
+        """Send a report to the module now (GPUSLEEP_IOC_REPORT): the
+        tags' sizes, policies, content after resume, verification, and
+        what the process holds; OSError when the module refuses it."""
+        _lib.check(_lib.lib().gs_agent_report(self._a), "report")
+
+    def report_stats(self) -> dict[str, int]:
+        """Reports sent, failed, coalesced; last_error (-errno)."""
+        st = _lib.gs_agent_report_stats()
+        _lib.lib().gs_agent_get_report_stats(self._a, ctypes.byref(st))
+        return {k: getattr(st, k) for k, _ in st._fields_ if k != "pad"}
 
     def stop(self) -> int:
         """Stop the thread; 0, or the -errno that ended it."""

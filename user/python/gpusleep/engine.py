@@ -108,7 +108,9 @@ class Engine(_Ops):
                  repair_kv: Optional[StepCallback] = None,
                  resume_sched: Optional[NoticeCallback] = None,
                  shared: bool = False,
-                 tags: Optional[TagDecl] = None) -> None:
+                 tags: Optional[TagDecl] = None,
+                 priority: int = 0,
+                 yieldable: bool = False) -> None:
         L = _lib.lib()
         # tags: the declaration, in release order (None: weights, kv_cache)
         decl = _lib.declaration(tags) if tags is not None else \
@@ -156,6 +158,14 @@ class Engine(_Ops):
         self.name = name
         self.id = L.gs_engine_id(e)
         self._fd = L.gs_engine_fd(e)
+        # the tenant's statement (docs/arbiter.md): said only when not
+        # the default, so that a module without tenants still serves it
+        if priority or yieldable:
+            try:
+                self.set_tenant(priority, yieldable)
+            except BaseException:
+                self.close()
+                raise
 
     # -- trampolines (called by gs_engine_dispatch, GIL re-acquired) ----
     def _call(self, what, fn, *args, void=False):
@@ -366,6 +376,15 @@ class Engine(_Ops):
         if ret < 0:
             raise errors.from_code(-ret)
         return ret
+
+    def set_tenant(self, priority: int = 0, yieldable: bool = False) -> None:
+        """The tenant's own statement (docs/arbiter.md): priority (lower
+        yields first to a reclaim; above 0 needs CAP_SYS_NICE:
+        errors.PriorityNotPermitted) and yieldable (other users may
+        reclaim it; else only its owner and root)."""
+        from .arbiter import set_tenant
+        self._check_open()
+        set_tenant(self._fd, priority, yieldable)
 
     def close(self) -> None:
         """Close the engine fd: the domain dies."""

@@ -22,6 +22,10 @@ ModuleNotLoaded (no /dev/gpusleep or sysfs class: load the module),
 PermissionDenied (not the domain's owner and no CAP_SYS_ADMIN; also a
 PermissionError).
 
+Reclaims and leases (gpusleep.arbiter): Leased, HostBudget, VerifyFailed
+and Shortfall are reasons; PriorityNotPermitted (a priority above 0
+without CAP_SYS_NICE; also a PermissionError).
+
 Groups: GroupExists (creating a group whose name this user already has
 live; also a FileExistsError), GroupNotFound (opening a name this user
 has no live group of; also a FileNotFoundError and a LookupError).
@@ -36,6 +40,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Optional, Union
 from . import _lib
 
 if TYPE_CHECKING:
+    from .arbiter import ReclaimResult
     from .group import GroupResult
     from .trainer import Result
 
@@ -78,6 +83,16 @@ _REASONS = {
     _lib.R_ENGINE_TIMEOUT: ("ENGINE_TIMEOUT", _errno.ETIMEDOUT,
                             "the engine did not answer a cache reset or KV "
                             "repair in time"),
+    _lib.R_LEASED: ("LEASED", _errno.EAGAIN,
+                    "the tags are held by a lease: resumed when it ends"),
+    _lib.R_HOST_BUDGET: ("HOST_BUDGET", _errno.ENOSPC,
+                         "the backup would pass the node's host-RAM "
+                         "budget"),
+    _lib.R_VERIFY_FAILED: ("VERIFY_FAILED", _errno.EBADMSG,
+                           "a restored backup failed its checksum: "
+                           "contents lost"),
+    _lib.R_SHORTFALL: ("SHORTFALL", _errno.ENOSPC,
+                       "the reclaim could not free the bytes asked for"),
 }
 
 
@@ -205,6 +220,37 @@ class NoMemory(GpuSleepError):
 
 class QueueFull(GpuSleepError):
     """An event queue overflowed (ENOBUFS)."""
+
+
+class Leased(GpuSleepError, BlockingIOError):
+    """A resume of tags a lease holds, by anyone but the lease (EAGAIN):
+    try again once the lease ends (it resumes them itself)."""
+
+
+class HostBudget(GpuSleepError):
+    """A release whose backup would pass the node's host-RAM budget
+    (ENOSPC; sysfs host_budget_bytes): nothing was released."""
+
+
+class VerifyFailed(GpuSleepError):
+    """A restored backup failed its checksum (EBADMSG): the tag stays
+    released, its contents lost; the next resume maps it fresh (zeros)
+    and the engine must reload it."""
+
+
+class Shortfall(GpuSleepError):
+    """A reclaim could not free the bytes asked for (ENOSPC): .why names
+    what kept it short ("priority", "not_permitted", "refused",
+    "host_budget", "deadline"...), .reclaim (an arbiter.ReclaimResult)
+    what it tried; nothing was kept unless partial=True."""
+
+    why: tuple[str, ...] = ()
+    reclaim: Optional[ReclaimResult] = None
+
+
+class PriorityNotPermitted(GpuSleepError, PermissionError):
+    """A priority above 0 (a claim's, or a tenant's raised) without
+    CAP_SYS_NICE in the initial user namespace (EPERM), as nice(2)."""
 
 
 class DomainNotFound(GpuSleepError, FileNotFoundError, LookupError):
@@ -361,6 +407,10 @@ _BY_REASON = {
     _lib.R_NO_MEMORY: NoMemory,
     _lib.R_QUEUE_FULL: QueueFull,
     _lib.R_ENGINE_TIMEOUT: EngineTimeout,
+    _lib.R_LEASED: Leased,
+    _lib.R_HOST_BUDGET: HostBudget,
+    _lib.R_VERIFY_FAILED: VerifyFailed,
+    _lib.R_SHORTFALL: Shortfall,
 }
 
 # Errors without a reason (a WAIT that timed out, a dead domain's -ENODEV...)

@@ -89,6 +89,7 @@ import gc
 import glob
 import logging
 import os
+import sys
 import threading
 from typing import (TYPE_CHECKING, Any, Iterable, Iterator, Literal,
                     Optional, Union)
@@ -99,6 +100,7 @@ if TYPE_CHECKING:
     import torch
 
     from .agent import StepResult
+    from .arbiter import GpuRef, Lease
     from .engine import Engine, TagDecl
     from .trainer import Result
 
@@ -1113,6 +1115,7 @@ class TorchMemorySaver:
             return eng.release(tags) if pause else eng.resume(tags)
         finally:
             self._own_op = False
+            self.report_outside()	# what PyTorch holds now, by class
 
     def pause(self, tag: Optional[str] = None
               ) -> Union[Result, dict[str, dict[str, int]], None]:
@@ -1187,6 +1190,98 @@ class TorchMemorySaver:
         return {"op_id": r.op_id, "type": r.type, "tag": r.tag,
                 "complete_ret": r.complete_ret, "mm": result_dict(r.mm)}
 
+    def outside(self) -> tuple[int, int]:
+        """What this process's PyTorch holds on its GPU outside the
+        regions' pools (issue 34 item 5): (reserved memory of PyTorch's
+        default pools, graph pools and other private pools), bytes, from
+        torch.cuda.memory_snapshot(); (0, 0) when torch is not in use
+        here (not imported, or CUDA not initialised)."""
+        torch = sys.modules.get("torch")
+        cuda = getattr(torch, "cuda", None) if torch is not None else None
+        if cuda is None or not getattr(cuda, "is_initialized",
+                                       lambda: False)():
+            return 0, 0
+        snap = getattr(cuda, "memory_snapshot", None)
+        if snap is None:
+            return 0, 0
+        with self._lock:
+            ours = [p.id for ps in self._pools.values() for p in ps]
+            ours += [p.id for p in self._foreign.values()
+                     if hasattr(p, "id")]
+        dev = _lib.lib().gpusleep_device()
+        return outside_of(snap(), ours, dev if dev >= 0 else None)
+
+    def report_outside(self) -> tuple[int, int]:
+        """Tell this process's agent what PyTorch holds outside the regions
+        (outside()): the module shows it (gpusleepctl status, left on the
+        GPU by class) with the agent's next report. Called after each
+        pause() and resume(); call it after your own allocations change.
+        Returns the figures sent."""
+        torch_b, graph_b = self.outside()
+        _lib.lib().gpusleep_set_outside(torch_b, graph_b)
+        return torch_b, graph_b
+
+    @contextlib.contextmanager
+    def acquire(self, nbytes: Optional[int] = None, *,
+                gpu: Optional[GpuRef] = None, priority: int = 0,
+                timeout: Optional[float] = None,
+                tags: Optional[list[str]] = None
+                ) -> Iterator[Optional[Lease]]:
+        """The trainer's side of an RL step (docs/arbiter.md), its own
+        memory included:
+
+            with torch_memory_saver.acquire():
+                train_step()
+
+        takes nbytes on the trainer's GPU from the other tenants (default:
+        what its released tags need back: their size as the memory
+        manager has them), in a Lease; resumes the trainer's tags (tags;
+        None: what is released); and at the block's end releases them
+        again (backups as their policy says) and gives the lease back,
+        which resumes the engines. gpu: default this process's device
+        (its UUID, as its agent reports it). errors.Shortfall when the
+        other tenants cannot free enough (nothing held, nothing resumed).
+        Yields the Lease (None when nothing had to be taken: nothing of
+        the trainer's was released)."""
+        from .arbiter import acquire as _acquire
+        names = self._tags(tags) if tags is not None else None
+        if nbytes is None:
+            nbytes = self._released_size(names)
+        if gpu is None:
+            gpu = self._gpu_uuid()
+        lease = _acquire(gpu, nbytes, priority, timeout) if nbytes else None
+        try:
+            if self._released_size(names):
+                self._op(False, tags)	# the trainer's memory back
+            yield lease
+            self._op(True, tags)	# and released again, by its policy
+        finally:
+            if lease is not None:
+                lease.__exit__(None, None, None)	# the engines wake
+
+    def _released_size(self, names: Optional[list[str]]) -> int:
+        """Bytes the released tags (of names; None: all) map back."""
+        mm = _lib.lib().gpusleep_mm()
+        if not mm:
+            return 0
+        total = 0
+        for t in names if names is not None else self._domain_tags():
+            info = _lib.gs_mm_tag_info()
+            if _lib.lib().gs_mm_tag_info(mm, self._mask(t),
+                                         ctypes.byref(info)) == 0 and \
+                    info.paused:
+                total += info.chunk_bytes - info.mapped_bytes
+        return total
+
+    def _gpu_uuid(self) -> bytes:
+        mm = _lib.lib().gpusleep_mm()
+        if not mm:
+            raise RuntimeError("torch_memory_saver.acquire: nothing "
+                               "allocated yet: no GPU known; pass gpu=")
+        out = (ctypes.c_uint8 * 16)()
+        _lib.check(_lib.lib().gs_mm_gpu_uuid(mm, out), "gpu uuid")
+        return bytes(out)
+
     def release_pools(self) -> None:
         """Drop this process's MemPools, then their allocators, in that
         order (a MemPool destroyed after its pluggable allocator calls
@@ -1215,6 +1310,28 @@ class TorchMemorySaver:
 
 
 torch_memory_saver = TorchMemorySaver()
+
+def outside_of(segments: Iterable[dict[str, Any]], ours: Iterable[Any],
+               device: Optional[int] = None) -> tuple[int, int]:
+    """(PyTorch's default pools' reserved bytes, other private pools'
+    bytes: graph pools and MemPools not ours) of a
+    torch.cuda.memory_snapshot(), leaving out the segments of the pools
+    in ours (the regions'); device: only that device's segments."""
+    own = {tuple(p) for p in ours}
+    default = private = 0
+    for seg in segments:
+        if device is not None and seg.get("device", device) != device:
+            continue
+        pid = tuple(seg.get("segment_pool_id") or (0, 0))
+        size = int(seg.get("total_size", 0))
+        if pid in own:
+            continue
+        if pid == (0, 0):
+            default += size
+        else:
+            private += size
+    return default, private
+
 
 # Module-level spellings, for `import gpusleep.torch_memory_saver as tms`.
 region = torch_memory_saver.region

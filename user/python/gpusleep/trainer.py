@@ -29,9 +29,12 @@ import glob
 import math
 import os
 import time
-from typing import Iterable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence, Union
 
 from . import _lib, errors
+
+if TYPE_CHECKING:
+    from .arbiter import Tenant
 
 SYSFS_CLASS = "/sys/class/gpusleep"
 
@@ -421,6 +424,13 @@ class _Ops:
         if ret < 0:
             raise errors.from_code(-ret, op_id=op_id)
         return Result(r, self.tag_names).raise_for_error()
+
+    def tenant(self) -> "Tenant":
+        """The domain as a tenant (GPUSLEEP_IOC_GET_TENANT): priority,
+        yieldable, lease, host budget charged, and its agent's newest
+        report (GPU, tags, what the process holds outside them)."""
+        from .arbiter import get_tenant
+        return get_tenant(self._fd, self.tag_names)
 
     def register_eventfd(self, efd: int,
                          events: int = _lib.EFD_OP_DONE) -> None:
