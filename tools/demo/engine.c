@@ -724,6 +724,13 @@ int main(int argc, char **argv)
 	if (!ret)
 		ret = gs_mm_set_policy(en.mm, GPUSLEEP_TAG_KV_CACHE,
 				       GS_MM_DISCARD, en.kvbytes);
+	/*
+	 * The weights' backup is checksummed and checked at each restore: a
+	 * host copy that changed while released fails the resume
+	 * (VERIFY_FAILED), never a silent success.
+	 */
+	if (!ret)
+		ret = gs_mm_set_verify(en.mm, true);
 	if (ret) {
 		fprintf(stderr, "engine: memory manager on the host backend: %s\n",
 			strerror(-ret));
