@@ -260,7 +260,7 @@ int main(int argc, char **argv)
 	bn_json_size(&j, "taken", TAKEN);
 	bn_json_size(&j, "kv_mib", KV_MIB);
 	bn_json_size(&j, "cycles", n);
-	bn_json_end(&j, "RECLAIM with LEASE, discard-kind only, taking 3 of the 4 engines' KV caches, vs 3 blocking RELEASEs in the reclaim's order");
+	bn_json_end(&j, "RECLAIM with LEASE, discard-kind only, taking the 3 engines' KV caches, vs 3 blocking RELEASEs in the reclaim's order");
 	bn_json_begin(&j, "9b", "lease's end to every engine awake vs explicit resumes",
 		      m[2] / m[3], 1.1, "max");
 	bn_json_median(&j, "lease_return", m[2]);

@@ -442,6 +442,12 @@ static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
 		c.resident_source = gs_mm_resident(a->mm, &held);
 		c.resident_bytes = held;
 	}
+	/*
+	 * What the tags are now, for the arbiter, before the step's answer:
+	 * once the answer ends the operation, a caller's next reclaim reads
+	 * this report and must not find the tags as they were before it.
+	 */
+	send_report(a);
 	ret = gs_complete_ex(a->fd, ev, &c);
 
 	memset(&ar, 0, sizeof(ar));
@@ -480,8 +486,6 @@ static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
 	pthread_mutex_unlock(&a->lock);
 	if (cb)
 		cb(a, &ar, cb_arg);
-	/* what the tags are now, for the arbiter: after every step */
-	send_report(a);
 	/* -ESTALE: the kernel gave up on the step; the mm state is still true */
 	return ret == -ESTALE ? 0 : ret;
 }

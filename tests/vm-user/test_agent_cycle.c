@@ -10,7 +10,10 @@
  * the module reports released (measured on the second cycle: the backup
  * staging buffer is allocated once, on the first); after a resume the
  * weights read back identical, the KV cache reads as zeros, and the
- * pointers handed out before the release still work.
+ * pointers handed out before the release still work. Once a release or
+ * a resume has returned, the agent's report to the module (what the
+ * arbiter chooses from) already says what the step did: no tag mapped
+ * after the release, both whole after the resume.
  *
  * SKIPs when /dev/gpusleep does not exist (module not loaded).
  */
@@ -335,6 +338,24 @@ static int ask(int cmd_w, int rep_r, char cmd, void *ans, size_t len)
 	return read(rep_r, ans, len) == (ssize_t)len ? 0 : -1;
 }
 
+/*
+ * The tags' mapped bytes as the module holds them from the agent's last
+ * report, read at once: the report must not trail the step's answer.
+ */
+static int reported_mapped(int ctl, uint64_t *w, uint64_t *kv)
+{
+	struct gpusleep_tenant t;
+	int ret = gs_get_tenant(ctl, &t);
+
+	if (ret)
+		return ret;
+	if (t.report.nr_tags < 2)
+		return -ENODATA;
+	*w = t.report.tags[0].mapped_bytes;
+	*kv = t.report.tags[1].mapped_bytes;
+	return 0;
+}
+
 static int child_status(pid_t pid)
 {
 	int status;
@@ -397,13 +418,16 @@ TEST_F_TIMEOUT(cycle, release_resume_all, 600)
 	ASSERT_EQ(0, ok);
 
 	for (int cycle = 0; cycle < CYCLES; cycle++) {
-		uint64_t rss0, rss1, released;
+		uint64_t rss0, rss1, released, mw, mkv;
 
 		ASSERT_EQ(0, ask(self->cmd_w, self->rep_r, 'r', &rss0, sizeof(rss0)));
 		ret = gs_release(ctl, 0, 0, 0, &op);
 		ASSERT_EQ(0, ret) TH_LOG("release: %s (%s)", strerror(-ret),
 					 gs_reason_str(op.reason));
 		ASSERT_EQ(GPUSLEEP_R_NONE, op.reason);
+		ASSERT_EQ(0, reported_mapped(ctl, &mw, &mkv));
+		EXPECT_EQ(0, mw) TH_LOG("cycle %d: released, weights reported mapped", cycle);
+		EXPECT_EQ(0, mkv) TH_LOG("cycle %d: released, KV reported mapped", cycle);
 		ASSERT_EQ(0, ask(self->cmd_w, self->rep_r, 'r', &rss1, sizeof(rss1)));
 
 		ASSERT_EQ(0, gs_wait(ctl, op.op_id, 0, &res));
@@ -432,6 +456,9 @@ TEST_F_TIMEOUT(cycle, release_resume_all, 600)
 		ret = gs_resume(ctl, 0, 0, 0, &op);
 		ASSERT_EQ(0, ret) TH_LOG("resume: %s (%s)", strerror(-ret),
 					 gs_reason_str(op.reason));
+		ASSERT_EQ(0, reported_mapped(ctl, &mw, &mkv));
+		EXPECT_EQ(TAG_BYTES, mw) TH_LOG("cycle %d: resumed, weights reported %lu", cycle, (unsigned long)mw);
+		EXPECT_EQ(TAG_BYTES, mkv) TH_LOG("cycle %d: resumed, KV reported %lu", cycle, (unsigned long)mkv);
 		ASSERT_EQ(0, gs_wait(ctl, op.op_id, 0, &res));
 		EXPECT_EQ(0, res.error);
 		EXPECT_EQ(GPUSLEEP_TAG_ALL, res.tags);
