@@ -737,8 +737,8 @@ void gs_agent_get_stats(struct gs_agent *a, struct gs_agent_stats *st);
  * holds outside the tags, by class: PyTorch's reserved memory outside
  * the regions and CUDA graph pools, as gs_agent_set_outside() last said;
  * the process's whole device memory, gs_mm_resident()). Sent when the
- * thread starts (or at the first gs_agent_dispatch()), after every step
- * it answers, and from the thread whenever the memory manager's sizes
+ * thread starts (or at the first gs_agent_dispatch()), with every step
+ * before answering it, and from the thread whenever the memory manager's sizes
  * change or gs_agent_set_outside() says something new: at most one per
  * 100 ms, the rest coalesced. A module without reports (-ENOTTY) is said
  * once on stderr and not asked again.
