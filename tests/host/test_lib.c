@@ -307,6 +307,7 @@ static int record_complete(int fd, const struct gpusleep_complete *c)
 static struct gpusleep_report rep_last;
 static int nrep;
 static int rep_ret;
+static int rep_nrec;	/* COMPLETEs recorded when the newest report came */
 
 static int record_report(int fd, const struct gpusleep_report *r)
 {
@@ -315,6 +316,7 @@ static int record_report(int fd, const struct gpusleep_report *r)
 	(void)fd;
 	pthread_mutex_lock(&rec_lock);
 	rep_last = *r;
+	rep_nrec = nrec;
 	nrep++;
 	ret = rep_ret;
 	pthread_cond_broadcast(&rec_cond);
@@ -329,6 +331,7 @@ static void rec_reset(void)
 	rec_ret = 0;
 	memset(rec, 0, sizeof(rec));
 	nrep = 0;
+	rep_nrec = 0;
 	rep_ret = 0;
 	memset(&rep_last, 0, sizeof(rep_last));
 	pthread_mutex_unlock(&rec_lock);
@@ -839,6 +842,32 @@ TEST_F(agent, reports_its_tags_once_attached_and_after_each_step)
 	gs_agent_get_report_stats(self->a, &rs);
 	EXPECT_EQ(3, rs.sent);
 	EXPECT_EQ(0, rs.failed);
+}
+
+/*
+ * The report of a step goes before the step's answer: the answer may end
+ * the operation, and a reclaim issued right after it must read the tags
+ * as the step left them (bench 9 found none to take when the report came
+ * after the answer).
+ */
+TEST_F(agent, reports_each_step_before_answering_it)
+{
+	int peer = self->sv[1];
+
+	EXPECT_EQ(0, gs_agent_dispatch(self->a));
+	ASSERT_EQ(1, nrep);
+	ASSERT_EQ(0, send_ev(peer, 1, GPUSLEEP_EV_PAUSE_TAG, GPUSLEEP_TAG_KV_CACHE, 0, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	ASSERT_EQ(1, nrec);
+	ASSERT_EQ(2, nrep);
+	EXPECT_EQ(0, rep_nrec);		/* reported, then answered */
+	EXPECT_EQ(0, rep_last.tags[1].mapped_bytes);
+	ASSERT_EQ(0, send_ev(peer, 2, GPUSLEEP_EV_RESUME_TAG, GPUSLEEP_TAG_KV_CACHE, 0, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	ASSERT_EQ(2, nrec);
+	ASSERT_EQ(3, nrep);
+	EXPECT_EQ(1, rep_nrec);
+	EXPECT_EQ(4 * MiB, rep_last.tags[1].mapped_bytes);
 }
 
 /* A module without REPORT is said once and not asked again. */
