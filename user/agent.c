@@ -80,6 +80,9 @@ struct gs_agent {
 	bool outside_dirty;	/* changed since the last report */
 	uint64_t report_gen;	/* the mm's generation it described */
 	struct gs_agent_report_stats rstats;
+	/* what the module holds: the last report it took (valid: any) */
+	struct gpusleep_report last_sent;
+	bool last_sent_valid;
 };
 
 static uint64_t mono_ns(void)
@@ -239,8 +242,12 @@ int gs_agent_fill_report(struct gs_agent *a, struct gpusleep_report *r)
 	return 0;
 }
 
-/* Send a report now; the failure is counted (and said once). */
-static int send_report(struct gs_agent *a)
+/*
+ * Send a report now; the failure is counted (and said once). Unless
+ * forced, a report the same as the last the module took is not sent
+ * again (a step that changed nothing: the module's copy is already true).
+ */
+static int send_report(struct gs_agent *a, bool force)
 {
 	struct gpusleep_report r;
 	int ret;
@@ -252,11 +259,22 @@ static int send_report(struct gs_agent *a)
 	}
 	pthread_mutex_unlock(&a->lock);
 	ret = gs_agent_fill_report(a, &r);
+	if (!ret && !force) {
+		bool same;
+
+		pthread_mutex_lock(&a->lock);
+		same = a->last_sent_valid &&
+		       !memcmp(&a->last_sent, &r, sizeof(r));
+		pthread_mutex_unlock(&a->lock);
+		if (same)
+			return 0;
+	}
 	if (!ret)
 		ret = gs_report(a->fd, &r);
 	pthread_mutex_lock(&a->lock);
 	a->reported = true;
 	a->last_report_ns = mono_ns();
+	a->last_sent_valid = !ret;
 	if (ret) {
 		a->rstats.failed++;
 		a->rstats.last_error = ret;
@@ -264,6 +282,7 @@ static int send_report(struct gs_agent *a)
 			a->report_off = true;	/* a module without tenants */
 	} else {
 		a->rstats.sent++;
+		a->last_sent = r;
 	}
 	if (ret && !a->report_said) {
 		a->report_said = true;
@@ -278,7 +297,7 @@ static int send_report(struct gs_agent *a)
 
 int gs_agent_report(struct gs_agent *a)
 {
-	return send_report(a);
+	return send_report(a, true);
 }
 
 void gs_agent_get_report_stats(struct gs_agent *a,
@@ -343,7 +362,7 @@ static void report_due(struct gs_agent *a)
 			return;
 		}
 	}
-	send_report(a);
+	send_report(a, false);
 }
 
 /* A readable kick eventfd or timerfd, emptied. */
@@ -447,7 +466,7 @@ static int handle(struct gs_agent *a, const struct gpusleep_event *ev)
 	 * once the answer ends the operation, a caller's next reclaim reads
 	 * this report and must not find the tags as they were before it.
 	 */
-	send_report(a);
+	send_report(a, false);
 	ret = gs_complete_ex(a->fd, ev, &c);
 
 	memset(&ar, 0, sizeof(ar));
@@ -500,7 +519,7 @@ int gs_agent_dispatch(struct gs_agent *a)
 	first = !a->reported;
 	pthread_mutex_unlock(&a->lock);
 	if (first)
-		send_report(a);	/* once attached: what it has */
+		send_report(a, true);	/* once attached: what it has */
 	for (;;) {
 		ret = gs_read_event(a->fd, &ev);
 		if (ret == -EAGAIN)

@@ -870,6 +870,29 @@ TEST_F(agent, reports_each_step_before_answering_it)
 	EXPECT_EQ(4 * MiB, rep_last.tags[1].mapped_bytes);
 }
 
+/*
+ * A step that changed nothing (a resume of an awake tag) sends no report:
+ * the module's copy is already true. gs_agent_report() sends one all the
+ * same.
+ */
+TEST_F(agent, an_unchanged_report_is_not_sent_again)
+{
+	struct gs_agent_report_stats rs;
+
+	EXPECT_EQ(0, gs_agent_dispatch(self->a));
+	ASSERT_EQ(1, nrep);
+	ASSERT_EQ(0, send_ev(self->sv[1], 1, GPUSLEEP_EV_RESUME_TAG,
+			     GPUSLEEP_TAG_KV_CACHE, 0, 1));
+	ASSERT_EQ(1, gs_agent_dispatch(self->a));
+	ASSERT_EQ(1, nrec);
+	EXPECT_EQ(0, rec[0].status);
+	EXPECT_EQ(1, nrep);
+	EXPECT_EQ(0, gs_agent_report(self->a));
+	EXPECT_EQ(2, nrep);
+	gs_agent_get_report_stats(self->a, &rs);
+	EXPECT_EQ(2, rs.sent);
+}
+
 /* A module without REPORT is said once and not asked again. */
 TEST_F(agent, a_module_without_reports_is_not_asked_again)
 {

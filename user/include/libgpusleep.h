@@ -738,11 +738,13 @@ void gs_agent_get_stats(struct gs_agent *a, struct gs_agent_stats *st);
  * the regions and CUDA graph pools, as gs_agent_set_outside() last said;
  * the process's whole device memory, gs_mm_resident()). Sent when the
  * thread starts (or at the first gs_agent_dispatch()), with every step
- * before answering it, and from the thread whenever the memory manager's sizes
- * change or gs_agent_set_outside() says something new: at most one per
- * 100 ms, the rest coalesced. A module without reports (-ENOTTY) is said
- * once on stderr and not asked again.
- * gs_agent_report(): one now, whatever the rate (0 or -errno).
+ * before answering it, and from the thread whenever the memory manager's
+ * sizes change or gs_agent_set_outside() says something new: at most one
+ * per 100 ms, the rest coalesced. A report the same as the last one the
+ * module took is not sent again. A module without reports (-ENOTTY) is
+ * said once on stderr and not asked again.
+ * gs_agent_report(): one now, whatever the rate, sent even if unchanged
+ * (0 or -errno).
  * gs_agent_fill_report(): what it would send.
  */
 int gs_agent_report(struct gs_agent *a);
