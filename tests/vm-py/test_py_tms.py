@@ -7,16 +7,21 @@ PyTorch would call, on the host backend), then pause / resume from the
 engine's own thread, through the module: the weights come back identical,
 the KV cache zero, and a trainer (a separate process) sees the same state
 and can release / resume the same domain while the engine's loop runs.
-SKIPs without /dev/gpusleep."""
+Last, the same drop-in as a trainer's (issue 37): its tags released,
+torch_memory_saver.acquire() takes their size from an engine of another
+process on the same GPU (the host backend's) in a lease, resumes them
+for the block and at its end releases them again and gives the lease
+back, which wakes the engine. SKIPs without /dev/gpusleep."""
 
 import ctypes
 import os
 import select
 import threading
+import time
 
 os.environ["GPUSLEEP_BACKEND"] = "host"		# before the first allocation
 
-from gstest import Tap, Proc, check, need_device, raises
+from gstest import GUARD_S, Tap, Proc, check, need_device, raises
 import gpusleep
 from gpusleep import _lib
 from gpusleep.torch_memory_saver import torch_memory_saver as tms
@@ -32,7 +37,9 @@ TESTS = ["enabled, read-only; a bad tag name refused",
          "resume(): KV zero and repaired, scheduling resumed",
          "pause/resume kv_cache alone, weights untouched",
          "a trainer process releases and resumes while the engine loop runs",
-         "a tag first used after the domain was made: refused, the fix named"]
+         "a tag first used after the domain was made: refused, the fix named",
+         "acquire(): the trainer's tags back from another tenant through a "
+         "lease, released again and the lease given back at the block's end"]
 S = {"events": []}
 
 
@@ -212,15 +219,60 @@ def late_tag():
     check(not S["ctl"].is_sleeping(), "nothing released")
 
 
+def until(what, fn):
+    """Poll fn() until true (a guard against a hang only, not a timing)."""
+    end = time.monotonic() + GUARD_S
+    while not fn():
+        check(time.monotonic() < end, f"never: {what}")
+        time.sleep(0.02)
+
+
+def acquire():
+    # another tenant on the host backend's GPU: an engine and its agent,
+    # 64 MiB a tag (gsproc.py), more than the trainer needs back, reported
+    eng = Proc("engine", f"{NAME}-e")
+    S["procs"] = [eng]
+    other = int(eng.expect("ready ")[0])
+    ag = Proc("agent", other, 64)
+    S["procs"].append(ag)
+    check(ag.expect("ready ") == ["host"], "agent backend")
+    until("the engine reported", lambda: gpusleep.tenant(other).reported)
+    S["w"][:] = S["want"]
+    r = tms.pause()
+    check(r.ok and S["ctl"].state().released ==
+          ["weights", "kv_cache", "cuda_graph"], repr(r))
+    mine = gpusleep.tenant(tms.engine.id)
+    check(mine.gpu == gpusleep.tenant(other).gpu, "one GPU")
+    need = tms._released_size(None)
+    check(need >= 2 * SIZE, f"the trainer's released bytes: {need}")
+    with tms.acquire() as lease:
+        check(lease is not None, "a lease")
+        check(lease.taken_bytes >= need, f"taken {lease.taken_bytes}")
+        st = gpusleep.state(other)
+        # its discard-kind tag is enough
+        check(st.released == ["kv_cache"], f"the engine's {st.released}")
+        check(not S["ctl"].is_sleeping(), "the trainer's tags resumed")
+        check(S["w"].tobytes() == S["want"], "weights identical")
+    check(S["ctl"].state().released ==
+          ["weights", "kv_cache", "cuda_graph"], "released again")
+    until("the engine awake", lambda: gpusleep.state(other).state ==
+          "awake")
+    check(gpusleep.state(other).released == [], "the engine whole")
+    tms.resume()
+    check(S["w"].tobytes() == S["want"], "weights identical at the end")
+
+
 def main():
     tap = Tap(TESTS)
     need_device(tap, TESTS)
     try:
         for name, fn in zip(TESTS, [enabled, regions, agent_up, pause_all,
                                     resume_weights, resume_rest, kv_only,
-                                    trainer_proc, late_tag]):
+                                    trainer_proc, late_tag, acquire]):
             tap.run(name, fn)
     finally:
+        for p in S.get("procs", []):
+            p.close()
         if "ctl" in S:
             S["ctl"].close()
         tms.close()
