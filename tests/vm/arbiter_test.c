@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <linux/capability.h>
 
 #include "kselftest_harness.h"
@@ -688,19 +689,54 @@ static int reclaim_wait(int dev, uint64_t id, uint32_t ms,
 	return ret;
 }
 
+/*
+ * How long a helper plays the tenants before it gives up and says what
+ * it waited for: inside the harness's 30 s per test, so that a hang is
+ * reported with its place, not as the harness's bare timeout.
+ */
+#define PLAY_MS	20000
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* What each tenant is, on stderr: for a helper that gave up. */
+static void say_states(FIXTURE_DATA(arb) *self, const char *what)
+{
+	struct gpusleep_state st;
+	int i;
+
+	for (i = 0; i < self->n; i++) {
+		if (self->ctl[i] < 0 || gs_state(self->ctl[i], &st)) {
+			fprintf(stderr, "# %s: tenant %d: no state\n", what, i);
+			continue;
+		}
+		fprintf(stderr, "# %s: tenant %d: state %u released %#x op %llu in flight %llu\n",
+			what, i, st.state, st.released,
+			(unsigned long long)st.last_op_id,
+			(unsigned long long)st.op_in_flight);
+	}
+}
+
 /* Run a started reclaim to its end, playing every tenant. */
 static int drive(FIXTURE_DATA(arb) *self, uint64_t id,
 		 struct gpusleep_reclaim *out,
 		 struct gpusleep_reclaim_victim *v, uint32_t nv)
 {
-	int i, r;
+	uint64_t end = mono_ms() + PLAY_MS;
+	int r;
 
-	for (i = 0; i < 1000; i++) {
+	do {
 		pump(self, 20);
 		r = reclaim_wait(self->dev, id, 10, out, v, nv);
 		if (r != -ETIMEDOUT)
 			return r;
-	}
+	} while (mono_ms() < end);
+	say_states(self, "the reclaim never ended");
 	return -ETIMEDOUT;
 }
 
@@ -750,18 +786,25 @@ static void give_back(FIXTURE_DATA(arb) *self, int lease)
 static int lease_return(FIXTURE_DATA(arb) *self, int lease)
 {
 	struct pollfd p = { .fd = lease, .events = POLLIN };
-	int i, r;
+	int r;
+
+	uint64_t end = mono_ms() + PLAY_MS;
 
 	r = gs_err(ioctl(lease, GPUSLEEP_IOC_LEASE_RETURN,
 			 GPUSLEEP_LEASE_RETURN_NONBLOCK));
-	if (r != -EINPROGRESS && r < 0)
+	if (r != -EINPROGRESS)
 		return r;
-	for (i = 0; i < 1000; i++) {
+	do {
 		pump(self, 10);
 		if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
 			break;
-	}
-	return gs_err(ioctl(lease, GPUSLEEP_IOC_LEASE_RETURN, 0));
+	} while (mono_ms() < end);
+	/* Never blocking: a return that did not end is -EINPROGRESS. */
+	r = gs_err(ioctl(lease, GPUSLEEP_IOC_LEASE_RETURN,
+			 GPUSLEEP_LEASE_RETURN_NONBLOCK));
+	if (r == -EINPROGRESS)
+		say_states(self, "the lease's return never ended");
+	return r;
 }
 
 /* The position of tenant i's first record of type in the log, or -1. */
