@@ -581,6 +581,9 @@ static void tenant(struct __test_metadata *_metadata, FIXTURE_DATA(arb) *self,
 	self->ctl[i] = gs_attach(self->dev, self->id[i],
 				 GPUSLEEP_ROLE_CONTROLLER);
 	ASSERT_LE(0, self->ctl[i]);
+	/* A record seen by poll() may be gone by the read: never block. */
+	ASSERT_EQ(0, fcntl(self->eng[i], F_SETFL, O_NONBLOCK));
+	ASSERT_EQ(0, fcntl(self->agent[i], F_SETFL, O_NONBLOCK));
 	ASSERT_EQ(0, set_tenant(self->eng[i], prio, flags));
 	report_of(&self->rep[i], self->gpu, w, wpol, kv, kvpol);
 	ASSERT_EQ(0, report(self->agent[i], &self->rep[i]));
