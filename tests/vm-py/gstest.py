@@ -10,6 +10,7 @@ import os
 import select
 import subprocess
 import sys
+import time
 import traceback
 
 sys.dont_write_bytecode = True	# the guest's root is read-only
@@ -153,6 +154,14 @@ class Proc:
 def check(cond, what):
     if not cond:
         raise AssertionError(what)
+
+
+def until(what, fn):
+    """Poll fn() until true (a guard against a hang only, not a timing)."""
+    end = time.monotonic() + GUARD_S
+    while not fn():
+        check(time.monotonic() < end, f"never: {what}")
+        time.sleep(0.02)
 
 
 def raises(cls, fn, *args, **kw):

@@ -22,9 +22,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
-from gstest import (GUARD_S, REPO, Tap, Proc, check, need_device, raises)
+from gstest import (GUARD_S, REPO, Tap, Proc, check, need_device, raises,
+                    until)
 import gpusleep
 from gpusleep import arbiter
 
@@ -58,14 +58,6 @@ TESTS = ["three tenants report their GPU, tags and priority",
 
 S = {"eng": [], "agent": [], "ids": []}
 PRIOS = (-5, 0, 0)
-
-
-def until(what, fn):
-    """Poll fn() until true (a guard against a hang only, not a timing)."""
-    end = time.monotonic() + GUARD_S
-    while not fn():
-        check(time.monotonic() < end, f"never: {what}")
-        time.sleep(0.02)
 
 
 def start():

@@ -17,11 +17,10 @@ import ctypes
 import os
 import select
 import threading
-import time
 
 os.environ["GPUSLEEP_BACKEND"] = "host"		# before the first allocation
 
-from gstest import GUARD_S, Tap, Proc, check, need_device, raises
+from gstest import Tap, Proc, check, need_device, raises, until
 import gpusleep
 from gpusleep import _lib
 from gpusleep.torch_memory_saver import torch_memory_saver as tms
@@ -217,14 +216,6 @@ def late_tag():
     # a tag never used holds nothing: nothing to do, as torch_memory_saver
     check(tms.pause("weights_drafter") is None, "pause of an unused tag")
     check(not S["ctl"].is_sleeping(), "nothing released")
-
-
-def until(what, fn):
-    """Poll fn() until true (a guard against a hang only, not a timing)."""
-    end = time.monotonic() + GUARD_S
-    while not fn():
-        check(time.monotonic() < end, f"never: {what}")
-        time.sleep(0.02)
 
 
 def acquire():
