@@ -293,8 +293,20 @@ def main():
     os.close(grp)                               # cancels the held rank
     for fd in (agent2, engine2):
         os.close(fd)
+    # the group's end cancels the rank in the group's work: wait for it,
+    # or the release below is refused (busy) and the engine's death
+    # below ends no operation (engine-gone unseen)
+    for _ in range(BOUND * 10):
+        st = bytearray(448)
+        fcntl.ioctl(engine, IOC_GET_STATE, st)
+        if not struct.unpack_from("<Q", st, 24)[0]:     # op_in_flight
+            break
+        Y.collect()
+        time.sleep(0.1)
     rep = do("release", {"id": dom, "tags": 1})
     note(rep)
+    t.check("a release to end by its engine's death: started",
+            not rep.get("error") and rep.get("op-id"), rep)
     note(do("get", {"id": dom}))
     os.close(engine)                            # dead, mid-release
     os.close(agent)
