@@ -12,7 +12,6 @@
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <linux/capability.h>
 
 #include "kselftest_harness.h"
@@ -699,14 +698,6 @@ static int reclaim_wait(int dev, uint64_t id, uint32_t ms,
  */
 #define PLAY_MS	20000
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* What each tenant is, on stderr: for a helper that gave up. */
 static void say_states(FIXTURE_DATA(arb) *self, const char *what)
 {
@@ -730,7 +721,7 @@ static int drive(FIXTURE_DATA(arb) *self, uint64_t id,
 		 struct gpusleep_reclaim *out,
 		 struct gpusleep_reclaim_victim *v, uint32_t nv)
 {
-	uint64_t end = mono_ms() + PLAY_MS;
+	uint64_t end = gs_mono_ns() + PLAY_MS * 1000000ULL;
 	int r;
 
 	do {
@@ -738,7 +729,7 @@ static int drive(FIXTURE_DATA(arb) *self, uint64_t id,
 		r = reclaim_wait(self->dev, id, 10, out, v, nv);
 		if (r != -ETIMEDOUT)
 			return r;
-	} while (mono_ms() < end);
+	} while (gs_mono_ns() < end);
 	say_states(self, "the reclaim never ended");
 	return -ETIMEDOUT;
 }
@@ -791,7 +782,7 @@ static int lease_return(FIXTURE_DATA(arb) *self, int lease)
 	struct pollfd p = { .fd = lease, .events = POLLIN };
 	int r;
 
-	uint64_t end = mono_ms() + PLAY_MS;
+	uint64_t end = gs_mono_ns() + PLAY_MS * 1000000ULL;
 
 	r = gs_err(ioctl(lease, GPUSLEEP_IOC_LEASE_RETURN,
 			 GPUSLEEP_LEASE_RETURN_NONBLOCK));
@@ -801,7 +792,7 @@ static int lease_return(FIXTURE_DATA(arb) *self, int lease)
 		pump(self, 10);
 		if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
 			break;
-	} while (mono_ms() < end);
+	} while (gs_mono_ns() < end);
 	/* Never blocking: a return that did not end is -EINPROGRESS. */
 	r = gs_err(ioctl(lease, GPUSLEEP_IOC_LEASE_RETURN,
 			 GPUSLEEP_LEASE_RETURN_NONBLOCK));

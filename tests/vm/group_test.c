@@ -660,14 +660,6 @@ TEST_F_TIMEOUT(g, late_rank_named_with_its_own_reason, 240)
 		expect_awake(_metadata, self, i);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
 /*
  * No deadline ends before its time, measured as the kernel measures
  * (CLOCK_MONOTONIC, ktime): the group's deadline, a rank's step timeout,
@@ -712,10 +704,10 @@ TEST_F_TIMEOUT(g, deadlines_never_early, 240)
 	pump(self, 20);
 	for (i = 0; i < 16; i++) {
 		ms = 3 + i % 7;
-		t0 = now_ns();
+		t0 = gs_mono_ns();
 		ASSERT_EQ(-ETIMEDOUT, gwait(self->grp, o.op_id, ms, &res,
 					    NULL, 0));
-		EXPECT_GE(now_ns() - t0, ms * 1000000ULL);
+		EXPECT_GE(gs_mono_ns() - t0, ms * 1000000ULL);
 	}
 	/* A resume of rank 0 cancels it, and so the group's operation. */
 	ASSERT_EQ(0, gs_start(self->eng[0], GPUSLEEP_IOC_RESUME, 0, 0, &op));
@@ -724,9 +716,9 @@ TEST_F_TIMEOUT(g, deadlines_never_early, 240)
 	ASSERT_EQ(0, gs_start(self->eng[0], GPUSLEEP_IOC_RELEASE, W, 0, &op));
 	for (i = 0; i < 16; i++) {
 		ms = 3 + i % 7;
-		t0 = now_ns();
+		t0 = gs_mono_ns();
 		ASSERT_EQ(-ETIMEDOUT, gs_wait(self->eng[0], op.op_id, ms, &r));
-		EXPECT_GE(now_ns() - t0, ms * 1000000ULL);
+		EXPECT_GE(gs_mono_ns() - t0, ms * 1000000ULL);
 	}
 	ASSERT_EQ(0, gs_start(self->eng[0], GPUSLEEP_IOC_RESUME, 0, 0, &op));
 	pump(self, 50);
@@ -775,7 +767,7 @@ static void *blk_group_release(void *arg)
 	struct blocked *b = arg;
 	struct gpusleep_group_result res;
 	struct gpusleep_group_op o;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = gs_mono_ns();
 	int r;
 
 	memset(&o, 0, sizeof(o));
@@ -795,7 +787,7 @@ static void *blk_group_release(void *arg)
 			b->reason[0] = res.reason;
 		}
 	}
-	b->ns[0] = now_ns() - t0;
+	b->ns[0] = gs_mono_ns() - t0;
 	b->ret[0] = r;
 	return NULL;
 }
@@ -809,9 +801,9 @@ static void *blk_group_wait(void *arg)
 
 	while (!b->started)
 		usleep(1000);
-	t0 = now_ns();
+	t0 = gs_mono_ns();
 	b->ret[1] = gwait(b->grp, b->started, b->wait_ms, &res, NULL, 0);
-	b->ns[1] = now_ns() - t0;
+	b->ns[1] = gs_mono_ns() - t0;
 	b->id[1] = res.op_id;
 	b->reason[1] = res.reason;
 	b->rank[1] = res.rank;

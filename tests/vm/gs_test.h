@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/gpusleep.h>
@@ -259,6 +260,15 @@ static inline int gs_fault_fired(void)
 }
 
 /* Read one record within ms; 0, -ETIMEDOUT, -EPIPE on hang-up/EOF. */
+/* CLOCK_MONOTONIC in ns: the clock of the module's deadlines. */
+static inline uint64_t gs_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 static inline int gs_next(int fd, struct gpusleep_event *ev, int ms)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };

@@ -139,14 +139,6 @@ TEST_F(dev, event_records_say_their_size)
 	close(e);
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * A step record carries its step's deadline (CLOCK_MONOTONIC): the time
  * it was sent plus the step timeout the operation asked for, so that the
@@ -168,31 +160,31 @@ TEST_F(dev, step_records_carry_their_deadline)
 	c = gs_attach(self->dev, id, GPUSLEEP_ROLE_CONTROLLER);
 	ASSERT_LE(0, a);
 	ASSERT_LE(0, c);
-	t0 = mono_ns();
+	t0 = gs_mono_ns();
 	ASSERT_EQ(0, gs_start(c, GPUSLEEP_IOC_RELEASE, GPUSLEEP_TAG_WEIGHTS,
 			      rel_ms, &op));
 	ASSERT_EQ(0, gs_expect(e, GPUSLEEP_EV_DRAIN, 0, &drain));
-	t1 = mono_ns();
+	t1 = gs_mono_ns();
 	EXPECT_EQ(sizeof(struct gpusleep_event), drain.size);
 	EXPECT_LE(t0 + rel_ms * ms, drain.deadline_ns);
 	EXPECT_GE(t1 + rel_ms * ms, drain.deadline_ns);
 	/* the PAUSE_TAG step is sent while the drain is answered */
-	t0 = mono_ns();
+	t0 = gs_mono_ns();
 	ASSERT_EQ(0, gs_answer(e, &drain, 0, 0));
 	ASSERT_EQ(0, gs_expect(a, GPUSLEEP_EV_PAUSE_TAG, GPUSLEEP_TAG_WEIGHTS,
 			       &ev));
-	t1 = mono_ns();
+	t1 = gs_mono_ns();
 	EXPECT_LE(t0 + rel_ms * ms, ev.deadline_ns);
 	EXPECT_GE(t1 + rel_ms * ms, ev.deadline_ns);
 	ASSERT_EQ(0, gs_answer(a, &ev, 0, GS_TAG_BYTES(ev.tags)));
 	ASSERT_EQ(0, gs_finish(c, op.op_id, NULL));
 
-	t0 = mono_ns();
+	t0 = gs_mono_ns();
 	ASSERT_EQ(0, gs_start(c, GPUSLEEP_IOC_RESUME, GPUSLEEP_TAG_WEIGHTS,
 			      res_ms, &op));
 	ASSERT_EQ(0, gs_expect(a, GPUSLEEP_EV_RESUME_TAG, GPUSLEEP_TAG_WEIGHTS,
 			       &ev));
-	t1 = mono_ns();
+	t1 = gs_mono_ns();
 	EXPECT_LE(t0 + res_ms * ms, ev.deadline_ns);
 	EXPECT_GE(t1 + res_ms * ms, ev.deadline_ns);
 	ASSERT_EQ(0, gs_answer(a, &ev, 0, GS_TAG_BYTES(ev.tags)));
@@ -320,7 +312,7 @@ static int read_in_timens(int fd, long long off_s, struct gpusleep_event *ev,
 			int k;
 
 			k = gs_next(fd, &e, GS_WAIT_MS);
-			t = mono_ns();
+			t = gs_mono_ns();
 			k = k ? 1000 - k : 0;	/* a failed read: > 0 */
 			if (write(p[1], &k, sizeof(k)) != sizeof(k) ||
 			    (!k && (write(p[1], &e, sizeof(e)) != sizeof(e) ||
